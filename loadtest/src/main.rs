@@ -1,0 +1,177 @@
+//! Command-line entry point of `watchd-loadtest`.
+//!
+//! ```text
+//! watchd-loadtest demo --etcd-servers=http://127.0.0.1:2379 [--once] ...
+//! ```
+//!
+//! Logs go to stderr; set `RUST_LOG=debug` to see every change.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use tracing::{error, info, warn};
+use tracing_subscriber::EnvFilter;
+use watchd_loadtest::demo::{self, DemoConfig};
+
+/// Load and demo data generator for watchd.
+#[derive(Debug, Parser)]
+#[command(name = "watchd-loadtest", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Write a realistic demo cluster into etcd and keep it changing.
+    Demo(DemoArgs),
+}
+
+/// Flags of the `demo` subcommand.
+#[derive(Debug, Args)]
+struct DemoArgs {
+    /// etcd endpoints, comma separated (http://host:port).
+    #[arg(long, value_delimiter = ',', required = true)]
+    etcd_servers: Vec<String>,
+    /// Key prefix kube-apiserver uses (its --etcd-prefix).
+    #[arg(long, default_value = "/registry")]
+    etcd_prefix: String,
+    /// Number of demo-N namespaces (default, kube-system, kube-public and
+    /// kube-node-lease are always created).
+    #[arg(long, default_value_t = 5)]
+    namespaces: usize,
+    /// Number of node-N nodes.
+    #[arg(long, default_value_t = 4)]
+    nodes: usize,
+    /// Pods in each demo namespace.
+    #[arg(long, default_value_t = 8)]
+    pods_per_namespace: usize,
+    /// Config maps in each demo namespace.
+    #[arg(long, default_value_t = 3)]
+    configmaps_per_namespace: usize,
+    /// Changes per second after the fill (0 = none).
+    #[arg(long, default_value_t = 5.0)]
+    changes_per_second: f64,
+    /// Seed for names, uids and the choice of changes.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Stop after this many seconds (0 = run until Ctrl-C).
+    #[arg(long, default_value_t = 0)]
+    duration: u64,
+    /// Fill the cluster, then exit without making changes.
+    #[arg(long)]
+    once: bool,
+}
+
+impl From<DemoArgs> for DemoConfig {
+    fn from(a: DemoArgs) -> Self {
+        Self {
+            etcd_servers: a.etcd_servers,
+            etcd_prefix: a.etcd_prefix,
+            namespaces: a.namespaces,
+            nodes: a.nodes,
+            pods_per_namespace: a.pods_per_namespace,
+            configmaps_per_namespace: a.configmaps_per_namespace,
+            changes_per_second: a.changes_per_second,
+            seed: a.seed,
+            duration: (a.duration > 0).then(|| Duration::from_secs(a.duration)),
+            once: a.once,
+        }
+    }
+}
+
+/// Resolves on Ctrl-C or (on Unix) SIGTERM; never resolves if no handler
+/// could be installed.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        match tokio::signal::ctrl_c().await {
+            Ok(()) => info!("received Ctrl-C, stopping"),
+            Err(err) => {
+                warn!(error = %err, "cannot listen for Ctrl-C");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+                info!("received SIGTERM, stopping");
+            }
+            Err(err) => {
+                warn!(error = %err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .init();
+    match cli.command {
+        Command::Demo(args) => {
+            let cfg = DemoConfig::from(args);
+            match demo::run(&cfg, shutdown_signal()).await {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(err) => {
+                    error!("{err}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn demo_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "watchd-loadtest",
+            "demo",
+            "--etcd-servers=http://a:2379,http://b:2379",
+            "--namespaces=2",
+            "--changes-per-second=0.5",
+            "--duration=3",
+            "--once",
+        ])
+        .expect("parses");
+        let Command::Demo(args) = cli.command;
+        let cfg = DemoConfig::from(args);
+        assert_eq!(cfg.etcd_servers, ["http://a:2379", "http://b:2379"]);
+        assert_eq!(cfg.etcd_prefix, "/registry");
+        assert_eq!(cfg.namespaces, 2);
+        assert_eq!(cfg.nodes, 4);
+        assert_eq!(cfg.pods_per_namespace, 8);
+        assert_eq!(cfg.configmaps_per_namespace, 3);
+        assert_eq!(cfg.seed, 1);
+        assert_eq!(cfg.duration, Some(Duration::from_secs(3)));
+        assert!(cfg.once);
+        assert!(Cli::try_parse_from(["watchd-loadtest", "demo"]).is_err());
+    }
+}

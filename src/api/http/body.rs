@@ -1,0 +1,172 @@
+//! Response bodies made of shared `Bytes` segments, written with vectored writes: a list
+//! or a batch of watch events is sent without copying the cached objects.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::io::IoSlice;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes};
+use futures_util::Stream;
+use http_body::{Frame, SizeHint};
+
+/// A sequence of byte segments read as one buffer.
+#[derive(Debug, Default)]
+pub struct BufList {
+    segments: VecDeque<Bytes>,
+    remaining: usize,
+}
+
+impl BufList {
+    /// An empty list.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends a segment (empty ones are dropped).
+    pub fn push(&mut self, b: Bytes) {
+        if !b.is_empty() {
+            self.remaining += b.len();
+            self.segments.push_back(b);
+        }
+    }
+
+    /// Appends a static segment.
+    pub fn push_static(&mut self, b: &'static [u8]) {
+        self.push(Bytes::from_static(b));
+    }
+
+    /// The segments, in order.
+    pub fn into_segments(self) -> impl Iterator<Item = Bytes> {
+        self.segments.into_iter()
+    }
+
+    /// Number of segments.
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+}
+
+impl From<Bytes> for BufList {
+    fn from(b: Bytes) -> Self {
+        let mut l = BufList::new();
+        l.push(b);
+        l
+    }
+}
+
+impl Buf for BufList {
+    fn remaining(&self) -> usize {
+        self.remaining
+    }
+
+    fn chunk(&self) -> &[u8] {
+        self.segments.front().map_or(&[], |b| b.chunk())
+    }
+
+    fn chunks_vectored<'a>(&'a self, dst: &mut [IoSlice<'a>]) -> usize {
+        let mut n = 0;
+        for (slot, seg) in dst.iter_mut().zip(self.segments.iter()) {
+            *slot = IoSlice::new(seg);
+            n += 1;
+        }
+        n
+    }
+
+    fn advance(&mut self, mut cnt: usize) {
+        self.remaining = self.remaining.saturating_sub(cnt);
+        while cnt > 0 {
+            let Some(front) = self.segments.front_mut() else {
+                return;
+            };
+            if cnt < front.len() {
+                front.advance(cnt);
+                return;
+            }
+            cnt -= front.len();
+            self.segments.pop_front();
+        }
+    }
+}
+
+/// The body of every response: either complete bytes, or a stream of frames (lists and
+/// watches).
+pub enum Body {
+    /// A complete body.
+    Full(Option<BufList>, usize),
+    /// A streamed body.
+    Stream(Pin<Box<dyn Stream<Item = BufList> + Send>>),
+}
+
+impl Body {
+    /// A body of one buffer.
+    pub fn full(b: impl Into<Bytes>) -> Body {
+        let b: Bytes = b.into();
+        let len = b.len();
+        Body::Full(Some(BufList::from(b)), len)
+    }
+
+    /// A body of several segments with a known total length.
+    pub fn segments(list: BufList) -> Body {
+        let len = list.remaining();
+        Body::Full(Some(list), len)
+    }
+
+    /// A streamed body; each item becomes one frame (one chunk on the wire).
+    pub fn stream(s: impl Stream<Item = BufList> + Send + 'static) -> Body {
+        Body::Stream(Box::pin(s))
+    }
+}
+
+impl http_body::Body for Body {
+    type Data = BufList;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<BufList>, Infallible>>> {
+        match self.get_mut() {
+            Body::Full(b, _) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            Body::Stream(s) => s
+                .as_mut()
+                .poll_next(cx)
+                .map(|o| o.map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, Body::Full(None, _))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Body::Full(Some(_), len) => SizeHint::with_exact(*len as u64),
+            Body::Full(None, _) => SizeHint::with_exact(0),
+            Body::Stream(_) => SizeHint::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buf_list_reads_across_segments() {
+        let mut l = BufList::new();
+        l.push(Bytes::from_static(b"ab"));
+        l.push(Bytes::new());
+        l.push(Bytes::from_static(b"cde"));
+        assert_eq!(l.remaining(), 5);
+        assert_eq!(l.segment_count(), 2);
+        let mut slices = [IoSlice::new(&[]); 4];
+        assert_eq!(l.chunks_vectored(&mut slices), 2);
+        l.advance(3);
+        assert_eq!(l.chunk(), b"de");
+        assert_eq!(l.remaining(), 2);
+        let v = l.copy_to_bytes(2);
+        assert_eq!(&v[..], b"de");
+    }
+}

@@ -1,0 +1,143 @@
+//! Legacy discovery (`/api`, `/apis`, `/api/v1`, `/apis/<g>`, `/apis/<g>/<v>`) and
+//! `/version`, built from the resources served now.
+
+use serde_json::{json, Value};
+
+use super::status::ApiError;
+use crate::store::ResourceIndex;
+
+/// `/api`.
+pub fn api_versions(server_address: &str) -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}],
+    })
+}
+
+fn group_versions(index: &ResourceIndex) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for s in index.stores() {
+        let gv = (s.info.group.clone(), s.info.version.clone());
+        if !s.info.group.is_empty() && !out.contains(&gv) {
+            out.push(gv);
+        }
+    }
+    out
+}
+
+fn group_json(group: &str, versions: &[&str]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+        .collect();
+    json!({
+        "name": group,
+        "versions": vs,
+        "preferredVersion": vs.first().cloned().unwrap_or(Value::Null),
+    })
+}
+
+/// `/apis`.
+pub fn api_group_list(index: &ResourceIndex) -> Value {
+    let gvs = group_versions(index);
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    for (g, v) in &gvs {
+        match groups.iter_mut().find(|(name, _)| name == g) {
+            Some((_, vs)) => vs.push(v),
+            None => groups.push((g.clone(), vec![v])),
+        }
+    }
+    json!({
+        "kind": "APIGroupList",
+        "apiVersion": "v1",
+        "groups": groups.iter().map(|(g, vs)| group_json(g, vs)).collect::<Vec<_>>(),
+    })
+}
+
+/// `/apis/<group>`.
+pub fn api_group(index: &ResourceIndex, group: &str) -> Result<Value, ApiError> {
+    let versions: Vec<String> = group_versions(index)
+        .into_iter()
+        .filter(|(g, _)| g == group)
+        .map(|(_, v)| v)
+        .collect();
+    if versions.is_empty() {
+        return Err(ApiError::PathNotFound(format!(
+            "the server could not find the requested resource (group {group})"
+        )));
+    }
+    let vs: Vec<&str> = versions.iter().map(String::as_str).collect();
+    let mut v = group_json(group, &vs);
+    v["kind"] = json!("APIGroup");
+    v["apiVersion"] = json!("v1");
+    Ok(v)
+}
+
+/// `/api/v1` or `/apis/<group>/<version>`.
+pub fn api_resource_list(
+    index: &ResourceIndex,
+    group: &str,
+    version: &str,
+) -> Result<Value, ApiError> {
+    let resources: Vec<Value> = index
+        .stores()
+        .iter()
+        .filter(|s| s.info.group == group && s.info.version == version)
+        .map(|s| {
+            let mut r = json!({
+                "name": s.info.resource,
+                "singularName": s.info.singular,
+                "namespaced": s.info.namespaced,
+                "kind": s.info.kind,
+                "verbs": ["get", "list", "watch"],
+            });
+            if !s.info.short_names.is_empty() {
+                r["shortNames"] = json!(s.info.short_names);
+            }
+            if !s.info.categories.is_empty() {
+                r["categories"] = json!(s.info.categories);
+            }
+            r
+        })
+        .collect();
+    let group_version = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    if resources.is_empty() && !(group.is_empty() && version == "v1") {
+        return Err(ApiError::PathNotFound(format!(
+            "the server could not find the requested resource (groupVersion {group_version})"
+        )));
+    }
+    Ok(json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": group_version,
+        "resources": resources,
+    }))
+}
+
+/// `/version`: the Kubernetes API level watchd implements.
+pub fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": "34",
+        "gitVersion": format!("v1.34.0+watchd-{}", env!("CARGO_PKG_VERSION")),
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "",
+        "goVersion": "",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, go_arch()),
+    })
+}
+
+fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}

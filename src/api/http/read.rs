@@ -1,0 +1,173 @@
+//! get and list: wait until the cache is fresh enough for the request's resourceVersion,
+//! take a snapshot, and write its pre-encoded objects.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::body::{Body, BufList};
+use super::query::{ContinueToken, GetQuery, ListQuery, RvMatch, RvParam, Selectors};
+use super::status::ApiError;
+use super::ApiState;
+use crate::config;
+use crate::store::{CachedObject, ResourceStore, Snapshot};
+use crate::Revision;
+
+/// Waits until the cache reflects what `rv` asks for, and returns the applied revision
+/// loaded after the wait (to be passed to [`ResourceStore::view`]).
+pub async fn wait_fresh(state: &ApiState, rv: RvParam) -> Result<Revision, ApiError> {
+    let target = match rv {
+        RvParam::Any => return Ok(state.cache.applied()),
+        RvParam::At(n) => n,
+        RvParam::Unset => state
+            .revisions
+            .current(config::CONSISTENT_READ_TIMEOUT)
+            .await
+            .map_err(|e| ApiError::Timeout {
+                message: format!(
+                    "Timeout: cannot read etcd's current revision for a consistent read: {e}"
+                ),
+                too_large_rv: false,
+                retry_after: 1,
+            })?,
+    };
+    if !state
+        .cache
+        .wait_applied(target, config::RESOURCE_VERSION_WAIT)
+        .await
+    {
+        return Err(ApiError::too_large_resource_version(
+            target.0,
+            config::RESOURCE_VERSION_WAIT,
+        ));
+    }
+    Ok(state.cache.applied())
+}
+
+/// Whether an object passes a request's namespace and selectors.
+pub fn matches(obj: &CachedObject, selectors: &Selectors) -> bool {
+    selectors.labels.matches(|k| obj.labels.get(k)) && selectors.fields.matches(|f| obj.field(f))
+}
+
+/// Serves a get of one object.
+pub async fn get(
+    state: &ApiState,
+    store: &ResourceStore,
+    namespace: Option<&str>,
+    name: &str,
+    q: GetQuery,
+) -> Result<Bytes, ApiError> {
+    let applied = wait_fresh(state, q.rv).await?;
+    let view = store.view(applied);
+    let key = match namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    };
+    view.snapshot
+        .objects
+        .get(key.as_str())
+        .map(|o| o.json.clone())
+        .ok_or_else(|| ApiError::NotFound {
+            group: store.info.group.clone(),
+            resource: store.info.resource.clone(),
+            name: name.to_string(),
+        })
+}
+
+/// The snapshot and revision a list is served from.
+async fn list_source(
+    state: &ApiState,
+    store: &ResourceStore,
+    q: &ListQuery,
+) -> Result<(Arc<Snapshot>, Revision), ApiError> {
+    let exact = match (&q.continue_from, q.rv, q.rv_match, q.limit) {
+        (Some(t), _, _, _) => Some(Revision(t.rv)),
+        (None, RvParam::At(n), RvMatch::Exact, _) => Some(n),
+        (None, RvParam::At(n), RvMatch::Unset, Some(_)) => Some(n),
+        _ => None,
+    };
+    let applied = match (exact, &q.continue_from) {
+        (Some(_), Some(_)) => state.cache.applied(),
+        _ => wait_fresh(state, q.rv).await?,
+    };
+    let view = store.view(applied);
+    let Some(n) = exact else {
+        return Ok((view.snapshot, view.revision));
+    };
+    if n > view.revision {
+        return Err(ApiError::too_large_resource_version(
+            n.0,
+            config::RESOURCE_VERSION_WAIT,
+        ));
+    }
+    match view.snapshot.as_of(n) {
+        Some(s) => Ok((s, n)),
+        None if q.continue_from.is_some() => Err(ApiError::Expired(
+            "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.".into(),
+        )),
+        None => Err(ApiError::too_old(n.0, oldest_revision(&view.snapshot).0)),
+    }
+}
+
+fn oldest_revision(s: &Arc<Snapshot>) -> Revision {
+    let mut cur = s.clone();
+    while let Some(older) = cur.older() {
+        cur = older;
+    }
+    cur.revision
+}
+
+/// Serves a list; the body is the cached objects' bytes, not copies.
+#[allow(clippy::explicit_counter_loop)] // `count` outlives the loop: it decides `more`.
+pub async fn list(
+    state: &ApiState,
+    store: &ResourceStore,
+    namespace: Option<&str>,
+    q: &ListQuery,
+) -> Result<Body, ApiError> {
+    let (snapshot, revision) = list_source(state, store, q).await?;
+    let start = q.continue_from.as_ref().map(|t| t.start.as_str());
+    let limit = q.limit.unwrap_or(usize::MAX);
+    let mut items = BufList::new();
+    let mut count = 0usize;
+    let mut last_key: Option<&str> = None;
+    let mut more = false;
+    let mut iter = snapshot
+        .range(namespace, start)
+        .filter(|o| matches(o, &q.selectors));
+    for obj in iter.by_ref() {
+        if count == limit {
+            more = true;
+            break;
+        }
+        if count > 0 {
+            items.push_static(b",");
+        }
+        items.push(obj.json.clone());
+        last_key = Some(obj.key());
+        count += 1;
+    }
+    let mut meta = format!("{{\"resourceVersion\":\"{revision}\"");
+    if let (true, Some(last)) = (more, last_key) {
+        let token = ContinueToken::encode(revision, &format!("{last}\u{0}"));
+        meta.push_str(&format!(",\"continue\":\"{token}\""));
+        if q.selectors.is_empty() {
+            // The object that ended the page is counted too: it was consumed by `break`.
+            let remaining = 1 + iter.count();
+            meta.push_str(&format!(",\"remainingItemCount\":{remaining}"));
+        }
+    }
+    meta.push('}');
+    let head = format!(
+        "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{meta},\"items\":[",
+        store.info.list_kind(),
+        store.info.api_version()
+    );
+    let mut body = BufList::new();
+    body.push(Bytes::from(head));
+    for seg in std::mem::take(&mut items).into_segments() {
+        body.push(seg);
+    }
+    body.push_static(b"]}");
+    Ok(Body::segments(body))
+}

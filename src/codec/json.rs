@@ -1,0 +1,328 @@
+//! JSON values as kube-apiserver stores them: compacted to one line if needed, and given
+//! `metadata.resourceVersion` by splicing bytes, never by re-serializing the object.
+//!
+//! The scanner here trusts structure only after `serde_json` has validated the value; it
+//! still never indexes out of bounds, so a bug shows up as "unreadable", not a panic.
+
+use std::ops::Range;
+
+/// Where `metadata.resourceVersion` goes in a compact JSON object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RvPlace {
+    /// Replace this byte range (an existing value, quotes included).
+    Replace(Range<usize>),
+    /// Insert `"resourceVersion":"N"` right after the `{` of metadata at this offset;
+    /// `empty` when metadata is `{}` (no comma needed).
+    InMetadata { at: usize, empty: bool },
+    /// No metadata object: insert a whole `"metadata":{...}` member after the top `{`.
+    NoMetadata { at: usize, empty: bool },
+}
+
+/// The byte range of the resourceVersion digits inside a rendered object, so the object
+/// can be re-rendered at another revision (a DELETED event) with one splice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RvSpan {
+    /// Offset of the first digit.
+    pub at: u32,
+    /// Number of digits.
+    pub len: u32,
+}
+
+/// Returns the value with all whitespace outside strings removed, or None if it had none
+/// (the common case: kube-apiserver writes compact JSON).
+pub fn compact(input: &[u8]) -> Option<Vec<u8>> {
+    let is_ws = |c: u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r');
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut found = false;
+    for &c in input {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == b'\\' {
+                escaped = true;
+            } else if c == b'"' {
+                in_string = false;
+            }
+        } else if c == b'"' {
+            in_string = true;
+        } else if is_ws(c) {
+            found = true;
+            break;
+        }
+    }
+    if !found {
+        return None;
+    }
+    let mut out = Vec::with_capacity(input.len());
+    in_string = false;
+    escaped = false;
+    for &c in input {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == b'\\' {
+                escaped = true;
+            } else if c == b'"' {
+                in_string = false;
+            }
+        } else if c == b'"' {
+            in_string = true;
+            out.push(c);
+        } else if !is_ws(c) {
+            out.push(c);
+        }
+    }
+    Some(out)
+}
+
+fn skip_string(b: &[u8], start: usize) -> Option<usize> {
+    let mut j = start + 1;
+    loop {
+        match *b.get(j)? {
+            b'\\' => j += 2,
+            b'"' => return Some(j + 1),
+            _ => j += 1,
+        }
+    }
+}
+
+fn skip_value(b: &[u8], start: usize) -> Option<usize> {
+    match *b.get(start)? {
+        b'"' => skip_string(b, start),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = start;
+            loop {
+                match *b.get(j)? {
+                    b'"' => j = skip_string(b, j)?,
+                    b'{' | b'[' => {
+                        depth += 1;
+                        j += 1;
+                    }
+                    b'}' | b']' => {
+                        depth -= 1;
+                        j += 1;
+                        if depth == 0 {
+                            return Some(j);
+                        }
+                    }
+                    _ => j += 1,
+                }
+            }
+        }
+        _ => {
+            let len = b
+                .get(start..)?
+                .iter()
+                .position(|c| matches!(c, b',' | b'}' | b']'))?;
+            Some(start + len)
+        }
+    }
+}
+
+/// Finds member `name` of the compact object starting at `obj` (its `{`); returns the
+/// value's byte range.
+fn find_member(b: &[u8], obj: usize, name: &[u8]) -> Option<Option<Range<usize>>> {
+    if *b.get(obj)? != b'{' {
+        return None;
+    }
+    let mut j = obj + 1;
+    if *b.get(j)? == b'}' {
+        return Some(None);
+    }
+    loop {
+        if *b.get(j)? != b'"' {
+            return None;
+        }
+        let key_end = skip_string(b, j)?;
+        let key = b.get(j + 1..key_end - 1)?;
+        if *b.get(key_end)? != b':' {
+            return None;
+        }
+        let value = key_end + 1;
+        let value_end = skip_value(b, value)?;
+        if key == name {
+            return Some(Some(value..value_end));
+        }
+        match *b.get(value_end)? {
+            b',' => j = value_end + 1,
+            b'}' => return Some(None),
+            _ => return None,
+        }
+    }
+}
+
+/// Locates where `metadata.resourceVersion` goes in a compact, valid JSON object.
+pub fn locate_resource_version(b: &[u8]) -> Option<RvPlace> {
+    let empty_object = b.get(1) == Some(&b'}');
+    match find_member(b, 0, b"metadata")? {
+        None => Some(RvPlace::NoMetadata {
+            at: 1,
+            empty: empty_object,
+        }),
+        Some(meta) if b.get(meta.start) == Some(&b'{') => {
+            match find_member(b, meta.start, b"resourceVersion")? {
+                Some(rv) => Some(RvPlace::Replace(rv)),
+                None => Some(RvPlace::InMetadata {
+                    at: meta.start + 1,
+                    empty: b.get(meta.start + 1) == Some(&b'}'),
+                }),
+            }
+        }
+        // `"metadata":null` or another non-object: not an object kube-apiserver wrote.
+        Some(_) => None,
+    }
+}
+
+/// Renders `b` with `metadata.resourceVersion` = `rv` at `place`.
+pub fn render_with_resource_version(b: &[u8], place: &RvPlace, rv: &str) -> (Vec<u8>, RvSpan) {
+    let mut out = Vec::with_capacity(b.len() + rv.len() + 48);
+    let (cut, insert_prefix, insert_suffix): (Range<usize>, &[u8], &[u8]) = match place {
+        RvPlace::Replace(range) => (range.clone(), b"\"", b"\""),
+        RvPlace::InMetadata { at, empty } => (
+            *at..*at,
+            b"\"resourceVersion\":\"",
+            if *empty { b"\"" } else { b"\"," },
+        ),
+        RvPlace::NoMetadata { at, empty } => (
+            *at..*at,
+            b"\"metadata\":{\"resourceVersion\":\"",
+            if *empty { b"\"}" } else { b"\"}," },
+        ),
+    };
+    out.extend_from_slice(&b[..cut.start.min(b.len())]);
+    out.extend_from_slice(insert_prefix);
+    let span = RvSpan {
+        at: out.len() as u32,
+        len: rv.len() as u32,
+    };
+    out.extend_from_slice(rv.as_bytes());
+    out.extend_from_slice(insert_suffix);
+    out.extend_from_slice(b.get(cut.end..).unwrap_or_default());
+    (out, span)
+}
+
+/// Re-renders an already rendered object at another resourceVersion with one splice.
+pub fn replace_resource_version(rendered: &[u8], span: RvSpan, rv: &str) -> (Vec<u8>, RvSpan) {
+    let at = span.at as usize;
+    let end = at + span.len as usize;
+    let mut out = Vec::with_capacity(rendered.len() + rv.len());
+    out.extend_from_slice(rendered.get(..at).unwrap_or_default());
+    out.extend_from_slice(rv.as_bytes());
+    out.extend_from_slice(rendered.get(end..).unwrap_or_default());
+    (
+        out,
+        RvSpan {
+            at: span.at,
+            len: rv.len() as u32,
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn render(input: &str, rv: &str) -> String {
+        let owned;
+        let b = match compact(input.as_bytes()) {
+            Some(c) => {
+                owned = c;
+                &owned[..]
+            }
+            None => input.as_bytes(),
+        };
+        let place = locate_resource_version(b).expect("locatable");
+        let (out, span) = render_with_resource_version(b, &place, rv);
+        let s = String::from_utf8(out).unwrap();
+        assert_eq!(&s[span.at as usize..(span.at + span.len) as usize], rv);
+        s
+    }
+
+    fn rv_of(s: &str) -> Value {
+        let v: Value = serde_json::from_str(s).unwrap();
+        v["metadata"]["resourceVersion"].clone()
+    }
+
+    #[test]
+    fn resource_version_is_inserted_into_metadata() {
+        let s = render(r#"{"kind":"Pod","metadata":{"name":"a"},"spec":{}}"#, "42");
+        assert_eq!(
+            s,
+            r#"{"kind":"Pod","metadata":{"resourceVersion":"42","name":"a"},"spec":{}}"#
+        );
+    }
+
+    #[test]
+    fn existing_resource_version_is_replaced() {
+        let s = render(
+            r#"{"metadata":{"name":"a","resourceVersion":"7","uid":"u"}}"#,
+            "42",
+        );
+        assert_eq!(rv_of(&s), "42");
+        assert_eq!(s.matches("resourceVersion").count(), 1);
+    }
+
+    #[test]
+    fn empty_and_missing_metadata_get_a_resource_version() {
+        assert_eq!(
+            render(r#"{"metadata":{}}"#, "5"),
+            r#"{"metadata":{"resourceVersion":"5"}}"#
+        );
+        assert_eq!(
+            render(r#"{}"#, "5"),
+            r#"{"metadata":{"resourceVersion":"5"}}"#
+        );
+        assert_eq!(
+            render(r#"{"kind":"X"}"#, "5"),
+            r#"{"metadata":{"resourceVersion":"5"},"kind":"X"}"#
+        );
+    }
+
+    #[test]
+    fn pretty_json_is_compacted_to_one_line_strings_untouched() {
+        let s = render(
+            "{\n  \"metadata\": { \"name\": \"a b\" },\n  \"data\": {\"k\": \"x\\\" }\\n y\"}\n}",
+            "9",
+        );
+        assert!(!s.contains('\n'));
+        let v: Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(v["metadata"]["name"], "a b");
+        assert_eq!(v["data"]["k"], "x\" }\n y");
+        assert_eq!(rv_of(&s), "9");
+    }
+
+    #[test]
+    fn keys_that_look_like_metadata_inside_strings_or_nested_are_ignored() {
+        let s = render(
+            r#"{"spec":{"metadata":{"resourceVersion":"1"}},"note":"\"metadata\":{","metadata":{"name":"n"}}"#,
+            "77",
+        );
+        let v: Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(v["spec"]["metadata"]["resourceVersion"], "1");
+        assert_eq!(v["metadata"]["resourceVersion"], "77");
+    }
+
+    #[test]
+    fn delete_revision_replaces_digits_in_one_splice() {
+        let b = br#"{"metadata":{"name":"a"}}"#;
+        let place = locate_resource_version(b).unwrap();
+        let (out, span) = render_with_resource_version(b, &place, "9");
+        let (again, span2) = replace_resource_version(&out, span, "12345");
+        let s = String::from_utf8(again).unwrap();
+        assert_eq!(rv_of(&s), "12345");
+        assert_eq!(
+            &s[span2.at as usize..(span2.at + span2.len) as usize],
+            "12345"
+        );
+    }
+
+    #[test]
+    fn non_object_metadata_is_not_locatable() {
+        assert_eq!(locate_resource_version(br#"{"metadata":null}"#), None);
+        assert_eq!(locate_resource_version(br#"[1,2]"#), None);
+    }
+}

@@ -1,0 +1,334 @@
+//! Turns an etcd value into what the cache keeps: the object's JSON with
+//! `metadata.resourceVersion` set, its labels, and the stored bytes where they are needed
+//! again (protobuf).
+//!
+//! Values are never trusted: anything unreadable is a [`DecodeError`], counted and
+//! skipped by ingestion.
+
+pub mod json;
+pub mod protobuf;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use bytes::Bytes;
+use serde::Deserialize;
+
+use crate::Revision;
+pub use json::RvSpan;
+
+/// How a value was stored in etcd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StorageFormat {
+    /// JSON (custom resources, and clusters configured to store JSON).
+    Json,
+    /// Kubernetes protobuf in the `k8s\0` envelope (built-in types).
+    Protobuf,
+}
+
+/// An object's labels, sorted by key for binary search.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Labels(Box<[(Box<str>, Box<str>)]>);
+
+impl Labels {
+    /// Builds from any (key, value) pairs; later duplicates win.
+    pub fn from_pairs<K: AsRef<str>, V: AsRef<str>>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        let map: BTreeMap<Box<str>, Box<str>> = pairs
+            .into_iter()
+            .map(|(k, v)| (Box::from(k.as_ref()), Box::from(v.as_ref())))
+            .collect();
+        Labels(map.into_iter().collect())
+    }
+
+    /// The value of label `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|(k, _)| k.as_ref().cmp(key))
+            .ok()
+            .and_then(|i| self.0.get(i))
+            .map(|(_, v)| v.as_ref())
+    }
+
+    /// Number of labels.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are no labels.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Approximate heap bytes, for the cache-size metric.
+    pub fn heap_bytes(&self) -> usize {
+        self.0.iter().map(|(k, v)| k.len() + v.len() + 32).sum()
+    }
+}
+
+/// A decoded value, ready to become a cached object.
+#[derive(Debug, Clone)]
+pub struct Decoded {
+    /// The storage format it was read from.
+    pub format: StorageFormat,
+    /// Compact single-line JSON with `metadata.resourceVersion` set.
+    pub json: Bytes,
+    /// Where the resourceVersion digits are in `json`.
+    pub rv_span: RvSpan,
+    /// The object's labels.
+    pub labels: Labels,
+    /// The stored protobuf value (envelope included), kept for protobuf clients.
+    pub protobuf: Option<Bytes>,
+}
+
+/// Why a value cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// Encrypted at rest (`k8s:enc:` prefix); watchd has no key.
+    #[error("value is encrypted at rest (k8s:enc:)")]
+    Encrypted,
+    /// An empty value.
+    #[error("empty value")]
+    Empty,
+    /// Looks like JSON but is not a valid object.
+    #[error("invalid JSON object: {0}")]
+    Json(String),
+    /// Has the protobuf magic but cannot be read.
+    #[error("invalid protobuf: {0}")]
+    Protobuf(String),
+    /// Neither JSON nor Kubernetes protobuf.
+    #[error("unknown storage format")]
+    UnknownFormat,
+}
+
+impl DecodeError {
+    /// A short stable label for metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            DecodeError::Encrypted => "encrypted",
+            DecodeError::Empty => "empty",
+            DecodeError::Json(_) => "invalid_json",
+            DecodeError::Protobuf(_) => "invalid_protobuf",
+            DecodeError::UnknownFormat => "unknown_format",
+        }
+    }
+}
+
+/// Decodes an etcd value stored at `revision` (its mod_revision).
+pub fn decode(value: &[u8], revision: Revision) -> Result<Decoded, DecodeError> {
+    if value.starts_with(b"k8s:enc:") {
+        return Err(DecodeError::Encrypted);
+    }
+    if value.starts_with(protobuf::MAGIC) {
+        return decode_protobuf(value, revision);
+    }
+    match value.iter().find(|c| !c.is_ascii_whitespace()) {
+        None => Err(DecodeError::Empty),
+        Some(b'{') => decode_json(value, revision),
+        Some(_) => Err(DecodeError::UnknownFormat),
+    }
+}
+
+#[derive(Deserialize)]
+struct JsonHead {
+    #[serde(default)]
+    metadata: Option<JsonMeta>,
+}
+
+#[derive(Deserialize)]
+struct JsonMeta {
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+}
+
+fn decode_json(value: &[u8], revision: Revision) -> Result<Decoded, DecodeError> {
+    // One validating pass that also yields the labels; the rest of the object is skipped.
+    let head: JsonHead =
+        serde_json::from_slice(value).map_err(|e| DecodeError::Json(e.to_string()))?;
+    let compacted = json::compact(value);
+    let compact = compacted.as_deref().unwrap_or(value);
+    let place = json::locate_resource_version(compact)
+        .ok_or_else(|| DecodeError::Json("metadata is not an object".into()))?;
+    let (rendered, rv_span) =
+        json::render_with_resource_version(compact, &place, &revision.to_resource_version());
+    let labels = head
+        .metadata
+        .and_then(|m| m.labels)
+        .map(Labels::from_pairs)
+        .unwrap_or_default();
+    Ok(Decoded {
+        format: StorageFormat::Json,
+        json: Bytes::from(rendered),
+        rv_span,
+        labels,
+        protobuf: None,
+    })
+}
+
+fn decode_protobuf(value: &[u8], revision: Revision) -> Result<Decoded, DecodeError> {
+    let perr = |e: protobuf::WireError| DecodeError::Protobuf(e.to_string());
+    let env = protobuf::parse_envelope(value).map_err(perr)?;
+    if !env.content_encoding.is_empty()
+        || !(env.content_type.is_empty()
+            || env.content_type == "application/vnd.kubernetes.protobuf")
+    {
+        return Err(DecodeError::Protobuf(format!(
+            "unsupported content type {:?} encoding {:?}",
+            env.content_type, env.content_encoding
+        )));
+    }
+    if env.kind.is_empty() || env.api_version.is_empty() {
+        return Err(DecodeError::Protobuf(
+            "envelope without kind or apiVersion".into(),
+        ));
+    }
+    let meta = protobuf::read_object_meta(env.raw).map_err(perr)?;
+    let (json, rv_span) = render_metadata_only(&env, &meta, revision);
+    Ok(Decoded {
+        format: StorageFormat::Protobuf,
+        json: Bytes::from(json),
+        rv_span,
+        labels: Labels::from_pairs(meta.labels.iter().map(|(k, v)| (*k, *v))),
+        protobuf: Some(Bytes::copy_from_slice(value)),
+    })
+}
+
+fn push_json_str(out: &mut String, s: &str) {
+    // serde_json's string escaping cannot fail for a &str.
+    out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into()));
+}
+
+fn push_json_map(out: &mut String, name: &str, map: &BTreeMap<&str, &str>) {
+    if map.is_empty() {
+        return;
+    }
+    let _ = write!(out, ",\"{name}\":{{");
+    for (i, (k, v)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        push_json_str(out, k);
+        out.push(':');
+        push_json_str(out, v);
+    }
+    out.push('}');
+}
+
+/// Renders a protobuf object as JSON with its type and metadata only: what is served for
+/// built-in objects until the full protobuf transcoder renders every field.
+fn render_metadata_only(
+    env: &protobuf::Envelope<'_>,
+    meta: &protobuf::ObjectMetaView<'_>,
+    revision: Revision,
+) -> (Vec<u8>, RvSpan) {
+    let mut out = String::with_capacity(256);
+    out.push_str("{\"kind\":");
+    push_json_str(&mut out, env.kind);
+    out.push_str(",\"apiVersion\":");
+    push_json_str(&mut out, env.api_version);
+    out.push_str(",\"metadata\":{\"name\":");
+    push_json_str(&mut out, meta.name);
+    for (field, value) in [
+        ("generateName", meta.generate_name),
+        ("namespace", meta.namespace),
+        ("uid", meta.uid),
+    ] {
+        if !value.is_empty() {
+            let _ = write!(out, ",\"{field}\":");
+            push_json_str(&mut out, value);
+        }
+    }
+    out.push_str(",\"resourceVersion\":\"");
+    let rv = revision.to_resource_version();
+    let rv_span = RvSpan {
+        at: out.len() as u32,
+        len: rv.len() as u32,
+    };
+    out.push_str(&rv);
+    out.push('"');
+    if meta.generation != 0 {
+        let _ = write!(out, ",\"generation\":{}", meta.generation);
+    }
+    let _ = match meta.creation_timestamp {
+        Some(t) => write!(
+            out,
+            ",\"creationTimestamp\":\"{}\"",
+            protobuf::format_rfc3339(t.seconds)
+        ),
+        None => write!(out, ",\"creationTimestamp\":null"),
+    };
+    if let Some(t) = meta.deletion_timestamp {
+        let _ = write!(
+            out,
+            ",\"deletionTimestamp\":\"{}\"",
+            protobuf::format_rfc3339(t.seconds)
+        );
+    }
+    push_json_map(&mut out, "labels", &meta.labels);
+    push_json_map(&mut out, "annotations", &meta.annotations);
+    out.push_str("}}");
+    (out.into_bytes(), rv_span)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_value_gets_mod_revision_as_resource_version() {
+        let d = decode(
+            br#"{"kind":"ConfigMap","metadata":{"name":"a","labels":{"x":"1"}}}"#,
+            Revision(17),
+        )
+        .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&d.json).unwrap();
+        assert_eq!(v["metadata"]["resourceVersion"], "17");
+        assert_eq!(d.labels.get("x"), Some("1"));
+        assert_eq!(d.format, StorageFormat::Json);
+    }
+
+    #[test]
+    fn unreadable_values_are_classified() {
+        assert_eq!(
+            decode(b"k8s:enc:aescbc:v1:key1:xxxx", Revision(1)).unwrap_err(),
+            DecodeError::Encrypted
+        );
+        assert_eq!(decode(b"", Revision(1)).unwrap_err(), DecodeError::Empty);
+        assert_eq!(
+            decode(b"\x00\x01", Revision(1)).unwrap_err(),
+            DecodeError::UnknownFormat
+        );
+        assert!(matches!(
+            decode(b"{\"metadata\":", Revision(1)),
+            Err(DecodeError::Json(_))
+        ));
+        assert!(matches!(
+            decode(b"{\"metadata\":null}", Revision(1)),
+            Err(DecodeError::Json(_))
+        ));
+        assert!(matches!(
+            decode(b"k8s\x00\xff", Revision(1)),
+            Err(DecodeError::Protobuf(_))
+        ));
+    }
+
+    #[test]
+    fn protobuf_value_is_kept_and_served_as_metadata() {
+        let raw = b"\x0a\x0e\x0a\x03web\x1a\x07default\x12\x00";
+        let mut value = protobuf::MAGIC.to_vec();
+        value.extend_from_slice(b"\x0a\x09\x0a\x02v1\x12\x03Pod\x12");
+        value.push(raw.len() as u8);
+        value.extend_from_slice(raw);
+        let d = decode(&value, Revision(5)).unwrap();
+        assert_eq!(d.format, StorageFormat::Protobuf);
+        assert_eq!(d.protobuf.as_deref(), Some(&value[..]));
+        let v: serde_json::Value = serde_json::from_slice(&d.json).unwrap();
+        assert_eq!(v["kind"], "Pod");
+        assert_eq!(v["metadata"]["name"], "web");
+        assert_eq!(v["metadata"]["namespace"], "default");
+        assert_eq!(v["metadata"]["resourceVersion"], "5");
+        let span = &d.json[d.rv_span.at as usize..(d.rv_span.at + d.rv_span.len) as usize];
+        assert_eq!(span, b"5");
+    }
+}

@@ -1,0 +1,60 @@
+//! Every tunable default of the daemon in one place, each with the reason for its value.
+
+use std::time::Duration;
+
+/// How long a consistent read waits for ingestion to reach etcd's current revision before
+/// answering 504, as kube-apiserver does.
+pub const CONSISTENT_READ_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How long a "not older than N" read waits for the cache to reach N (kube-apiserver: 3 s).
+pub const RESOURCE_VERSION_WAIT: Duration = Duration::from_secs(3);
+
+/// How far back watches may resume: etcd's default compaction keeps 5 minutes, and
+/// kube-apiserver's clients expect about that much.
+pub const DEFAULT_HISTORY_WINDOW: Duration = Duration::from_secs(5 * 60);
+
+/// Upper bound of events kept per resource, whatever the window: kube-apiserver's largest
+/// watch cache capacity. Slots are allocated in chunks as they fill, so idle resources
+/// pay for one chunk only.
+pub const DEFAULT_HISTORY_MAX_EVENTS: usize = 102_400;
+
+/// Older snapshots kept per resource for `Exact` and paginated lists (bounded by the
+/// history window too). Snapshots share structure, so each costs about the keys it changed.
+pub const DEFAULT_SNAPSHOT_RING: usize = 4096;
+
+/// Keys per page of the initial etcd range; small enough to stay far below gRPC message
+/// limits with 2 KiB objects, large enough that a 100k-object cluster loads in 100 calls.
+pub const INITIAL_LIST_PAGE: i64 = 1000;
+
+/// Largest etcd response accepted (etcd's own request limit is 1.5 MiB per value).
+pub const ETCD_MAX_MESSAGE: usize = 256 * 1024 * 1024;
+
+/// First and largest delay between etcd reconnect attempts.
+pub const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(100);
+/// Largest delay between etcd reconnect attempts.
+pub const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// Interval of watch bookmarks (kube-apiserver: about once a minute).
+pub const BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
+
+/// How long before a watch's `timeoutSeconds` ends its last bookmark is sent.
+pub const BOOKMARK_BEFORE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Upper bound on an HTTP request line plus headers (kube-apiserver's is 1 MiB).
+pub const MAX_REQUEST_HEAD: usize = 1024 * 1024;
+
+/// Longest query string accepted before answering 400 (protects selector parsers).
+pub const MAX_QUERY_LEN: usize = 64 * 1024;
+
+/// Largest `timeoutSeconds` honoured for a watch; longer ones are clamped.
+pub const MAX_WATCH_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+/// Default watch duration when the client sends no `timeoutSeconds` (kube-apiserver picks
+/// a random value in [30m, 60m); a fixed long one is fine since clients resume).
+pub const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(45 * 60);
+
+/// Most events written to one watcher in one vectored write.
+pub const WATCH_BATCH_MAX: usize = 256;
+
+/// Items per body frame when streaming a list from a snapshot.
+pub const LIST_FRAME_ITEMS: usize = 256;

@@ -1,0 +1,227 @@
+//! The `watchd` command line: `serve` runs the daemon; `version` prints its version.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use watchd::api::http::{self, ApiState};
+use watchd::source::{self, EtcdConfig, RevisionReader};
+use watchd::store::{Cache, StoreConfig};
+use watchd::{config, metrics};
+
+/// A read-path cache for Kubernetes: serves get, list and watch from etcd to many clients.
+#[derive(Parser)]
+#[command(name = "watchd", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Read etcd and serve the Kubernetes read API.
+    Serve(Box<ServeArgs>),
+    /// Print the version.
+    Version,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// etcd endpoints, comma separated (as kube-apiserver's flag).
+    #[arg(long, value_delimiter = ',', required = true)]
+    etcd_servers: Vec<String>,
+    /// Key prefix kube-apiserver stores objects under.
+    #[arg(long, default_value = "/registry")]
+    etcd_prefix: String,
+    /// CA file to verify etcd's certificate.
+    #[arg(long)]
+    etcd_cafile: Option<String>,
+    /// Client certificate for etcd.
+    #[arg(long)]
+    etcd_certfile: Option<String>,
+    /// Client key for etcd.
+    #[arg(long)]
+    etcd_keyfile: Option<String>,
+    /// Address of the Kubernetes HTTP API (loopback unless told otherwise).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    http_address: SocketAddr,
+    /// Address reserved for the gRPC API (not served yet).
+    #[arg(long)]
+    grpc_address: Option<SocketAddr>,
+    /// How far back watches can resume (e.g. 300s, 5m, 1h).
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    history_window: Duration,
+    /// Most events kept per resource for resuming watches.
+    #[arg(long, default_value_t = config::DEFAULT_HISTORY_MAX_EVENTS)]
+    history_max_events: usize,
+    /// Most past snapshots kept per resource for exact and paginated lists.
+    #[arg(long, default_value_t = config::DEFAULT_SNAPSHOT_RING)]
+    snapshot_ring: usize,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+/// Parses Go-style durations: `300s`, `5m`, `1h30m`, `250ms`.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let mut total = Duration::ZERO;
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return Err("empty duration".into());
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let n: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| format!("invalid duration {s:?}"))?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = match &rest[..unit_len] {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n * 60),
+            "h" => Duration::from_secs(n * 3600),
+            u => {
+                return Err(format!(
+                    "invalid unit {u:?} in duration {s:?} (use ms, s, m, h)"
+                ))
+            }
+        };
+        total += unit;
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn serve(args: ServeArgs) -> Result<(), String> {
+    init_logging(args.log_format);
+    let prometheus = metrics::install().map_err(|e| format!("metrics: {e}"))?;
+    let etcd = EtcdConfig {
+        endpoints: args.etcd_servers.clone(),
+        ca_file: args.etcd_cafile.clone(),
+        cert_file: args.etcd_certfile.clone(),
+        key_file: args.etcd_keyfile.clone(),
+    };
+    let cache = Cache::new(
+        &args.etcd_prefix,
+        StoreConfig {
+            history_window: args.history_window,
+            max_events: args.history_max_events.max(1),
+            snapshot_ring: args.snapshot_ring.max(1),
+        },
+    );
+    let listener = TcpListener::bind(args.http_address)
+        .await
+        .map_err(|e| format!("listening on {}: {e}", args.http_address))?;
+    let address = listener.local_addr().map_err(|e| e.to_string())?;
+    if let Some(grpc) = args.grpc_address {
+        tracing::warn!(%grpc, "the gRPC API is not served by this version; only the HTTP API is");
+    }
+    tracing::info!(http = %address, etcd = ?args.etcd_servers, prefix = %args.etcd_prefix, "watchd starting");
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let state = Arc::new(ApiState {
+        cache: cache.clone(),
+        revisions: RevisionReader::new(etcd.clone()),
+        metrics: Some(prometheus),
+        address: address.to_string(),
+    });
+    let ingest = tokio::spawn(source::run(etcd, cache, stop_rx.clone()));
+    let server = tokio::spawn(http::serve(listener, state, stop_rx));
+    shutdown_signal().await;
+    tracing::info!("stopping");
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        let _ = ingest.await;
+        let _ = server.await;
+    })
+    .await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+fn main() {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Version => println!("watchd {}", env!("CARGO_PKG_VERSION")),
+        Command::Serve(args) => {
+            let args = *args;
+            let rt = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("watchd: cannot start the runtime: {e}");
+                    std::process::exit(1);
+                }
+            };
+            if let Err(e) = rt.block_on(serve(args)) {
+                eprintln!("watchd: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_like_go() {
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("x").is_err());
+        assert!(parse_duration("").is_err());
+    }
+}

@@ -1,0 +1,70 @@
+//! Prometheus metrics: the recorder, and the description of every metric watchd exports.
+
+use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+/// Installs the global recorder and describes every metric; the handle renders `/metrics`.
+pub fn install() -> Result<PrometheusHandle, String> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            metrics_exporter_prometheus::Matcher::Suffix("_seconds".into()),
+            &[0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0],
+        )
+        .map_err(|e| e.to_string())?
+        .install_recorder()
+        .map_err(|e| e.to_string())?;
+    describe();
+    Ok(handle)
+}
+
+fn describe() {
+    describe_gauge!(
+        "watchd_applied_revision",
+        "Newest etcd revision fully applied to the cache."
+    );
+    describe_gauge!(
+        "watchd_etcd_revision",
+        "etcd's store revision as last reported by the watch."
+    );
+    describe_gauge!(
+        "watchd_revision_lag",
+        "Revisions etcd is ahead of the cache."
+    );
+    describe_gauge!("watchd_epoch", "Cache epoch; bumped by each full re-list.");
+    describe_counter!(
+        "watchd_events_ingested_total",
+        "Object changes applied, per resource."
+    );
+    describe_counter!(
+        "watchd_undecodable_values_total",
+        "etcd values skipped because they could not be read, per resource and reason."
+    );
+    describe_counter!(
+        "watchd_etcd_reconnects_total",
+        "Times the etcd connection was re-established."
+    );
+    describe_counter!(
+        "watchd_relists_total",
+        "Full re-lists after etcd compacted past the resume revision."
+    );
+    describe_gauge!("watchd_cached_objects", "Objects cached, per resource.");
+    describe_gauge!(
+        "watchd_cached_bytes",
+        Unit::Bytes,
+        "Bytes of cached objects, per resource."
+    );
+    describe_gauge!("watchd_watchers", "Open watches, per resource.");
+    describe_counter!(
+        "watchd_watchers_expired_total",
+        "Watches ended with 410 Expired (fell out of the history window or epoch ended), per resource."
+    );
+    describe_counter!(
+        "watchd_requests_total",
+        "HTTP requests by verb, resource and status code."
+    );
+    describe_histogram!(
+        "watchd_request_duration_seconds",
+        Unit::Seconds,
+        "Latency of HTTP requests until the response head (watches: until the stream starts)."
+    );
+}

@@ -1,0 +1,175 @@
+//! What resources exist: their API identity (group, version, plural, kind, scope) and
+//! where kube-apiserver stores them in etcd.
+//!
+//! The table of built-in resources is in [`builtin`]; custom resources come from the
+//! CustomResourceDefinitions found in etcd ([`crd`]). [`KeyRoute`] maps an etcd key to
+//! (resource, namespace, name).
+
+pub mod builtin;
+pub mod crd;
+
+use std::sync::Arc;
+
+/// Where a resource definition came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The built-in table.
+    Builtin,
+    /// A CustomResourceDefinition in etcd.
+    CustomResource,
+}
+
+/// One servable resource: its API identity and its place in etcd.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceInfo {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// API version served (the storage version).
+    pub version: String,
+    /// Plural resource name in URLs, e.g. `pods`.
+    pub resource: String,
+    /// Singular resource name, e.g. `pod`.
+    pub singular: String,
+    /// Kind of one object, e.g. `Pod`.
+    pub kind: String,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+    /// Key prefix below `--etcd-prefix`, without slashes around it, e.g. `services/specs`.
+    pub etcd_dir: String,
+    /// Short names kubectl accepts, e.g. `po`.
+    pub short_names: Vec<String>,
+    /// Categories such as `all`.
+    pub categories: Vec<String>,
+    /// Built-in or custom.
+    pub origin: Origin,
+}
+
+impl ResourceInfo {
+    /// `v1` for the core group, `<group>/<version>` otherwise.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The kind of a list of these objects, e.g. `PodList`.
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    /// The (group, resource) name used in log lines and metrics labels, e.g. `pods` or
+    /// `deployments.apps`.
+    pub fn qualified_name(&self) -> String {
+        if self.group.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        }
+    }
+}
+
+/// A shared resource definition.
+pub type ResourceRef = Arc<ResourceInfo>;
+
+/// An etcd key split into the resource directory and the object's place in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRoute<'k> {
+    /// The directory below the prefix, e.g. `pods` or `services/specs`.
+    pub etcd_dir: &'k str,
+    /// `namespace/name` or `name`: the object's key inside its resource, in etcd order.
+    pub object_key: &'k str,
+}
+
+/// Splits `key` (a full etcd key) into directory and object key, trying the one- and
+/// two-segment directories that `known` accepts. None if the key is outside `prefix` or
+/// belongs to no known directory.
+pub fn route_key<'k>(
+    prefix: &str,
+    key: &'k str,
+    known: impl Fn(&str) -> bool,
+) -> Option<KeyRoute<'k>> {
+    let rest = key.strip_prefix(prefix)?.strip_prefix('/')?;
+    let mut search_from = 0;
+    for _ in 0..2 {
+        let slash = search_from + rest.get(search_from..)?.find('/')?;
+        let dir = &rest[..slash];
+        if known(dir) {
+            let object_key = &rest[slash + 1..];
+            if object_key.is_empty() {
+                return None;
+            }
+            return Some(KeyRoute {
+                etcd_dir: dir,
+                object_key,
+            });
+        }
+        search_from = slash + 1;
+    }
+    None
+}
+
+/// Splits an object key into (namespace, name) for a resource of the given scope; None if
+/// the key does not have the scope's shape (e.g. a cluster-scoped key with a slash).
+pub fn split_object_key(object_key: &str, namespaced: bool) -> Option<(Option<&str>, &str)> {
+    if namespaced {
+        let (ns, name) = object_key.split_once('/')?;
+        if ns.is_empty() || name.is_empty() || name.contains('/') {
+            return None;
+        }
+        Some((Some(ns), name))
+    } else if object_key.contains('/') {
+        None
+    } else {
+        Some((None, object_key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn known(dir: &str) -> bool {
+        matches!(
+            dir,
+            "pods" | "minions" | "services/specs" | "example.com/widgets"
+        )
+    }
+
+    #[test]
+    fn routes_namespaced_and_cluster_keys() {
+        let r = route_key("/registry", "/registry/pods/default/web-1", known).unwrap();
+        assert_eq!(r.etcd_dir, "pods");
+        assert_eq!(r.object_key, "default/web-1");
+        let r = route_key("/registry", "/registry/minions/node-1", known).unwrap();
+        assert_eq!(r.etcd_dir, "minions");
+        assert_eq!(r.object_key, "node-1");
+    }
+
+    #[test]
+    fn routes_two_segment_directories() {
+        let r = route_key("/registry", "/registry/services/specs/ns/svc", known).unwrap();
+        assert_eq!(r.etcd_dir, "services/specs");
+        assert_eq!(r.object_key, "ns/svc");
+        let r = route_key("/registry", "/registry/example.com/widgets/ns/w", known).unwrap();
+        assert_eq!(r.etcd_dir, "example.com/widgets");
+    }
+
+    #[test]
+    fn ignores_keys_outside_prefix_or_unknown() {
+        assert!(route_key("/registry", "compact_rev_key", known).is_none());
+        assert!(route_key("/registry", "/registryx/pods/a/b", known).is_none());
+        assert!(route_key("/registry", "/registry/ranges/serviceips", known).is_none());
+        assert!(route_key("/registry", "/registry/pods/", known).is_none());
+    }
+
+    #[test]
+    fn object_keys_must_match_scope() {
+        assert_eq!(split_object_key("ns/a", true), Some((Some("ns"), "a")));
+        assert_eq!(split_object_key("a", true), None);
+        assert_eq!(split_object_key("a/b/c", true), None);
+        assert_eq!(split_object_key("a", false), Some((None, "a")));
+        assert_eq!(split_object_key("a/b", false), None);
+    }
+}

@@ -1,0 +1,331 @@
+//! The history window of one resource: an append-only ring of watch events that watchers
+//! read through cursors (sequence numbers). One writer appends; readers never lock.
+//!
+//! A slot holds an `Arc<WatchEvent>` tagged with its sequence number, so a reader that
+//! finds a different sequence in a slot knows it was overwritten and its cursor fell out
+//! of the window. Slots are allocated a chunk at a time as the log first fills.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwapOption;
+use bytes::Bytes;
+
+use super::object::{CachedObject, ObjectRef};
+use crate::Revision;
+
+const CHUNK: usize = 1024;
+
+/// A block of slots, allocated on first use.
+type Chunk = OnceLock<Box<[ArcSwapOption<WatchEvent>]>>;
+
+/// The type of a watch event as the Kubernetes API names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    /// The object appeared (or started matching the watcher's selector).
+    Added,
+    /// The object changed.
+    Modified,
+    /// The object was deleted (or stopped matching).
+    Deleted,
+}
+
+impl EventType {
+    /// `ADDED`, `MODIFIED` or `DELETED`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The bytes that start a JSON watch frame of this type, up to the object.
+    pub fn json_frame_prefix(self) -> &'static [u8] {
+        match self {
+            EventType::Added => b"{\"type\":\"ADDED\",\"object\":",
+            EventType::Modified => b"{\"type\":\"MODIFIED\",\"object\":",
+            EventType::Deleted => b"{\"type\":\"DELETED\",\"object\":",
+        }
+    }
+}
+
+/// The bytes that end every JSON watch frame.
+pub const JSON_FRAME_SUFFIX: &[u8] = b"}\n";
+
+/// One change to one object at one revision.
+#[derive(Debug)]
+pub struct WatchEvent {
+    /// Position in the log.
+    pub seq: u64,
+    /// The etcd revision of the change.
+    pub revision: Revision,
+    /// The object after the change; None for a deletion.
+    pub object: Option<ObjectRef>,
+    /// The object before the change (at its own revision); None for a creation.
+    pub prev: Option<ObjectRef>,
+    at: Instant,
+    deleted_view: OnceLock<ObjectRef>,
+    json_frames: [OnceLock<Bytes>; 3],
+}
+
+impl WatchEvent {
+    /// A change at `revision`; `seq` is assigned by the log.
+    pub fn new(revision: Revision, object: Option<ObjectRef>, prev: Option<ObjectRef>) -> Self {
+        WatchEvent {
+            seq: 0,
+            revision,
+            object,
+            prev,
+            at: Instant::now(),
+            deleted_view: OnceLock::new(),
+            json_frames: Default::default(),
+        }
+    }
+
+    /// The object's state before this change, served at this event's revision: what a
+    /// DELETED event carries (for a deletion, or when the object stops matching).
+    pub fn deleted_view(&self) -> Option<&ObjectRef> {
+        let prev = self.prev.as_ref()?;
+        Some(
+            self.deleted_view
+                .get_or_init(|| Arc::new(CachedObject::at_revision(prev, self.revision))),
+        )
+    }
+
+    /// The object an event of type `t` carries.
+    pub fn object_for(&self, t: EventType) -> Option<&ObjectRef> {
+        match t {
+            EventType::Deleted => self.deleted_view(),
+            EventType::Added | EventType::Modified => self.object.as_ref(),
+        }
+    }
+
+    /// The JSON watch frame of type `t`, built once and shared by every watcher.
+    pub fn json_frame(&self, t: EventType) -> Option<Bytes> {
+        let obj = self.object_for(t)?;
+        let frame = self.json_frames[t.index()].get_or_init(|| {
+            let prefix = t.json_frame_prefix();
+            let mut b = Vec::with_capacity(prefix.len() + obj.json.len() + JSON_FRAME_SUFFIX.len());
+            b.extend_from_slice(prefix);
+            b.extend_from_slice(&obj.json);
+            b.extend_from_slice(JSON_FRAME_SUFFIX);
+            Bytes::from(b)
+        });
+        Some(frame.clone())
+    }
+}
+
+/// What a cursor finds at its position.
+#[derive(Debug)]
+pub enum Read {
+    /// The event at the cursor.
+    Event(Arc<WatchEvent>),
+    /// Nothing yet: the cursor is at the head.
+    Pending,
+    /// The event was evicted: the cursor fell out of the history window.
+    Expired,
+}
+
+/// Why a watch cannot start from a revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooOld {
+    /// The oldest revision a watch can start from.
+    pub oldest: Revision,
+}
+
+/// The ring of recent events of one resource, within one epoch.
+pub struct EventLog {
+    chunks: Box<[Chunk]>,
+    capacity: u64,
+    window: Duration,
+    head: AtomicU64,
+    tail: AtomicU64,
+    floor: AtomicI64,
+    closed: AtomicBool,
+    epoch: u64,
+}
+
+impl EventLog {
+    /// A log holding at most `max_events` events younger than `window`, starting at
+    /// `start` (the epoch's list revision: every event after it is kept).
+    pub fn new(start: Revision, epoch: u64, max_events: usize, window: Duration) -> Self {
+        let chunks = max_events.div_ceil(CHUNK).max(1);
+        EventLog {
+            chunks: (0..chunks).map(|_| OnceLock::new()).collect(),
+            capacity: (chunks * CHUNK) as u64,
+            window,
+            head: AtomicU64::new(0),
+            tail: AtomicU64::new(0),
+            floor: AtomicI64::new(start.0),
+            closed: AtomicBool::new(false),
+            epoch,
+        }
+    }
+
+    fn slot(&self, seq: u64) -> &ArcSwapOption<WatchEvent> {
+        let i = (seq % self.capacity) as usize;
+        let chunk = self.chunks[i / CHUNK]
+            .get_or_init(|| (0..CHUNK).map(|_| ArcSwapOption::empty()).collect());
+        &chunk[i % CHUNK]
+    }
+
+    fn evict_oldest(&self, clear: bool) {
+        let t = self.tail.load(Ordering::Relaxed);
+        if let Some(ev) = self.slot(t).load_full() {
+            self.floor.store(ev.revision.0, Ordering::Release);
+        }
+        self.tail.store(t + 1, Ordering::Release);
+        if clear {
+            self.slot(t).store(None);
+        }
+    }
+
+    /// Appends an event (single writer). Evicts what falls out of the window first.
+    pub fn append(&self, mut event: WatchEvent) -> Arc<WatchEvent> {
+        let seq = self.head.load(Ordering::Relaxed);
+        let oldest_allowed = event.at.checked_sub(self.window);
+        while self.tail.load(Ordering::Relaxed) < seq {
+            let t = self.tail.load(Ordering::Relaxed);
+            let full = seq - t >= self.capacity;
+            let stale = match (oldest_allowed, self.slot(t).load().as_ref()) {
+                (Some(limit), Some(ev)) => ev.at < limit,
+                _ => false,
+            };
+            if !(full || stale) {
+                break;
+            }
+            self.evict_oldest(!full);
+        }
+        event.seq = seq;
+        let event = Arc::new(event);
+        self.slot(seq).store(Some(event.clone()));
+        self.head.store(seq + 1, Ordering::Release);
+        event
+    }
+
+    /// The sequence number the next event will get.
+    pub fn head(&self) -> u64 {
+        self.head.load(Ordering::Acquire)
+    }
+
+    /// Reads the event at `seq`.
+    pub fn read(&self, seq: u64) -> Read {
+        if seq >= self.head() {
+            return Read::Pending;
+        }
+        match self.slot(seq).load_full() {
+            Some(ev) if ev.seq == seq => Read::Event(ev),
+            _ => Read::Expired,
+        }
+    }
+
+    /// The cursor from which a watcher sees every event after `revision`.
+    pub fn cursor_after(&self, revision: Revision) -> Result<u64, TooOld> {
+        let floor = Revision(self.floor.load(Ordering::Acquire));
+        if revision < floor {
+            return Err(TooOld { oldest: floor });
+        }
+        let (mut lo, mut hi) = (self.tail.load(Ordering::Acquire), self.head());
+        // First seq in [lo, hi) whose revision is after `revision`.
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.read(mid) {
+                Read::Event(ev) if ev.revision <= revision => lo = mid + 1,
+                Read::Event(_) => hi = mid,
+                Read::Pending => hi = mid,
+                Read::Expired => return Err(TooOld { oldest: floor }),
+            }
+        }
+        Ok(lo)
+    }
+
+    /// The oldest revision a watch can start from.
+    pub fn oldest_revision(&self) -> Revision {
+        Revision(self.floor.load(Ordering::Acquire))
+    }
+
+    /// Number of events held.
+    pub fn len(&self) -> u64 {
+        self.head() - self.tail.load(Ordering::Acquire)
+    }
+
+    /// Whether no events are held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Ends the log's epoch: its watchers must stop and their clients re-list.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    /// The epoch this log belongs to.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Whether the epoch ended.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(rev: i64) -> WatchEvent {
+        WatchEvent::new(Revision(rev), None, None)
+    }
+
+    #[test]
+    fn cursor_after_finds_first_later_event() {
+        let log = EventLog::new(Revision(10), 1, 100, Duration::from_secs(60));
+        for r in [11, 12, 12, 15] {
+            log.append(ev(r));
+        }
+        assert_eq!(log.cursor_after(Revision(10)), Ok(0));
+        assert_eq!(log.cursor_after(Revision(11)), Ok(1));
+        assert_eq!(log.cursor_after(Revision(12)), Ok(3));
+        assert_eq!(log.cursor_after(Revision(13)), Ok(3));
+        assert_eq!(log.cursor_after(Revision(99)), Ok(4));
+        assert_eq!(
+            log.cursor_after(Revision(9)),
+            Err(TooOld {
+                oldest: Revision(10)
+            })
+        );
+    }
+
+    #[test]
+    fn capacity_eviction_expires_old_cursors_and_raises_the_floor() {
+        let log = EventLog::new(Revision(0), 1, 1, Duration::from_secs(60));
+        let cap = log.capacity;
+        for r in 1..=(cap as i64 + 5) {
+            log.append(ev(r));
+        }
+        assert!(matches!(log.read(0), Read::Expired));
+        assert!(matches!(log.read(5), Read::Event(e) if e.revision == Revision(6)));
+        assert_eq!(log.oldest_revision(), Revision(5));
+        assert!(log.cursor_after(Revision(4)).is_err());
+        assert_eq!(log.cursor_after(Revision(5)), Ok(5));
+        assert!(matches!(log.read(cap + 5), Read::Pending));
+    }
+
+    #[test]
+    fn time_window_evicts_old_events() {
+        let log = EventLog::new(Revision(0), 1, 100, Duration::from_millis(0));
+        log.append(ev(1));
+        std::thread::sleep(Duration::from_millis(2));
+        log.append(ev(2));
+        assert_eq!(log.len(), 1);
+        assert_eq!(log.oldest_revision(), Revision(1));
+        assert!(matches!(log.read(0), Read::Expired));
+    }
+}

@@ -1,0 +1,15 @@
+//! The cache: per resource, immutable snapshots (current and a ring of recent ones) and
+//! an event log of the history window; one writer (ingestion), lock-free readers.
+
+pub mod cache;
+pub mod event_log;
+pub mod ingest;
+pub mod object;
+pub mod resource;
+pub mod snapshot;
+
+pub use cache::{Cache, ResourceIndex};
+pub use event_log::{EventLog, EventType, Read, TooOld, WatchEvent};
+pub use object::{CachedObject, ObjectRef};
+pub use resource::{Change, ResourceStore, StoreConfig, View};
+pub use snapshot::{ObjectMap, Snapshot};

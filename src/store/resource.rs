@@ -1,0 +1,217 @@
+//! One resource's cache: the current snapshot, the ring of older ones, the event log of
+//! the current epoch, and the wake index of its watchers.
+//!
+//! Only ingestion writes (one task); readers load `Arc`s and never wait on the writer.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+
+use super::event_log::{EventLog, WatchEvent};
+use super::object::ObjectRef;
+use super::snapshot::{ObjectMap, Snapshot};
+use crate::dispatch::WakeIndex;
+use crate::registry::ResourceRef;
+use crate::Revision;
+
+/// Sizes of the history kept per resource.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreConfig {
+    /// How old an event or snapshot may get before it is dropped.
+    pub history_window: Duration,
+    /// Most events kept.
+    pub max_events: usize,
+    /// Most snapshots kept.
+    pub snapshot_ring: usize,
+}
+
+/// A change to one object, decoded and ready to apply.
+pub enum Change {
+    /// The object was created or updated.
+    Put(ObjectRef),
+    /// The object was deleted; `prev` is its last state from etcd's `prev_kv`, used when
+    /// the cache did not hold it.
+    Delete {
+        /// The object key.
+        key: Arc<str>,
+        /// The last state as etcd reported it.
+        prev: Option<ObjectRef>,
+    },
+}
+
+/// A consistent view for serving a list or starting a watch: a snapshot, the log of the
+/// same epoch, and the resourceVersion the view stands for.
+pub struct View {
+    /// The objects.
+    pub snapshot: Arc<Snapshot>,
+    /// The event log of the snapshot's epoch.
+    pub log: Arc<EventLog>,
+    /// The revision the view is valid at (never before `snapshot.revision`).
+    pub revision: Revision,
+}
+
+/// The cache of one resource.
+pub struct ResourceStore {
+    /// What this resource is.
+    pub info: ResourceRef,
+    /// Its watchers' wake-up index.
+    pub wake: Arc<WakeIndex>,
+    current: ArcSwap<Snapshot>,
+    log: ArcSwap<EventLog>,
+    config: StoreConfig,
+    /// Writer-only: the kept snapshots, oldest first, for trimming.
+    ring: Mutex<VecDeque<(Instant, Arc<Snapshot>)>>,
+    metric_name: String,
+}
+
+impl ResourceStore {
+    /// An empty store at `revision` of `epoch`.
+    pub fn new(info: ResourceRef, revision: Revision, epoch: u64, config: StoreConfig) -> Self {
+        let snapshot = Arc::new(Snapshot::new(revision, epoch, ObjectMap::new(), 0, None));
+        let metric_name = info.qualified_name();
+        ResourceStore {
+            info,
+            wake: Arc::new(WakeIndex::default()),
+            current: ArcSwap::new(snapshot.clone()),
+            log: ArcSwap::new(Arc::new(EventLog::new(
+                revision,
+                epoch,
+                config.max_events,
+                config.history_window,
+            ))),
+            config,
+            ring: Mutex::new(VecDeque::from([(Instant::now(), snapshot)])),
+            metric_name,
+        }
+    }
+
+    /// The newest snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.current.load_full()
+    }
+
+    /// The current epoch's event log.
+    pub fn log(&self) -> Arc<EventLog> {
+        self.log.load_full()
+    }
+
+    /// A view at the newest state, given the cache's applied revision loaded *before*
+    /// this call (so the view's revision is never ahead of what the snapshot holds).
+    pub fn view(&self, applied_before: Revision) -> View {
+        // A re-list swaps the log, then the snapshot; retry until both are of one epoch.
+        loop {
+            let log = self.log();
+            let snapshot = self.snapshot();
+            if log.epoch() != snapshot.epoch {
+                std::thread::yield_now();
+                continue;
+            }
+            let revision = applied_before.max(snapshot.revision);
+            return View {
+                snapshot,
+                log,
+                revision,
+            };
+        }
+    }
+
+    /// Applies all changes of one etcd revision; returns the namespaces touched (None for
+    /// cluster-scoped objects) so the caller can wake their watchers.
+    pub fn apply(&self, revision: Revision, changes: Vec<Change>) -> Vec<Option<Arc<str>>> {
+        let cur = self.snapshot();
+        let log = self.log();
+        let mut objects = cur.objects.clone();
+        let mut bytes = cur.bytes;
+        let mut touched = Vec::with_capacity(changes.len());
+        for change in changes {
+            let event = match change {
+                Change::Put(obj) => {
+                    bytes += obj.cached_bytes();
+                    let prev = objects.insert(obj.key().clone(), obj.clone());
+                    if let Some(p) = &prev {
+                        bytes = bytes.saturating_sub(p.cached_bytes());
+                    }
+                    WatchEvent::new(revision, Some(obj), prev)
+                }
+                Change::Delete { key, prev } => match objects.remove(&key).or(prev) {
+                    Some(p) => {
+                        bytes = bytes.saturating_sub(p.cached_bytes());
+                        WatchEvent::new(revision, None, Some(p))
+                    }
+                    None => continue,
+                },
+            };
+            let ns = event
+                .object
+                .as_ref()
+                .or(event.prev.as_ref())
+                .and_then(|o| o.namespace().map(Arc::from));
+            touched.push(ns);
+            log.append(event);
+        }
+        if touched.is_empty() {
+            return touched;
+        }
+        metrics::counter!("watchd_events_ingested_total", "resource" => self.metric_name.clone())
+            .increment(touched.len() as u64);
+        let snap = Arc::new(Snapshot::new(
+            revision,
+            cur.epoch,
+            objects,
+            bytes,
+            Some(cur),
+        ));
+        self.publish(snap);
+        touched
+    }
+
+    /// Starts a new epoch at `revision` with these objects: the old epoch's watchers are
+    /// ended (their log is closed) and its snapshots forgotten.
+    pub fn reset(&self, revision: Revision, epoch: u64, objects: ObjectMap) {
+        let bytes = objects.values().map(|o| o.cached_bytes()).sum();
+        let old_log = self.log();
+        self.log.store(Arc::new(EventLog::new(
+            revision,
+            epoch,
+            self.config.max_events,
+            self.config.history_window,
+        )));
+        old_log.close();
+        let snap = Arc::new(Snapshot::new(revision, epoch, objects, bytes, None));
+        if let Ok(mut ring) = self.ring.lock() {
+            if let Some((_, newest)) = ring.back() {
+                newest.forget_older();
+            }
+            ring.clear();
+        }
+        self.publish(snap);
+        self.wake.wake_all();
+    }
+
+    fn publish(&self, snap: Arc<Snapshot>) {
+        metrics::gauge!("watchd_cached_objects", "resource" => self.metric_name.clone())
+            .set(snap.objects.len() as f64);
+        metrics::gauge!("watchd_cached_bytes", "resource" => self.metric_name.clone())
+            .set(snap.bytes as f64);
+        self.current.store(snap.clone());
+        let Ok(mut ring) = self.ring.lock() else {
+            return;
+        };
+        let now = Instant::now();
+        ring.push_back((now, snap));
+        let limit = now.checked_sub(self.config.history_window);
+        while ring.len() > 1 {
+            let too_many = ring.len() > self.config.snapshot_ring.max(1);
+            let too_old = matches!((limit, ring.front()), (Some(l), Some((t, _))) if *t < l);
+            if !(too_many || too_old) {
+                break;
+            }
+            ring.pop_front();
+            if let Some((_, oldest)) = ring.front() {
+                oldest.forget_older();
+            }
+        }
+    }
+}

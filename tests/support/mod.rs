@@ -1,0 +1,110 @@
+//! Shared helpers for watchd's integration tests.
+//!
+//! Every file in `tests/` pulls this in with `mod support;`. It provides:
+//! - [`etcd::Etcd`]: a throw-away single-member etcd on loopback ports;
+//! - [`watchd::Watchd`]: the `watchd serve` binary under test, started against an etcd;
+//! - [`http`]: a tiny async HTTP/1.1 client (plain requests and streaming watches).
+//!
+//! Everything here talks to 127.0.0.1 only, bounds every wait with a timeout and
+//! kills the processes it started (by PID) when its handle is dropped, so several
+//! test binaries can run in parallel.
+//!
+//! Not every test file uses every helper, hence the `allow` below.
+#![allow(dead_code, unused_imports)]
+
+pub mod etcd;
+pub mod http;
+pub mod watchd;
+
+pub use self::etcd::Etcd;
+pub use self::watchd::Watchd;
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Returns a loopback TCP port that is free right now and was not handed out before by this process.
+///
+/// The port comes from binding `127.0.0.1:0` (the kernel picks it); ports already
+/// returned in this process are skipped, which keeps tests of one binary apart.
+/// Another process may still take the port before it is used, so callers that
+/// start servers retry with fresh ports when the server reports "address already in use".
+pub fn free_port() -> u16 {
+    static HANDED_OUT: OnceLock<Mutex<HashSet<u16>>> = OnceLock::new();
+    let handed_out = HANDED_OUT.get_or_init(|| Mutex::new(HashSet::new()));
+    for _ in 0..100 {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let port = listener.local_addr().expect("local_addr").port();
+        drop(listener);
+        if handed_out
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(port)
+        {
+            return port;
+        }
+    }
+    panic!("could not find a free loopback port after 100 tries");
+}
+
+/// Polls `check` every `interval` until it returns `Some`, or returns `None` once `timeout` has passed.
+pub fn poll_until<T>(
+    timeout: Duration,
+    interval: Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check() {
+            return Some(value);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(interval);
+    }
+}
+
+/// Blocking `GET path` on a loopback address; returns the status code, or `None` on any error or timeout.
+///
+/// Used for readiness probes from synchronous code (no async runtime needed).
+pub fn blocking_get_status(addr: SocketAddr, path: &str, timeout: Duration) -> Option<u16> {
+    assert!(
+        addr.ip().is_loopback(),
+        "tests only talk to loopback, got {addr}"
+    );
+    let mut stream = TcpStream::connect_timeout(&addr, timeout).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    stream.set_write_timeout(Some(timeout)).ok()?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    // The status line is all we need; read until it is complete.
+    let mut head = Vec::new();
+    let mut buf = [0u8; 256];
+    while !head.windows(2).any(|w| w == b"\r\n") {
+        let n = stream.read(&mut buf).ok()?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    let line = String::from_utf8_lossy(&head);
+    let mut parts = line.split_whitespace();
+    match parts.next() {
+        Some(version) if version.starts_with("HTTP/") => parts.next()?.parse().ok(),
+        _ => None,
+    }
+}
+
+/// Returns the last `max_lines` lines of the file at `path` (empty if it cannot be read).
+pub fn tail_file(path: &Path, max_lines: usize) -> String {
+    let text = std::fs::read(path)
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.len().saturating_sub(max_lines);
+    lines[start..].join("\n")
+}
