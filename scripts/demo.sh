@@ -17,7 +17,6 @@ cd "$ROOT"
 ETCD_PORT="${ETCD_PORT:-2379}"
 ETCD_PEER_PORT="${ETCD_PEER_PORT:-$((ETCD_PORT + 1))}"
 WATCHD_PORT="${WATCHD_PORT:-8080}"
-WATCHD_GRPC_PORT="${WATCHD_GRPC_PORT:-9090}"
 DEMO_DIR="${TMPDIR:-/tmp}/watchd-demo"
 ETCD_URL="http://127.0.0.1:${ETCD_PORT}"
 WATCHD_URL="http://127.0.0.1:${WATCHD_PORT}"
@@ -120,13 +119,11 @@ cargo build --release -p watchd -p watchd-loadtest
 
 mkdir -p "$DEMO_DIR"
 
-# watchd's ports must be free before anything is started.
-for port in "$WATCHD_PORT" "$WATCHD_GRPC_PORT"; do
-    if port_in_use "$port"; then
-        die "port $port on 127.0.0.1 is already taken, so watchd cannot listen there.
-      Stop what uses it, or pick others: WATCHD_PORT=18080 WATCHD_GRPC_PORT=19090 $0"
-    fi
-done
+# watchd's port must be free before anything is started.
+if port_in_use "$WATCHD_PORT"; then
+    die "port $WATCHD_PORT on 127.0.0.1 is already taken, so watchd cannot listen there.
+      Stop what uses it, or pick another: WATCHD_PORT=18080 $0"
+fi
 
 # --- 2. etcd ---------------------------------------------------------------
 if port_in_use "$ETCD_PORT"; then
@@ -167,8 +164,7 @@ start "demo writer" "$DEMO_DIR/loadtest.log" \
 # --- 4. watchd -------------------------------------------------------------
 start watchd "$DEMO_DIR/watchd.log" \
     target/release/watchd serve --etcd-servers="$ETCD_URL" \
-    --http-address="127.0.0.1:${WATCHD_PORT}" \
-    --grpc-address="127.0.0.1:${WATCHD_GRPC_PORT}"
+    --http-address="127.0.0.1:${WATCHD_PORT}"
 wait_http watchd "$WATCHD_PORT" /readyz 60 "${PIDS[-1]}" || {
     show_log_tail "$((${#PIDS[@]} - 1))"
     exit 1

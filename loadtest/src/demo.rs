@@ -13,9 +13,18 @@
 //! (`track=stable|canary`), pod deletes (the replacement pod, with a new name
 //! and uid, is created on the next tick) and config map updates. Every change
 //! is logged at debug level and a progress line is logged at info every 10 s.
+//!
+//! Updates and deletes are conditional on the `mod_revision` last seen (as
+//! kube-apiserver does), so a concurrent writer is detected and its version
+//! adopted instead of being overwritten. A stop (duration or signal) lets the
+//! change in flight finish and creates a pending replacement pod, each within
+//! a short timeout, so the cluster is left at its target size.
+//!
+//! The PRNG is seeded with `seed` on a fresh etcd, making runs reproducible,
+//! and with `seed` mixed with the starting etcd revision otherwise, so that a
+//! re-run never repeats the names or uids of an earlier one (see [`run_seed`]).
 
 use std::collections::VecDeque;
-use std::fmt;
 use std::future::Future;
 use std::pin::{pin, Pin};
 use std::time::{Duration, Instant};
@@ -24,9 +33,16 @@ use serde_json::Value;
 use tokio::time::MissedTickBehavior;
 use tracing::{debug, info, warn};
 
+mod changes;
+mod config;
+
+pub use config::{
+    configmap_name, demo_namespace_names, node_names, DemoConfig, DemoError, StopReason, Summary,
+};
+
 use crate::objects::{self, key_for, now_rfc3339, Rng, CONFIGMAPS, NAMESPACES, NODES, PODS};
 use crate::rng::fnv1a;
-use crate::store::{Current, Outcome, Store, StoreStats};
+use crate::store::{Current, Outcome, Store};
 
 /// Applications whose Deployment-style pods populate each demo namespace.
 pub const APPS: [&str; 3] = ["web", "api", "worker"];
@@ -40,164 +56,6 @@ pub const MAX_CHANGES_PER_SECOND: f64 = 100_000.0;
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
 const MAX_NAME_ATTEMPTS: usize = 5;
-
-/// Settings of a demo run (mirrors the CLI flags).
-#[derive(Clone, Debug, PartialEq)]
-pub struct DemoConfig {
-    /// etcd endpoints, `http://host:port` (a bare `host:port` is accepted).
-    pub etcd_servers: Vec<String>,
-    /// Key prefix kube-apiserver was started with (`--etcd-prefix`).
-    pub etcd_prefix: String,
-    /// Number of `demo-N` namespaces.
-    pub namespaces: usize,
-    /// Number of `node-N` nodes.
-    pub nodes: usize,
-    /// Pods in each demo namespace.
-    pub pods_per_namespace: usize,
-    /// Config maps in each demo namespace.
-    pub configmaps_per_namespace: usize,
-    /// Rate of changes after the fill; 0 means fill and then stay idle.
-    pub changes_per_second: f64,
-    /// PRNG seed for names, uids and the choice of changes.
-    pub seed: u64,
-    /// Stop after this long (fill included); `None` runs until stopped.
-    pub duration: Option<Duration>,
-    /// Fill, then return without making changes.
-    pub once: bool,
-}
-
-impl Default for DemoConfig {
-    fn default() -> Self {
-        Self {
-            etcd_servers: vec!["http://127.0.0.1:2379".to_owned()],
-            etcd_prefix: "/registry".to_owned(),
-            namespaces: 5,
-            nodes: 4,
-            pods_per_namespace: 8,
-            configmaps_per_namespace: 3,
-            changes_per_second: 5.0,
-            seed: 1,
-            duration: None,
-            once: false,
-        }
-    }
-}
-
-impl DemoConfig {
-    /// Checks the settings and returns the normalised endpoint list.
-    pub fn endpoints(&self) -> Result<Vec<String>, DemoError> {
-        let mut out = Vec::new();
-        for raw in &self.etcd_servers {
-            let ep = raw.trim();
-            if ep.is_empty() {
-                continue;
-            }
-            if ep.starts_with("https://") {
-                return Err(DemoError::Config(format!(
-                    "{ep}: TLS endpoints are not supported by the demo writer; use http://"
-                )));
-            }
-            if ep.contains("://") && !ep.starts_with("http://") {
-                return Err(DemoError::Config(format!(
-                    "{ep}: expected http://host:port"
-                )));
-            }
-            if ep.starts_with("http://") {
-                out.push(ep.to_owned());
-            } else {
-                out.push(format!("http://{ep}"));
-            }
-        }
-        if out.is_empty() {
-            return Err(DemoError::Config("no etcd servers given".to_owned()));
-        }
-        Ok(out)
-    }
-
-    /// Validates every setting.
-    pub fn validate(&self) -> Result<(), DemoError> {
-        self.endpoints()?;
-        if !self.etcd_prefix.starts_with('/') {
-            return Err(DemoError::Config(format!(
-                "etcd prefix {:?} must start with '/'",
-                self.etcd_prefix
-            )));
-        }
-        if self.nodes == 0 && self.namespaces > 0 && self.pods_per_namespace > 0 {
-            return Err(DemoError::Config("pods need at least one node".to_owned()));
-        }
-        let cps = self.changes_per_second;
-        if !cps.is_finite() || !(0.0..=MAX_CHANGES_PER_SECOND).contains(&cps) {
-            return Err(DemoError::Config(format!(
-                "changes per second must be between 0 and {MAX_CHANGES_PER_SECOND}, got {cps}"
-            )));
-        }
-        Ok(())
-    }
-}
-
-/// Why a demo run could not start.
-#[derive(Debug)]
-pub enum DemoError {
-    /// Invalid settings.
-    Config(String),
-    /// The etcd client could not be created for the endpoints.
-    Connect(etcd_client::Error),
-}
-
-impl fmt::Display for DemoError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Config(msg) => write!(f, "invalid demo settings: {msg}"),
-            Self::Connect(err) => write!(f, "cannot set up etcd client: {err}"),
-        }
-    }
-}
-
-impl std::error::Error for DemoError {}
-
-/// How a demo run ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopReason {
-    /// `once` was set and the fill completed.
-    Filled,
-    /// The configured duration elapsed.
-    Duration,
-    /// The caller's stop future (e.g. Ctrl-C) completed.
-    Stopped,
-}
-
-/// What a demo run did.
-#[derive(Clone, Debug)]
-pub struct Summary {
-    /// How the run ended.
-    pub stop: StopReason,
-    /// Changes attempted after the fill.
-    pub changes: u64,
-    /// etcd write counters (fill included).
-    pub store: StoreStats,
-    /// Pods tracked at the end.
-    pub pods: usize,
-    /// Config maps tracked at the end.
-    pub configmaps: usize,
-    /// Wall time of the run.
-    pub elapsed: Duration,
-}
-
-/// Names of the demo namespaces: `demo-1..=n`.
-pub fn demo_namespace_names(n: usize) -> Vec<String> {
-    (1..=n).map(|i| format!("demo-{i}")).collect()
-}
-
-/// Names of the nodes: `node-1..=n`.
-pub fn node_names(n: usize) -> Vec<String> {
-    (1..=n).map(|i| format!("node-{i}")).collect()
-}
-
-/// Name of the `i`-th (1-based) config map of a namespace, e.g. `web-config-1`.
-pub fn configmap_name(i: usize) -> String {
-    format!("{}-config-{i}", APPS[(i + APPS.len() - 1) % APPS.len()])
-}
 
 /// Runs the demo until the fill completes (`once`), `duration` elapses or
 /// `stop` resolves. etcd outages are retried, so the only errors are bad
@@ -298,7 +156,7 @@ enum Pending {
         app: String,
         hash: String,
     },
-    /// Re-create an object that vanished under us.
+    /// Re-create a config map that vanished under us.
     Recreate {
         key: String,
         ns: String,
@@ -306,12 +164,14 @@ enum Pending {
     },
 }
 
+/// Kind of tracked object.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Which {
     Pod,
     ConfigMap,
 }
 
+/// State of a run: the objects being changed and what is still to do.
 struct Demo<'a> {
     cfg: &'a DemoConfig,
     rng: Rng,
@@ -581,186 +441,9 @@ impl<'a> Demo<'a> {
                 self.create_pod(store, &ns, &app, &hash, &node, phase).await;
             }
             Pending::Recreate { key, ns, value } => {
-                let which = if value["kind"] == "Pod" {
-                    Which::Pod
-                } else {
-                    Which::ConfigMap
-                };
                 if let Some(t) = self.ensure(store, key, &ns, value).await {
-                    self.list(which).push(t);
+                    self.configmaps.push(t);
                 }
-            }
-        }
-    }
-
-    fn list(&mut self, which: Which) -> &mut Vec<Tracked> {
-        match which {
-            Which::Pod => &mut self.pods,
-            Which::ConfigMap => &mut self.configmaps,
-        }
-    }
-
-    async fn update_pod(&mut self, store: &mut Store) {
-        let i = self.rng.index(self.pods.len());
-        let mut value = self.pods[i].value.clone();
-        let mut rt = objects::pod_runtime(&value);
-        let now = now_rfc3339();
-        let running = rt.phase == "Running" && rt.pod_ip.is_some();
-        let roll = self.rng.below(100);
-        let what = if roll < 55 {
-            // Phase / readiness flips; Running -> Pending only occasionally.
-            if !running || (roll < 25 && self.rng.chance(0.3)) {
-                if running {
-                    rt.phase = "Pending".to_owned();
-                    rt.pod_ip = None;
-                    rt.ready = false;
-                } else {
-                    let node = value["spec"]["nodeName"]
-                        .as_str()
-                        .unwrap_or("node-1")
-                        .to_owned();
-                    rt.phase = "Running".to_owned();
-                    rt.pod_ip = Some(objects::pod_ip_for(&node, &mut self.rng));
-                    rt.ready = true;
-                    rt.started_at = now.clone();
-                }
-                format!("phase={}", rt.phase)
-            } else {
-                rt.ready = !rt.ready;
-                format!("ready={}", rt.ready)
-            }
-        } else if roll < 80 {
-            rt.restart_count += 1;
-            rt.started_at = now.clone();
-            format!("restartCount={}", rt.restart_count)
-        } else {
-            let next = match objects::label(&value, TRACK_LABEL) {
-                Some("canary") => "stable",
-                _ => "canary",
-            };
-            objects::set_label(&mut value, TRACK_LABEL, next);
-            format!("{TRACK_LABEL}={next}")
-        };
-        if !what.starts_with(TRACK_LABEL) {
-            if what.starts_with("phase") || what.starts_with("ready") {
-                rt.transition_time = now;
-            }
-            objects::set_pod_runtime(&mut value, &rt);
-        }
-        self.write_update(store, Which::Pod, i, value, &what).await;
-    }
-
-    async fn update_configmap(&mut self, store: &mut Store) {
-        let i = self.rng.index(self.configmaps.len());
-        let mut value = self.configmaps[i].value.clone();
-        let generation = value["data"]["generation"]
-            .as_str()
-            .and_then(|g| g.parse::<u64>().ok())
-            .unwrap_or(0)
-            + 1;
-        let app = objects::label(&value, "app").unwrap_or("web").to_owned();
-        if !value["data"].is_object() {
-            value["data"] = serde_json::json!({});
-        }
-        for (k, v) in configmap_data(&app, generation) {
-            value["data"][k] = Value::String(v);
-        }
-        value["data"]["LOG_LEVEL"] =
-            Value::String(["info", "debug", "warn"][self.rng.index(3)].to_owned());
-        self.write_update(
-            store,
-            Which::ConfigMap,
-            i,
-            value,
-            &format!("generation={generation}"),
-        )
-        .await;
-    }
-
-    async fn write_update(
-        &mut self,
-        store: &mut Store,
-        which: Which,
-        i: usize,
-        value: Value,
-        what: &str,
-    ) {
-        let (key, rev) = {
-            let t = &self.list(which)[i];
-            (t.key.clone(), t.rev)
-        };
-        match store.update(&key, objects::encode(&value), rev).await {
-            Outcome::Applied { revision } => {
-                debug!(op = "update", %key, rev = revision, change = what, "change");
-                let t = &mut self.list(which)[i];
-                t.value = value;
-                t.rev = revision;
-            }
-            Outcome::Conflict { current: Some(cur) } => self.resync(which, i, &cur),
-            Outcome::Conflict { current: None } => self.vanished(which, i),
-        }
-    }
-
-    async fn delete_pod(&mut self, store: &mut Store) {
-        let i = self.rng.index(self.pods.len());
-        let (key, rev) = (self.pods[i].key.clone(), self.pods[i].rev);
-        match store.delete(&key, rev).await {
-            Outcome::Applied { revision } => {
-                debug!(op = "delete", %key, rev = revision, "change");
-                let gone = self.pods.swap_remove(i);
-                self.replace_pod(&gone);
-            }
-            Outcome::Conflict { current: Some(cur) } => self.resync(Which::Pod, i, &cur),
-            Outcome::Conflict { current: None } => self.vanished(Which::Pod, i),
-        }
-    }
-
-    /// Queues a replacement for a deleted pod unless its namespace is over target.
-    fn replace_pod(&mut self, gone: &Tracked) {
-        if self.pods_in(&gone.ns) < self.cfg.pods_per_namespace {
-            let app = objects::label(&gone.value, "app")
-                .unwrap_or("web")
-                .to_owned();
-            let hash = match objects::label(&gone.value, "pod-template-hash") {
-                Some(h) => h.to_owned(),
-                None => self.template_hash(&gone.ns, &app),
-            };
-            let ns = gone.ns.clone();
-            self.pending.push_back(Pending::Pod { ns, app, hash });
-        }
-    }
-
-    /// Someone else changed the object: adopt what etcd holds now.
-    fn resync(&mut self, which: Which, i: usize, cur: &Current) {
-        match parse(cur) {
-            Some(v) => {
-                let t = &mut self.list(which)[i];
-                debug!(key = %t.key, rev = cur.mod_revision, "object changed elsewhere; re-read");
-                t.value = v;
-                t.rev = cur.mod_revision;
-            }
-            None => {
-                let t = self.list(which).swap_remove(i);
-                warn!(key = %t.key, "object no longer holds JSON; no longer managing it");
-            }
-        }
-    }
-
-    /// The object disappeared (deleted elsewhere, or etcd was wiped): put it back.
-    fn vanished(&mut self, which: Which, i: usize) {
-        let t = self.list(which).swap_remove(i);
-        warn!(key = %t.key, "object vanished from etcd; re-creating");
-        match which {
-            Which::Pod => self.replace_pod(&t),
-            Which::ConfigMap => {
-                let mut value = t.value;
-                value["metadata"]["uid"] = Value::String(self.rng.uuid());
-                value["metadata"]["creationTimestamp"] = Value::String(now_rfc3339());
-                self.pending.push_back(Pending::Recreate {
-                    key: t.key,
-                    ns: t.ns,
-                    value,
-                });
             }
         }
     }
@@ -804,41 +487,6 @@ fn configmap_data(app: &str, generation: u64) -> Vec<(&'static str, String)> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn names() {
-        assert_eq!(demo_namespace_names(2), ["demo-1", "demo-2"]);
-        assert_eq!(node_names(3), ["node-1", "node-2", "node-3"]);
-        assert_eq!(configmap_name(1), "web-config-1");
-        assert_eq!(configmap_name(2), "api-config-2");
-        assert_eq!(configmap_name(4), "web-config-4");
-    }
-
-    #[test]
-    fn endpoint_normalisation_and_validation() {
-        let mut cfg = DemoConfig {
-            etcd_servers: vec!["127.0.0.1:2379".into(), " http://10.0.0.1:2379".into()],
-            ..DemoConfig::default()
-        };
-        assert_eq!(
-            cfg.endpoints().expect("valid"),
-            ["http://127.0.0.1:2379", "http://10.0.0.1:2379"]
-        );
-        assert!(cfg.validate().is_ok());
-        cfg.etcd_servers = vec!["https://x:2379".into()];
-        assert!(cfg.validate().is_err());
-        cfg.etcd_servers = vec![String::new()];
-        assert!(cfg.validate().is_err());
-        cfg.etcd_servers = vec!["http://x:2379".into()];
-        cfg.changes_per_second = f64::NAN;
-        assert!(cfg.validate().is_err());
-        cfg.changes_per_second = 0.0;
-        cfg.etcd_prefix = "registry".into();
-        assert!(cfg.validate().is_err());
-        cfg.etcd_prefix = "/registry".into();
-        cfg.nodes = 0;
-        assert!(cfg.validate().is_err());
-    }
-
     #[tokio::test]
     async fn bad_settings_fail_fast() {
         let cfg = DemoConfig {
@@ -849,6 +497,14 @@ mod tests {
             .await
             .expect_err("must fail");
         assert!(err.to_string().contains("TLS"), "{err}");
+    }
+
+    #[test]
+    fn run_seed_is_plain_on_fresh_etcd_and_mixed_otherwise() {
+        assert_eq!(run_seed(7, 1), 7);
+        assert_ne!(run_seed(7, 100), 7);
+        assert_ne!(run_seed(7, 100), run_seed(7, 101));
+        assert_eq!(run_seed(7, 100), run_seed(7, 100));
     }
 
     #[test]

@@ -182,7 +182,7 @@ impl Store {
     /// The current etcd revision (retrying until etcd answers).
     pub async fn revision(&mut self) -> i64 {
         let resp = self
-            .retry("revision", |mut client| async move {
+            .retry("revision read", |mut client| async move {
                 client
                     .get("/", Some(GetOptions::new().with_count_only()))
                     .await

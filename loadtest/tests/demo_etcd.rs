@@ -1,6 +1,7 @@
 //! End-to-end tests of the demo writer against a real etcd that each test
 //! starts itself (free loopback ports, temporary data dir, killed at the end).
-//! They are skipped, with a message, when `/usr/bin/etcd` is not installed.
+//! They fail with a message naming `scripts/install-deps.sh` when `/usr/bin/etcd` is not
+//! installed: a test that cannot run must not pass.
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
@@ -28,12 +29,12 @@ fn free_port() -> u16 {
 }
 
 impl Etcd {
-    /// Starts etcd, or returns `None` (test skipped) if it is not installed.
-    async fn start(test: &str) -> Option<Self> {
-        if !Path::new(ETCD).exists() {
-            eprintln!("SKIPPED {test}: {ETCD} is not installed");
-            return None;
-        }
+    /// Starts etcd; panics if it is not installed.
+    async fn start(test: &str) -> Self {
+        assert!(
+            Path::new(ETCD).exists(),
+            "{test}: {ETCD} is not installed; run scripts/install-deps.sh"
+        );
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
@@ -49,7 +50,7 @@ impl Etcd {
             peer_port: free_port(),
         };
         etcd.spawn().await;
-        Some(etcd)
+        etcd
     }
 
     fn endpoint(&self) -> String {
@@ -220,9 +221,7 @@ async fn pods_per_namespace(etcd: &Etcd) -> Vec<usize> {
 
 #[tokio::test]
 async fn demo_once_fills_etcd_idempotently_then_churns() {
-    let Some(etcd) = Etcd::start("once").await else {
-        return;
-    };
+    let etcd = Etcd::start("once").await;
     let cfg = small_config(etcd.endpoint());
 
     let first = demo::run(&cfg, std::future::pending()).await.expect("run");
@@ -266,9 +265,7 @@ async fn demo_once_fills_etcd_idempotently_then_churns() {
 
 #[tokio::test]
 async fn demo_survives_etcd_restart() {
-    let Some(mut etcd) = Etcd::start("restart").await else {
-        return;
-    };
+    let mut etcd = Etcd::start("restart").await;
     let cfg = DemoConfig {
         once: false,
         duration: Some(Duration::from_secs(7)),
@@ -293,9 +290,7 @@ async fn demo_survives_etcd_restart() {
 
 #[tokio::test]
 async fn binary_exits_zero() {
-    let Some(etcd) = Etcd::start("binary").await else {
-        return;
-    };
+    let etcd = Etcd::start("binary").await;
     let bin = env!("CARGO_BIN_EXE_watchd-loadtest");
     let endpoint = format!("--etcd-servers={}", etcd.endpoint());
     let status = |args: &[&str]| {

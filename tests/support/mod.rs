@@ -4,6 +4,8 @@
 //! - [`etcd::Etcd`]: a throw-away single-member etcd on loopback ports;
 //! - [`watchd::Watchd`]: the `watchd serve` binary under test, started against an etcd;
 //! - [`http`]: a tiny async HTTP/1.1 client (plain requests and streaming watches).
+//! - [`kube`]: Kubernetes-shaped objects written to etcd as kube-apiserver lays them out,
+//!   and checks of API answers (Status objects, lists, watch events, metrics).
 //!
 //! Everything here talks to 127.0.0.1 only, bounds every wait with a timeout and
 //! kills the processes it started (by PID) when its handle is dropped, so several
@@ -14,6 +16,7 @@
 
 pub mod etcd;
 pub mod http;
+pub mod kube;
 pub mod watchd;
 
 pub use self::etcd::Etcd;

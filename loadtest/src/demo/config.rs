@@ -1,0 +1,205 @@
+//! Settings, errors and results of a demo run, and the object names it uses.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::{APPS, MAX_CHANGES_PER_SECOND};
+use crate::store::StoreStats;
+
+/// Settings of a demo run (mirrors the CLI flags).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DemoConfig {
+    /// etcd endpoints, `http://host:port` (a bare `host:port` is accepted).
+    pub etcd_servers: Vec<String>,
+    /// Key prefix kube-apiserver was started with (`--etcd-prefix`).
+    pub etcd_prefix: String,
+    /// Number of `demo-N` namespaces.
+    pub namespaces: usize,
+    /// Number of `node-N` nodes.
+    pub nodes: usize,
+    /// Pods in each demo namespace.
+    pub pods_per_namespace: usize,
+    /// Config maps in each demo namespace.
+    pub configmaps_per_namespace: usize,
+    /// Rate of changes after the fill; 0 means fill and then stay idle.
+    pub changes_per_second: f64,
+    /// PRNG seed for names, uids and the choice of changes.
+    pub seed: u64,
+    /// Stop after this long (fill included); `None` runs until stopped.
+    pub duration: Option<Duration>,
+    /// Fill, then return without making changes.
+    pub once: bool,
+}
+
+impl Default for DemoConfig {
+    fn default() -> Self {
+        Self {
+            etcd_servers: vec!["http://127.0.0.1:2379".to_owned()],
+            etcd_prefix: "/registry".to_owned(),
+            namespaces: 5,
+            nodes: 4,
+            pods_per_namespace: 8,
+            configmaps_per_namespace: 3,
+            changes_per_second: 5.0,
+            seed: 1,
+            duration: None,
+            once: false,
+        }
+    }
+}
+
+impl DemoConfig {
+    /// Checks the settings and returns the normalised endpoint list.
+    pub fn endpoints(&self) -> Result<Vec<String>, DemoError> {
+        let mut out = Vec::new();
+        for raw in &self.etcd_servers {
+            let ep = raw.trim();
+            if ep.is_empty() {
+                continue;
+            }
+            if ep.starts_with("https://") {
+                return Err(DemoError::Config(format!(
+                    "{ep}: TLS endpoints are not supported by the demo writer; use http://"
+                )));
+            }
+            if ep.contains("://") && !ep.starts_with("http://") {
+                return Err(DemoError::Config(format!(
+                    "{ep}: expected http://host:port"
+                )));
+            }
+            if ep.starts_with("http://") {
+                out.push(ep.to_owned());
+            } else {
+                out.push(format!("http://{ep}"));
+            }
+        }
+        if out.is_empty() {
+            return Err(DemoError::Config("no etcd servers given".to_owned()));
+        }
+        Ok(out)
+    }
+
+    /// Validates every setting.
+    pub fn validate(&self) -> Result<(), DemoError> {
+        self.endpoints()?;
+        if !self.etcd_prefix.starts_with('/') {
+            return Err(DemoError::Config(format!(
+                "etcd prefix {:?} must start with '/'",
+                self.etcd_prefix
+            )));
+        }
+        if self.nodes == 0 && self.namespaces > 0 && self.pods_per_namespace > 0 {
+            return Err(DemoError::Config("pods need at least one node".to_owned()));
+        }
+        let cps = self.changes_per_second;
+        if !cps.is_finite() || !(0.0..=MAX_CHANGES_PER_SECOND).contains(&cps) {
+            return Err(DemoError::Config(format!(
+                "changes per second must be between 0 and {MAX_CHANGES_PER_SECOND}, got {cps}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Why a demo run could not start.
+#[derive(Debug)]
+pub enum DemoError {
+    /// Invalid settings.
+    Config(String),
+    /// The etcd client could not be created for the endpoints.
+    Connect(etcd_client::Error),
+}
+
+impl fmt::Display for DemoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Config(msg) => write!(f, "invalid demo settings: {msg}"),
+            Self::Connect(err) => write!(f, "cannot set up etcd client: {err}"),
+        }
+    }
+}
+
+impl std::error::Error for DemoError {}
+
+/// How a demo run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// `once` was set and the fill completed.
+    Filled,
+    /// The configured duration elapsed.
+    Duration,
+    /// The caller's stop future (e.g. Ctrl-C) completed.
+    Stopped,
+}
+
+/// What a demo run did.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    /// How the run ended.
+    pub stop: StopReason,
+    /// Changes attempted after the fill.
+    pub changes: u64,
+    /// etcd write counters (fill included).
+    pub store: StoreStats,
+    /// Pods tracked at the end.
+    pub pods: usize,
+    /// Config maps tracked at the end.
+    pub configmaps: usize,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+}
+
+/// Names of the demo namespaces: `demo-1..=n`.
+pub fn demo_namespace_names(n: usize) -> Vec<String> {
+    (1..=n).map(|i| format!("demo-{i}")).collect()
+}
+
+/// Names of the nodes: `node-1..=n`.
+pub fn node_names(n: usize) -> Vec<String> {
+    (1..=n).map(|i| format!("node-{i}")).collect()
+}
+
+/// Name of the `i`-th (1-based) config map of a namespace, e.g. `web-config-1`.
+pub fn configmap_name(i: usize) -> String {
+    format!("{}-config-{i}", APPS[(i + APPS.len() - 1) % APPS.len()])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(demo_namespace_names(2), ["demo-1", "demo-2"]);
+        assert_eq!(node_names(3), ["node-1", "node-2", "node-3"]);
+        assert_eq!(configmap_name(1), "web-config-1");
+        assert_eq!(configmap_name(2), "api-config-2");
+        assert_eq!(configmap_name(4), "web-config-4");
+    }
+
+    #[test]
+    fn endpoint_normalisation_and_validation() {
+        let mut cfg = DemoConfig {
+            etcd_servers: vec!["127.0.0.1:2379".into(), " http://10.0.0.1:2379".into()],
+            ..DemoConfig::default()
+        };
+        assert_eq!(
+            cfg.endpoints().expect("valid"),
+            ["http://127.0.0.1:2379", "http://10.0.0.1:2379"]
+        );
+        assert!(cfg.validate().is_ok());
+        cfg.etcd_servers = vec!["https://x:2379".into()];
+        assert!(cfg.validate().is_err());
+        cfg.etcd_servers = vec![String::new()];
+        assert!(cfg.validate().is_err());
+        cfg.etcd_servers = vec!["http://x:2379".into()];
+        cfg.changes_per_second = f64::NAN;
+        assert!(cfg.validate().is_err());
+        cfg.changes_per_second = 0.0;
+        cfg.etcd_prefix = "registry".into();
+        assert!(cfg.validate().is_err());
+        cfg.etcd_prefix = "/registry".into();
+        cfg.nodes = 0;
+        assert!(cfg.validate().is_err());
+    }
+}

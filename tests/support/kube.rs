@@ -1,0 +1,268 @@
+//! Kubernetes-shaped test data in etcd, and checks of what the API answers.
+//!
+//! Objects are written where kube-apiserver keeps them (`/registry/pods/<ns>/<name>`,
+//! `/registry/minions/<name>`, ...) as compact JSON with `kind`, `apiVersion` and
+//! `metadata` but no `resourceVersion`. Every write returns the etcd revision it created,
+//! which is the `resourceVersion` watchd must serve for the object.
+
+use std::time::Duration;
+
+use etcd_client::Client;
+use serde_json::{json, Map, Value};
+
+use super::http::{self, Response, WatchStream};
+
+/// How long a test waits for one watch event before giving up.
+pub const EVENT_WAIT: Duration = Duration::from_secs(10);
+
+/// The etcd key of a pod.
+pub fn pod_key(ns: &str, name: &str) -> String {
+    format!("/registry/pods/{ns}/{name}")
+}
+
+fn labels_json(labels: &[(&str, &str)]) -> Value {
+    let map: Map<String, Value> = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    Value::Object(map)
+}
+
+/// A pod as kube-apiserver stores it (JSON flavour), with the given labels.
+pub fn pod(ns: &str, name: &str, labels: &[(&str, &str)]) -> Value {
+    json!({
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "uid": format!("uid-{ns}-{name}"),
+            "creationTimestamp": "2024-01-02T03:04:05Z",
+            "labels": labels_json(labels),
+        },
+        "spec": {
+            "nodeName": "node-1",
+            "containers": [{"name": "main", "image": "registry.example/app:1"}],
+        },
+        "status": {"phase": "Running"},
+    })
+}
+
+/// A node (stored under `minions`).
+pub fn node(name: &str) -> Value {
+    json!({
+        "kind": "Node",
+        "apiVersion": "v1",
+        "metadata": {"name": name, "uid": format!("uid-node-{name}"), "creationTimestamp": "2024-01-02T03:04:05Z"},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    })
+}
+
+/// A namespace.
+pub fn namespace(name: &str) -> Value {
+    json!({
+        "kind": "Namespace",
+        "apiVersion": "v1",
+        "metadata": {"name": name, "uid": format!("uid-ns-{name}"), "creationTimestamp": "2024-01-02T03:04:05Z"},
+        "status": {"phase": "Active"},
+    })
+}
+
+/// A config map with one data entry `value`.
+pub fn configmap(ns: &str, name: &str, value: &str) -> Value {
+    json!({
+        "kind": "ConfigMap",
+        "apiVersion": "v1",
+        "metadata": {"name": name, "namespace": ns, "uid": format!("uid-cm-{ns}-{name}")},
+        "data": {"value": value},
+    })
+}
+
+/// Puts raw bytes at `key`; returns the revision of the write (the key's mod_revision).
+pub async fn put_raw(kv: &mut Client, key: &str, value: impl Into<Vec<u8>>) -> i64 {
+    let resp = kv
+        .put(key, value, None)
+        .await
+        .unwrap_or_else(|e| panic!("etcd put {key}: {e}"));
+    resp.header()
+        .map(|h| h.revision())
+        .unwrap_or_else(|| panic!("etcd put {key}: no response header"))
+}
+
+/// Puts `object` as compact JSON at `key`; returns the revision of the write.
+pub async fn put_json(kv: &mut Client, key: &str, object: &Value) -> i64 {
+    let bytes = serde_json::to_vec(object).expect("serialize test object");
+    put_raw(kv, key, bytes).await
+}
+
+/// Puts a pod; returns the revision of the write.
+pub async fn put_pod(kv: &mut Client, ns: &str, name: &str, labels: &[(&str, &str)]) -> i64 {
+    put_json(kv, &pod_key(ns, name), &pod(ns, name, labels)).await
+}
+
+/// Deletes `key` (which must exist); returns the revision of the deletion.
+pub async fn delete_key(kv: &mut Client, key: &str) -> i64 {
+    let resp = kv
+        .delete(key, None)
+        .await
+        .unwrap_or_else(|e| panic!("etcd delete {key}: {e}"));
+    assert_eq!(resp.deleted(), 1, "etcd delete {key}: key did not exist");
+    resp.header()
+        .map(|h| h.revision())
+        .unwrap_or_else(|| panic!("etcd delete {key}: no response header"))
+}
+
+/// The mod_revision etcd reports for `key`.
+pub async fn mod_revision(kv: &mut Client, key: &str) -> i64 {
+    let resp = kv
+        .get(key, None)
+        .await
+        .unwrap_or_else(|e| panic!("etcd get {key}: {e}"));
+    resp.kvs()
+        .first()
+        .unwrap_or_else(|| panic!("etcd get {key}: no such key"))
+        .mod_revision()
+}
+
+/// etcd's current revision (its response header's).
+pub async fn etcd_revision(kv: &mut Client) -> i64 {
+    let resp = kv
+        .get("/watchd-test/none", None)
+        .await
+        .unwrap_or_else(|e| panic!("etcd get: {e}"));
+    resp.header().expect("etcd get: no response header").revision()
+}
+
+/// `metadata.resourceVersion` of an object or list, as a number.
+pub fn rv(object: &Value) -> i64 {
+    let s = object["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no string metadata.resourceVersion in {object}"));
+    s.parse()
+        .unwrap_or_else(|e| panic!("resourceVersion {s:?} is not a number: {e}"))
+}
+
+/// `metadata.name` of every item of a list, in order; panics if `items` is not an array.
+pub fn item_names(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("list without an items array: {list}"))
+        .iter()
+        .map(|o| o["metadata"]["name"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// The item named `name` of a list.
+pub fn item<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list["items"]
+        .as_array()
+        .and_then(|items| items.iter().find(|o| o["metadata"]["name"] == name))
+        .unwrap_or_else(|| panic!("no item {name:?} in {list}"))
+}
+
+/// `GET url`, asserting 200 and a JSON body; returns the body.
+pub async fn get_json(url: &str) -> Value {
+    let resp = http::get(url, &[]).await;
+    assert_eq!(resp.status, 200, "GET {url}: {}", resp.text());
+    assert_eq!(
+        resp.header("content-type").map(|c| c.starts_with("application/json")),
+        Some(true),
+        "GET {url}: content-type {:?}",
+        resp.header("content-type")
+    );
+    resp.json()
+}
+
+/// Checks a `Status` object: kind, apiVersion, status Failure, `code` and `reason`.
+pub fn check_status(status: &Value, code: u16, reason: &str) {
+    assert_eq!(status["kind"], "Status", "{status}");
+    assert_eq!(status["apiVersion"], "v1", "{status}");
+    assert_eq!(status["status"], "Failure", "{status}");
+    assert_eq!(status["code"], code, "{status}");
+    assert_eq!(status["reason"], reason, "{status}");
+    assert!(status["message"].is_string(), "{status}");
+}
+
+/// Checks that `resp` is an error `Status` with HTTP status `code` and `reason`; returns it.
+pub fn assert_status(resp: &Response, code: u16, reason: &str) -> Value {
+    assert_eq!(resp.status, code, "expected HTTP {code}: {}", resp.text());
+    let status = resp.json();
+    check_status(&status, code, reason);
+    status
+}
+
+/// `GET url`, expecting an error Status with `code` and `reason`; returns it.
+pub async fn get_status(url: &str, code: u16, reason: &str) -> Value {
+    let resp = http::get(url, &[]).await;
+    let status = assert_status(&resp, code, reason);
+    assert_eq!(
+        resp.header("content-type"),
+        Some("application/json"),
+        "GET {url}"
+    );
+    status
+}
+
+/// Opens a watch, asserting HTTP 200 and a JSON content type.
+pub async fn open_watch(url: &str) -> WatchStream {
+    let stream = http::watch(url, &[]).await;
+    assert_eq!(stream.status(), 200, "watch {url}");
+    let ct = stream
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok());
+    assert_eq!(
+        ct.map(|c| c.starts_with("application/json")),
+        Some(true),
+        "watch {url}: content-type {ct:?}"
+    );
+    stream
+}
+
+/// The next event of a watch; panics if none arrives within [`EVENT_WAIT`].
+pub async fn next_event(stream: &mut WatchStream) -> Value {
+    match stream.next_event(EVENT_WAIT).await {
+        Some(ev) => ev,
+        None if stream.is_ended() => panic!("watch ended while an event was expected"),
+        None => panic!("no watch event within {EVENT_WAIT:?}"),
+    }
+}
+
+/// Checks an event's type, object name and object resourceVersion.
+pub fn check_event(event: &Value, kind: &str, name: &str, resource_version: i64) {
+    assert_eq!(event["type"], kind, "{event}");
+    assert_eq!(event["object"]["metadata"]["name"], name, "{event}");
+    assert_eq!(rv(&event["object"]), resource_version, "{event}");
+}
+
+/// Reads events until the server ends the stream (at most `max` events, each within
+/// [`EVENT_WAIT`]); panics if it does not end.
+pub async fn read_to_end(stream: &mut WatchStream, max: usize) -> Vec<Value> {
+    let mut events = Vec::new();
+    for _ in 0..=max {
+        match stream.next_event(EVENT_WAIT).await {
+            Some(ev) => events.push(ev),
+            None => {
+                assert!(
+                    stream.is_ended(),
+                    "watch still open after {EVENT_WAIT:?} without events; got {events:?}"
+                );
+                return events;
+            }
+        }
+    }
+    panic!("watch sent more than {max} events: {events:?}");
+}
+
+/// The value of the first Prometheus sample of `name` whose labels contain every one of
+/// `labels` (each as `key="value"`), or None.
+pub fn metric(text: &str, name: &str, labels: &[&str]) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' '))
+        .find(|(series, _)| {
+            let (n, rest) = series.split_once('{').unwrap_or((series, ""));
+            n == name && labels.iter().all(|want| rest.contains(want))
+        })
+        .and_then(|(_, value)| value.parse().ok())
+}
