@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use watchd::api::http::{self, ApiState};
+use watchd::api::read::ReadContext;
 use watchd::source::{self, EtcdConfig, RevisionReader};
 use watchd::store::{Cache, StoreConfig};
 use watchd::{config, metrics};
@@ -148,8 +149,10 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     tracing::info!(http = %address, etcd = ?args.etcd_servers, prefix = %args.etcd_prefix, "watchd starting");
     let (stop_tx, stop_rx) = watch::channel(false);
     let state = Arc::new(ApiState {
-        cache: cache.clone(),
-        revisions: RevisionReader::new(etcd.clone()),
+        read: ReadContext {
+            cache: cache.clone(),
+            revisions: RevisionReader::new(etcd.clone()),
+        },
         metrics: Some(prometheus),
         address: address.to_string(),
     });

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::status::ApiError;
+use crate::api::status::ApiError;
 use crate::store::ResourceIndex;
 
 /// `/api`.

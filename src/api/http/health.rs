@@ -1,7 +1,7 @@
 //! `/livez`, `/readyz`, `/healthz`: named checks, `?verbose`, `?exclude=`, and
 //! `/<endpoint>/<check>`, worded as kube-apiserver words them.
 
-use super::query::Params;
+use crate::api::query::Params;
 use crate::store::Cache;
 
 /// One named check and whether it passes.

@@ -3,11 +3,9 @@
 
 pub mod body;
 pub mod discovery;
+pub mod encode;
 pub mod health;
 pub mod query;
-pub mod read;
-pub mod status;
-pub mod watch;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -24,18 +22,18 @@ use tokio::net::TcpListener;
 use tokio::sync::watch as signal;
 
 use self::body::Body;
-use self::query::{GetQuery, ListQuery, Params, ResourcePath, Route, WatchQuery};
-use self::status::ApiError;
-use self::watch::{WatchSession, WatchStart};
-use crate::source::RevisionReader;
-use crate::store::{Cache, ResourceStore};
+use self::encode::JsonLines;
+use self::query::{ResourcePath, Route};
+use crate::api::query::{GetQuery, ListQuery, Params, WatchQuery};
+use crate::api::read::{self, ReadContext};
+use crate::api::status::ApiError;
+use crate::api::watch::{WatchSession, WatchStart};
+use crate::store::ResourceStore;
 
 /// What every request handler reads.
 pub struct ApiState {
-    /// The cache.
-    pub cache: Arc<Cache>,
-    /// Linearizable reads of etcd's revision, for consistent reads.
-    pub revisions: RevisionReader,
+    /// The cache and etcd's revision, for reads.
+    pub read: ReadContext,
     /// The metrics renderer.
     pub metrics: Option<PrometheusHandle>,
     /// The address served, for `/api`'s serverAddressByClientCIDRs.
@@ -167,7 +165,7 @@ async fn route_request(
         Ok(p) => p,
         Err(e) => return ("unknown", none, error_response(&e)),
     };
-    let index = state.cache.resources();
+    let index = state.read.cache.resources();
     let result = match route {
         Route::Resource(path) => return serve_resource(state, req, path, &params).await,
         Route::ApiVersions => Ok(value_response(&discovery::api_versions(&state.address))),
@@ -178,7 +176,7 @@ async fn route_request(
         }
         Route::Version => Ok(value_response(&discovery::version())),
         Route::Health { endpoint, check } => {
-            match health::evaluate(endpoint, check.as_deref(), &params, &state.cache) {
+            match health::evaluate(endpoint, check.as_deref(), &params, &state.read.cache) {
                 Some((code, body)) => Ok(text_response(code, body)),
                 None => Err(ApiError::PathNotFound(format!(
                     "no such health check: {}",
@@ -212,7 +210,7 @@ async fn serve_resource(
     path: ResourcePath,
     params: &Params,
 ) -> (&'static str, String, Response<Body>) {
-    let index = state.cache.resources();
+    let index = state.read.cache.resources();
     let Some(store) = index
         .by_api(&path.group, &path.version, &path.resource)
         .cloned()
@@ -276,7 +274,7 @@ async fn serve_verb(
             accept.unwrap_or_default()
         )));
     }
-    if !state.cache.is_synced() {
+    if !state.read.cache.is_synced() {
         return Err(ApiError::Unavailable(
             "the cache is still loading from etcd".into(),
         ));
@@ -290,17 +288,24 @@ async fn serve_verb(
             q.selectors.fields = crate::selectors::FieldSelector::parse(&sel)
                 .map_err(|e| ApiError::BadRequest(e.to_string()))?;
         }
-        let start = WatchSession::start(state, store, path.namespace.clone(), q).await?;
+        let start = WatchSession::start(
+            &state.read,
+            store,
+            path.namespace.clone(),
+            q,
+            JsonLines::default(),
+        )
+        .await?;
         return Ok(watch_response(start));
     }
     if let Some(name) = &path.name {
         let q = GetQuery::parse(params)?;
-        let bytes = read::get(state, &store, ns, name, q).await?;
+        let bytes = read::get(&state.read, &store, ns, name, q).await?;
         return Ok(json_response(200, bytes));
     }
     let q = ListQuery::parse(params)?;
-    let body = read::list(state, &store, ns, &q).await?;
-    let mut r = Response::new(body);
+    let page = read::list_page(&state.read, &store, ns, &q).await?;
+    let mut r = Response::new(encode::list_body(&store.info, page));
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -308,9 +313,9 @@ async fn serve_verb(
     Ok(r)
 }
 
-fn watch_response(start: WatchStart) -> Response<Body> {
+fn watch_response(start: WatchStart<JsonLines>) -> Response<Body> {
     let body = match start {
-        WatchStart::Error(e) => Body::full(watch::error_frame(&e)),
+        WatchStart::Error(e) => Body::full(encode::error_frame(&e)),
         WatchStart::Session(session) => {
             Body::stream(futures_util::stream::unfold(session, |mut s| async move {
                 s.next_frame().await.map(|f| (f, s))

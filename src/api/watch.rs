@@ -1,25 +1,43 @@
 //! A watch: a cursor into one resource's event log, with the request's filter.
 //!
 //! The session is polled by its connection task as the response body; it is not a queue.
-//! Each poll drains what is ready (up to a batch) into one frame of shared `Bytes`
-//! segments, so several events go out in one vectored write, and each event's frame was
-//! built once for all watchers.
+//! Each poll drains what is ready (up to a batch) into one frame, written by the
+//! frontend's [`WatchEncoder`]: for HTTP, shared `Bytes` segments sent with one vectored
+//! write, each event's frame built once for all watchers.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use tokio::time::Instant;
 
-use super::body::BufList;
 use super::query::{RvParam, Selectors, WatchQuery};
-use super::read::{matches, wait_fresh};
+use super::read::{matches, wait_fresh, ReadContext};
 use super::status::ApiError;
-use super::ApiState;
 use crate::config;
 use crate::dispatch::WakeHandle;
-use crate::store::{Cache, EventLog, EventType, Read, ResourceStore, Snapshot, WatchEvent};
+use crate::registry::ResourceInfo;
+use crate::store::{
+    Cache, CachedObject, EventLog, EventType, ObjectRef, Read, ResourceStore, Snapshot, WatchEvent,
+};
 use crate::Revision;
+
+/// How a frontend writes what a watch sends; one encoder per watch, filled between polls.
+pub trait WatchEncoder: Send + 'static {
+    /// What one poll yields (one body frame, one stream message).
+    type Frame: Send + 'static;
+    /// A change from the event log, as event type `t`.
+    fn event(&mut self, t: EventType, ev: &WatchEvent);
+    /// A synthetic ADDED of the initial state.
+    fn initial(&mut self, obj: &ObjectRef);
+    /// A BOOKMARK at `rv`; `initial_events_end` marks the end of a streaming list.
+    fn bookmark(&mut self, info: &ResourceInfo, rv: Revision, initial_events_end: bool);
+    /// The ERROR event that ends a watch.
+    fn error(&mut self, err: &ApiError);
+    /// Items written since the last `take`.
+    fn pending(&self) -> usize;
+    /// The frame of everything written since the last `take`.
+    fn take(&mut self) -> Self::Frame;
+}
 
 /// Synthetic ADDED events still to send from the starting snapshot.
 struct InitialEvents {
@@ -29,7 +47,8 @@ struct InitialEvents {
 }
 
 /// One open watch.
-pub struct WatchSession {
+pub struct WatchSession<E: WatchEncoder> {
+    encoder: E,
     cache: Arc<Cache>,
     store: Arc<ResourceStore>,
     log: Arc<EventLog>,
@@ -47,22 +66,23 @@ pub struct WatchSession {
 }
 
 /// How a watch starts: a session, or an error to send as the only event.
-pub enum WatchStart {
+pub enum WatchStart<E: WatchEncoder> {
     /// Stream events from this session.
-    Session(Box<WatchSession>),
+    Session(Box<WatchSession<E>>),
     /// Send one ERROR event with this status, then close.
     Error(ApiError),
 }
 
-impl WatchSession {
-    /// Validates nothing (the query already is); resolves the start revision and builds
-    /// the session. Errors before the stream starts are returned as HTTP errors.
+impl<E: WatchEncoder> WatchSession<E> {
+    /// Resolves the start revision (the query is already validated) and builds the
+    /// session. Errors before the stream starts are returned, to be answered as errors.
     pub async fn start(
-        state: &ApiState,
+        state: &ReadContext,
         store: Arc<ResourceStore>,
         namespace: Option<String>,
         q: WatchQuery,
-    ) -> Result<WatchStart, ApiError> {
+        encoder: E,
+    ) -> Result<WatchStart<E>, ApiError> {
         let wants_initial = match (q.send_initial_events, q.rv) {
             (Some(b), _) => b,
             (None, RvParam::Unset | RvParam::Any) => true,
@@ -107,6 +127,7 @@ impl WatchSession {
         metrics::gauge!("watchd_watchers", "resource" => store.info.qualified_name())
             .increment(1.0);
         Ok(WatchStart::Session(Box::new(WatchSession {
+            encoder,
             cache: state.cache.clone(),
             store,
             log,
@@ -124,13 +145,14 @@ impl WatchSession {
         })))
     }
 
-    /// The next frame of the body; None when the watch ends.
-    pub async fn next_frame(&mut self) -> Option<BufList> {
+    /// The next frame; None when the watch ends.
+    pub async fn next_frame(&mut self) -> Option<E::Frame> {
         if self.done {
             return None;
         }
         if self.initial.is_some() {
-            return Some(self.initial_frame());
+            self.initial_frame();
+            return Some(self.encoder.take());
         }
         loop {
             if Instant::now() >= self.deadline {
@@ -142,16 +164,17 @@ impl WatchSession {
             let wake = notify.notified();
             tokio::pin!(wake);
             wake.as_mut().enable();
-            let mut out = BufList::new();
-            if self.drain(&mut out) || out.segment_count() > 0 {
-                return Some(out);
+            self.drain();
+            if self.encoder.pending() > 0 {
+                return Some(self.encoder.take());
             }
             if self.allow_bookmarks && Instant::now() >= self.next_bookmark {
                 self.next_bookmark = next_bookmark(Instant::now(), self.deadline);
                 let rv = self.sent.max(applied);
                 if rv >= self.after {
                     self.sent = rv;
-                    return Some(BufList::from(self.bookmark(rv, false)));
+                    self.encoder.bookmark(&self.store.info, rv, false);
+                    return Some(self.encoder.take());
                 }
             }
             let wait_until = if self.allow_bookmarks {
@@ -166,8 +189,8 @@ impl WatchSession {
         }
     }
 
-    /// Moves ready events into `out`; true if the watch must end after them.
-    fn drain(&mut self, out: &mut BufList) -> bool {
+    /// Encodes ready events, up to a batch; ends the watch if its cursor expired.
+    fn drain(&mut self) {
         let mut events = 0;
         while events < config::WATCH_BATCH_MAX {
             match self.log.read(self.cursor) {
@@ -177,48 +200,44 @@ impl WatchSession {
                         continue;
                     }
                     self.sent = ev.revision;
-                    if let Some(frame) = self.frame_for(&ev) {
-                        out.push(frame);
+                    if let Some(t) = self.classify(&ev) {
+                        self.encoder.event(t, &ev);
                         events += 1;
                     }
                 }
                 Read::Pending => {
                     if self.log.is_closed() {
-                        return self.end_with(
-                            out,
-                            ApiError::Expired(
-                                "the cache was re-listed from etcd; re-list and watch again".into(),
-                            ),
-                        );
+                        let msg = "the cache was re-listed from etcd; re-list and watch again";
+                        self.end_with(ApiError::Expired(msg.into()));
                     }
-                    return false;
+                    return;
                 }
                 Read::Expired => {
                     let oldest = self.log.oldest_revision();
-                    return self.end_with(out, ApiError::too_old(self.sent.0, oldest.0));
+                    self.end_with(ApiError::too_old(self.sent.0, oldest.0));
+                    return;
                 }
             }
         }
-        false
     }
 
-    fn end_with(&mut self, out: &mut BufList, err: ApiError) -> bool {
-        metrics::counter!("watchd_watchers_expired_total", "resource" => self.store.info.qualified_name()).increment(1);
-        out.push(error_frame(&err));
+    fn end_with(&mut self, err: ApiError) {
+        metrics::counter!("watchd_watchers_expired_total", "resource" => self.store.info.qualified_name())
+            .increment(1);
+        self.encoder.error(&err);
         self.done = true;
-        true
     }
 
-    fn passes(&self, obj: &crate::store::CachedObject) -> bool {
+    fn passes(&self, obj: &CachedObject) -> bool {
         self.namespace
             .as_deref()
             .is_none_or(|ns| obj.namespace() == Some(ns))
             && matches(obj, &self.selectors)
     }
 
-    /// The frame this watcher gets for an event: selectors turn an update into ADDED or
-    /// DELETED when the object starts or stops matching.
-    fn frame_for(&self, ev: &WatchEvent) -> Option<Bytes> {
+    /// The event type this watcher gets for an event, if any: selectors turn an update
+    /// into ADDED or DELETED when the object starts or stops matching.
+    fn classify(&self, ev: &WatchEvent) -> Option<EventType> {
         let now = ev.object.as_deref().is_some_and(|o| self.passes(o));
         let before = ev.prev.as_deref().is_some_and(|o| self.passes(o));
         let t = match (ev.object.is_some(), now, before) {
@@ -227,13 +246,12 @@ impl WatchSession {
             (_, false, true) => EventType::Deleted,
             _ => return None,
         };
-        ev.json_frame(t)
+        Some(t)
     }
 
-    fn initial_frame(&mut self) -> BufList {
-        let mut out = BufList::new();
+    fn initial_frame(&mut self) {
         let Some(init) = self.initial.as_mut() else {
-            return out;
+            return;
         };
         let mut sent = 0;
         let mut next = None;
@@ -244,9 +262,7 @@ impl WatchSession {
                 break;
             }
             if matches(obj, &self.selectors) {
-                out.push_static(EventType::Added.json_frame_prefix());
-                out.push(obj.json.clone());
-                out.push_static(crate::store::event_log::JSON_FRAME_SUFFIX);
+                self.encoder.initial(obj);
                 sent += 1;
             }
         }
@@ -256,40 +272,18 @@ impl WatchSession {
                 let end = init.end_bookmark;
                 self.initial = None;
                 if end {
-                    out.push(self.bookmark(self.after, true));
+                    self.encoder.bookmark(&self.store.info, self.after, true);
                 }
             }
         }
-        out
-    }
-
-    fn bookmark(&self, rv: Revision, initial_events_end: bool) -> Bytes {
-        let annotations = if initial_events_end {
-            ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}"
-        } else {
-            ""
-        };
-        Bytes::from(format!(
-            "{{\"type\":\"BOOKMARK\",\"object\":{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{rv}\"{annotations}}}}}}}\n",
-            self.store.info.kind,
-            self.store.info.api_version()
-        ))
     }
 }
 
-impl Drop for WatchSession {
+impl<E: WatchEncoder> Drop for WatchSession<E> {
     fn drop(&mut self) {
         metrics::gauge!("watchd_watchers", "resource" => self.store.info.qualified_name())
             .decrement(1.0);
     }
-}
-
-/// `{"type":"ERROR","object":<Status>}\n`.
-pub fn error_frame(err: &ApiError) -> Bytes {
-    let mut b = br#"{"type":"ERROR","object":"#.to_vec();
-    b.extend_from_slice(&serde_json::to_vec(&err.to_status()).unwrap_or_default());
-    b.extend_from_slice(b"}\n");
-    Bytes::from(b)
 }
 
 fn first_bookmark(now: Instant, deadline: Instant) -> Instant {

@@ -5,17 +5,36 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::body::{Body, BufList};
 use super::query::{ContinueToken, GetQuery, ListQuery, RvMatch, RvParam, Selectors};
 use super::status::ApiError;
-use super::ApiState;
 use crate::config;
-use crate::store::{CachedObject, ResourceStore, Snapshot};
+use crate::source::RevisionReader;
+use crate::store::{Cache, CachedObject, ObjectRef, ResourceStore, Snapshot};
 use crate::Revision;
+
+/// What reads need: the cache, and etcd's current revision for consistent reads.
+pub struct ReadContext {
+    /// The cache.
+    pub cache: Arc<Cache>,
+    /// Linearizable reads of etcd's revision.
+    pub revisions: RevisionReader,
+}
+
+/// One page of a list: the objects to send and the list metadata.
+pub struct ListPage {
+    /// The list's resourceVersion.
+    pub revision: Revision,
+    /// The objects, in key order.
+    pub items: Vec<ObjectRef>,
+    /// The token for the next page, if there is one.
+    pub continue_token: Option<String>,
+    /// Objects after this page (only without selectors, only when more remain).
+    pub remaining_item_count: Option<usize>,
+}
 
 /// Waits until the cache reflects what `rv` asks for, and returns the applied revision
 /// loaded after the wait (to be passed to [`ResourceStore::view`]).
-pub async fn wait_fresh(state: &ApiState, rv: RvParam) -> Result<Revision, ApiError> {
+pub async fn wait_fresh(state: &ReadContext, rv: RvParam) -> Result<Revision, ApiError> {
     let target = match rv {
         RvParam::Any => return Ok(state.cache.applied()),
         RvParam::At(n) => n,
@@ -51,7 +70,7 @@ pub fn matches(obj: &CachedObject, selectors: &Selectors) -> bool {
 
 /// Serves a get of one object.
 pub async fn get(
-    state: &ApiState,
+    state: &ReadContext,
     store: &ResourceStore,
     namespace: Option<&str>,
     name: &str,
@@ -76,7 +95,7 @@ pub async fn get(
 
 /// The snapshot and revision a list is served from.
 async fn list_source(
-    state: &ApiState,
+    state: &ReadContext,
     store: &ResourceStore,
     q: &ListQuery,
 ) -> Result<(Arc<Snapshot>, Revision), ApiError> {
@@ -117,20 +136,19 @@ fn oldest_revision(s: &Arc<Snapshot>) -> Revision {
     cur.revision
 }
 
-/// Serves a list; the body is the cached objects' bytes, not copies.
+/// Reads one page of a list from the snapshot the query asks for.
 #[allow(clippy::explicit_counter_loop)] // `count` outlives the loop: it decides `more`.
-pub async fn list(
-    state: &ApiState,
+pub async fn list_page(
+    state: &ReadContext,
     store: &ResourceStore,
     namespace: Option<&str>,
     q: &ListQuery,
-) -> Result<Body, ApiError> {
+) -> Result<ListPage, ApiError> {
     let (snapshot, revision) = list_source(state, store, q).await?;
     let start = q.continue_from.as_ref().map(|t| t.start.as_str());
     let limit = q.limit.unwrap_or(usize::MAX);
-    let mut items = BufList::new();
+    let mut items = Vec::new();
     let mut count = 0usize;
-    let mut last_key: Option<&str> = None;
     let mut more = false;
     let mut iter = snapshot
         .range(namespace, start)
@@ -140,34 +158,24 @@ pub async fn list(
             more = true;
             break;
         }
-        if count > 0 {
-            items.push_static(b",");
-        }
-        items.push(obj.json.clone());
-        last_key = Some(obj.key());
+        items.push(obj.clone());
         count += 1;
     }
-    let mut meta = format!("{{\"resourceVersion\":\"{revision}\"");
-    if let (true, Some(last)) = (more, last_key) {
-        let token = ContinueToken::encode(revision, &format!("{last}\u{0}"));
-        meta.push_str(&format!(",\"continue\":\"{token}\""));
+    let (mut continue_token, mut remaining_item_count) = (None, None);
+    if let (true, Some(last)) = (more, items.last()) {
+        continue_token = Some(ContinueToken::encode(
+            revision,
+            &format!("{}\u{0}", last.key()),
+        ));
         if q.selectors.is_empty() {
             // The object that ended the page is counted too: it was consumed by `break`.
-            let remaining = 1 + iter.count();
-            meta.push_str(&format!(",\"remainingItemCount\":{remaining}"));
+            remaining_item_count = Some(1 + iter.count());
         }
     }
-    meta.push('}');
-    let head = format!(
-        "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{meta},\"items\":[",
-        store.info.list_kind(),
-        store.info.api_version()
-    );
-    let mut body = BufList::new();
-    body.push(Bytes::from(head));
-    for seg in std::mem::take(&mut items).into_segments() {
-        body.push(seg);
-    }
-    body.push_static(b"]}");
-    Ok(Body::segments(body))
+    Ok(ListPage {
+        revision,
+        items,
+        continue_token,
+        remaining_item_count,
+    })
 }

@@ -1,0 +1,1 @@
+//! watchd's native gRPC API (`proto/watchd.proto`).

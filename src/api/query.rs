@@ -1,0 +1,442 @@
+//! The typed queries every frontend parses requests into: `ListQuery`, `WatchQuery`,
+//! `GetQuery`, validated with kube-apiserver's rules and wording.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+
+use super::http::query::percent_decode;
+use super::status::{ApiError, FieldViolation};
+use crate::config;
+use crate::selectors::{FieldSelector, LabelSelector};
+use crate::Revision;
+
+/// The query parameters, decoded.
+#[derive(Debug, Default)]
+pub struct Params(Vec<(String, String)>);
+
+impl Params {
+    /// Parameters given as pairs (frontends other than HTTP).
+    pub fn from_pairs<K: Into<String>, V: Into<String>>(
+        pairs: impl IntoIterator<Item = (K, V)>,
+    ) -> Params {
+        Params(
+            pairs
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        )
+    }
+
+    /// Parses `a=b&c=d`.
+    pub fn parse(query: Option<&str>) -> Result<Params, ApiError> {
+        let Some(q) = query else {
+            return Ok(Params::default());
+        };
+        if q.len() > config::MAX_QUERY_LEN {
+            return Err(ApiError::BadRequest(format!(
+                "query string is {} bytes; at most {} are accepted",
+                q.len(),
+                config::MAX_QUERY_LEN
+            )));
+        }
+        let mut out = Vec::new();
+        for pair in q.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            out.push((percent_decode(k, true)?, percent_decode(v, true)?));
+        }
+        Ok(Params(out))
+    }
+
+    /// The first value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn flag(&self, key: &str) -> Result<Option<bool>, ApiError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some("true" | "1" | "True" | "TRUE" | "t" | "T" | "") => Ok(Some(true)),
+            Some("false" | "0" | "False" | "FALSE" | "f" | "F") => Ok(Some(false)),
+            Some(v) => Err(ApiError::BadRequest(format!(
+                "invalid value {v:?} for boolean parameter {key}"
+            ))),
+        }
+    }
+
+    /// Whether this is a watch (`watch=true|1`).
+    pub fn is_watch(&self) -> Result<bool, ApiError> {
+        Ok(self.flag("watch")?.unwrap_or(false))
+    }
+}
+
+/// The `resourceVersion` parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RvParam {
+    /// Absent or empty: the most recent state (a consistent read).
+    Unset,
+    /// `"0"`: any state the cache has.
+    Any,
+    /// `"N"`.
+    At(Revision),
+}
+
+fn parse_rv(p: &Params) -> Result<RvParam, ApiError> {
+    match p.get("resourceVersion") {
+        None | Some("") => Ok(RvParam::Unset),
+        Some("0") => Ok(RvParam::Any),
+        Some(v) => match v.parse::<i64>() {
+            Ok(n) if n > 0 => Ok(RvParam::At(Revision(n))),
+            _ => Err(ApiError::BadRequest(format!(
+                "invalid resource version: {v:?}"
+            ))),
+        },
+    }
+}
+
+/// The `resourceVersionMatch` parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RvMatch {
+    /// Absent.
+    Unset,
+    /// `Exact`.
+    Exact,
+    /// `NotOlderThan`.
+    NotOlderThan,
+}
+
+/// Label and field selectors of a list or watch.
+#[derive(Debug, Clone, Default)]
+pub struct Selectors {
+    /// `labelSelector`.
+    pub labels: LabelSelector,
+    /// `fieldSelector`.
+    pub fields: FieldSelector,
+}
+
+impl Selectors {
+    fn parse(p: &Params) -> Result<Selectors, ApiError> {
+        let bad = |e: crate::selectors::SelectorError| ApiError::BadRequest(e.to_string());
+        let labels = LabelSelector::parse(p.get("labelSelector").unwrap_or("")).map_err(bad)?;
+        let fields = FieldSelector::parse(p.get("fieldSelector").unwrap_or("")).map_err(bad)?;
+        fields
+            .validate(|f| matches!(f, "metadata.name" | "metadata.namespace"))
+            .map_err(bad)?;
+        Ok(Selectors { labels, fields })
+    }
+
+    /// Whether no selector was given.
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
+    }
+}
+
+/// A continue token: the list's revision and the key to resume at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContinueToken {
+    /// Always `meta.k8s.io/v1`.
+    pub v: String,
+    /// The revision of the listing.
+    pub rv: i64,
+    /// The first key of the next page.
+    pub start: String,
+}
+
+impl ContinueToken {
+    /// URL-safe unpadded base64 of the JSON form, as kube-apiserver writes.
+    pub fn encode(rv: Revision, start: &str) -> String {
+        let t = ContinueToken {
+            v: "meta.k8s.io/v1".into(),
+            rv: rv.0,
+            start: start.into(),
+        };
+        let json = serde_json::to_vec(&t).unwrap_or_default();
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+    }
+
+    fn decode(s: &str) -> Result<ContinueToken, ApiError> {
+        let bad = || {
+            ApiError::BadRequest("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into())
+        };
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(s.trim_end_matches('='))
+            .map_err(|_| bad())?;
+        let t: ContinueToken = serde_json::from_slice(&raw).map_err(|_| bad())?;
+        if t.v != "meta.k8s.io/v1" || t.rv <= 0 || t.start.contains("..") {
+            return Err(bad());
+        }
+        Ok(t)
+    }
+}
+
+/// A list request.
+#[derive(Debug, Clone)]
+pub struct ListQuery {
+    /// `resourceVersion`.
+    pub rv: RvParam,
+    /// `resourceVersionMatch`.
+    pub rv_match: RvMatch,
+    /// `limit` (None or 0: no limit).
+    pub limit: Option<usize>,
+    /// `continue`.
+    pub continue_from: Option<ContinueToken>,
+    /// Selectors.
+    pub selectors: Selectors,
+}
+
+fn invalid(violations: Vec<FieldViolation>) -> ApiError {
+    ApiError::Invalid {
+        group: "meta.k8s.io".into(),
+        kind: "ListOptions".into(),
+        violations,
+    }
+}
+
+impl ListQuery {
+    /// Parses and validates a list request.
+    pub fn parse(p: &Params) -> Result<ListQuery, ApiError> {
+        let rv_raw = p.get("resourceVersion").unwrap_or("");
+        let match_raw = p.get("resourceVersionMatch").unwrap_or("");
+        let cont = p.get("continue").unwrap_or("");
+        let mut v = Vec::new();
+        let rvm = "resourceVersionMatch";
+        if !match_raw.is_empty() {
+            if rv_raw.is_empty() {
+                v.push(FieldViolation::forbidden(
+                    rvm,
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+            if !cont.is_empty() {
+                v.push(FieldViolation::forbidden(
+                    rvm,
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+            if match_raw != "Exact" && match_raw != "NotOlderThan" {
+                v.push(FieldViolation::not_supported(
+                    rvm,
+                    match_raw,
+                    &["Exact", "NotOlderThan", ""],
+                ));
+            }
+            if match_raw == "Exact" && rv_raw == "0" {
+                v.push(FieldViolation::forbidden(
+                    rvm,
+                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                ));
+            }
+        }
+        if p.get("sendInitialEvents").is_some() {
+            v.push(FieldViolation::forbidden(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for list",
+            ));
+        }
+        if !v.is_empty() {
+            return Err(invalid(v));
+        }
+        let rv = parse_rv(p)?;
+        let rv_match = match match_raw {
+            "Exact" => RvMatch::Exact,
+            "NotOlderThan" => RvMatch::NotOlderThan,
+            _ => RvMatch::Unset,
+        };
+        let limit = match p.get("limit") {
+            None | Some("") => None,
+            Some(l) => match l.parse::<i64>() {
+                Ok(n) if n > 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+                Ok(_) => None,
+                Err(_) => return Err(ApiError::BadRequest(format!("invalid limit: {l:?}"))),
+            },
+        };
+        let continue_from = if cont.is_empty() {
+            None
+        } else {
+            if let RvParam::At(_) = rv {
+                return Err(ApiError::BadRequest(
+                    "specifying resource version is not allowed when using continue".into(),
+                ));
+            }
+            Some(ContinueToken::decode(cont)?)
+        };
+        Ok(ListQuery {
+            rv,
+            rv_match,
+            limit,
+            continue_from,
+            selectors: Selectors::parse(p)?,
+        })
+    }
+}
+
+/// A watch request.
+#[derive(Debug, Clone)]
+pub struct WatchQuery {
+    /// `resourceVersion`.
+    pub rv: RvParam,
+    /// `sendInitialEvents`.
+    pub send_initial_events: Option<bool>,
+    /// `allowWatchBookmarks`.
+    pub allow_bookmarks: bool,
+    /// `timeoutSeconds` (clamped), or the default.
+    pub timeout: Duration,
+    /// Selectors.
+    pub selectors: Selectors,
+}
+
+impl WatchQuery {
+    /// Parses and validates a watch request.
+    pub fn parse(p: &Params) -> Result<WatchQuery, ApiError> {
+        let match_raw = p.get("resourceVersionMatch").unwrap_or("");
+        let send_initial_events = p.flag("sendInitialEvents")?;
+        let rvm = "resourceVersionMatch";
+        let mut v = Vec::new();
+        if send_initial_events.is_some() && match_raw != "NotOlderThan" {
+            v.push(FieldViolation::forbidden(
+                rvm,
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if !match_raw.is_empty() {
+            if send_initial_events.is_none() {
+                v.push(FieldViolation::forbidden(rvm, "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
+            }
+            if match_raw != "NotOlderThan" {
+                v.push(FieldViolation::not_supported(
+                    rvm,
+                    match_raw,
+                    &["NotOlderThan"],
+                ));
+            }
+            if p.get("continue").is_some_and(|c| !c.is_empty()) {
+                v.push(FieldViolation::forbidden(
+                    rvm,
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+        }
+        if !v.is_empty() {
+            return Err(invalid(v));
+        }
+        let timeout = match p.get("timeoutSeconds") {
+            None | Some("") => config::DEFAULT_WATCH_TIMEOUT,
+            Some(t) => match t.parse::<i64>() {
+                Ok(n) if n > 0 => Duration::from_secs(n as u64).min(config::MAX_WATCH_TIMEOUT),
+                Ok(_) => config::DEFAULT_WATCH_TIMEOUT,
+                Err(_) => {
+                    return Err(ApiError::BadRequest(format!(
+                        "invalid timeoutSeconds: {t:?}"
+                    )))
+                }
+            },
+        };
+        Ok(WatchQuery {
+            rv: parse_rv(p)?,
+            send_initial_events,
+            allow_bookmarks: p.flag("allowWatchBookmarks")?.unwrap_or(false),
+            timeout,
+            selectors: Selectors::parse(p)?,
+        })
+    }
+}
+
+/// A get request.
+#[derive(Debug, Clone, Copy)]
+pub struct GetQuery {
+    /// `resourceVersion`.
+    pub rv: RvParam,
+}
+
+impl GetQuery {
+    /// Parses a get request.
+    pub fn parse(p: &Params) -> Result<GetQuery, ApiError> {
+        Ok(GetQuery { rv: parse_rv(p)? })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(q: &str) -> Params {
+        Params::parse(Some(q)).unwrap()
+    }
+
+    #[test]
+    fn query_values_are_percent_decoded() {
+        let p = params("labelSelector=app%3Dweb%2Ctier+in+%28a%29&watch=1");
+        assert_eq!(p.get("labelSelector"), Some("app=web,tier in (a)"));
+        assert!(p.is_watch().unwrap());
+        assert!(Params::parse(Some("a=%zz")).is_err());
+    }
+
+    #[test]
+    fn list_resource_version_match_without_resource_version_is_invalid() {
+        let e = ListQuery::parse(&params("resourceVersionMatch=Exact")).unwrap_err();
+        assert_eq!(e.code(), 422);
+        let e =
+            ListQuery::parse(&params("resourceVersionMatch=Exact&resourceVersion=0")).unwrap_err();
+        assert!(e
+            .message()
+            .contains("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""));
+    }
+
+    #[test]
+    fn continue_with_explicit_resource_version_is_bad_request() {
+        let tok = ContinueToken::encode(Revision(5), "a/b");
+        let e = ListQuery::parse(&params(&format!(
+            "continue={tok}&resourceVersion=7&limit=1"
+        )))
+        .unwrap_err();
+        assert_eq!(e.code(), 400);
+        let q = ListQuery::parse(&params(&format!(
+            "continue={tok}&resourceVersion=0&limit=1"
+        )))
+        .unwrap();
+        assert_eq!(q.continue_from.unwrap().start, "a/b");
+    }
+
+    #[test]
+    fn malformed_parameters_are_bad_requests() {
+        for q in [
+            "resourceVersion=abc",
+            "limit=x",
+            "continue=!!",
+            "labelSelector=a%20in%20(",
+            "fieldSelector=spec.foo%3Db",
+        ] {
+            let e = ListQuery::parse(&params(q)).unwrap_err();
+            assert_eq!(e.code(), 400, "{q}");
+        }
+        assert_eq!(
+            WatchQuery::parse(&params("timeoutSeconds=x"))
+                .unwrap_err()
+                .code(),
+            400
+        );
+    }
+
+    #[test]
+    fn watch_send_initial_events_requires_not_older_than() {
+        let e = WatchQuery::parse(&params("sendInitialEvents=true")).unwrap_err();
+        assert_eq!(e.code(), 422);
+        assert!(e
+            .message()
+            .contains("sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
+        let e = WatchQuery::parse(&params("resourceVersionMatch=NotOlderThan")).unwrap_err();
+        assert!(e
+            .message()
+            .contains("forbidden for watch unless sendInitialEvents is provided"));
+        let q = WatchQuery::parse(&params(
+            "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
+        ))
+        .unwrap();
+        assert_eq!(q.send_initial_events, Some(true));
+        assert!(q.allow_bookmarks);
+    }
+}
