@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use watchd::api::grpc;
 use watchd::api::http::{self, ApiState};
 use watchd::api::read::ReadContext;
 use watchd::source::{self, EtcdConfig, RevisionReader};
@@ -56,9 +57,9 @@ struct ServeArgs {
     /// Address of the Kubernetes HTTP API (loopback unless told otherwise).
     #[arg(long, default_value = "127.0.0.1:8080")]
     http_address: SocketAddr,
-    /// Address reserved for the gRPC API (not served yet).
-    #[arg(long)]
-    grpc_address: Option<SocketAddr>,
+    /// Address of watchd's gRPC API (loopback unless told otherwise).
+    #[arg(long, default_value = "127.0.0.1:9090")]
+    grpc_address: SocketAddr,
     /// How far back watches can resume (e.g. 300s, 5m, 1h).
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     history_window: Duration,
@@ -143,20 +144,23 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         .await
         .map_err(|e| format!("listening on {}: {e}", args.http_address))?;
     let address = listener.local_addr().map_err(|e| e.to_string())?;
-    if let Some(grpc) = args.grpc_address {
-        tracing::warn!(%grpc, "the gRPC API is not served by this version; only the HTTP API is");
-    }
-    tracing::info!(http = %address, etcd = ?args.etcd_servers, prefix = %args.etcd_prefix, "watchd starting");
+    let grpc_listener = TcpListener::bind(args.grpc_address)
+        .await
+        .map_err(|e| format!("listening on {}: {e}", args.grpc_address))?;
+    let grpc_address = grpc_listener.local_addr().map_err(|e| e.to_string())?;
+    tracing::info!(http = %address, grpc = %grpc_address, etcd = ?args.etcd_servers, prefix = %args.etcd_prefix, "watchd starting");
     let (stop_tx, stop_rx) = watch::channel(false);
+    let read = Arc::new(ReadContext {
+        cache: cache.clone(),
+        revisions: RevisionReader::new(etcd.clone()),
+    });
     let state = Arc::new(ApiState {
-        read: ReadContext {
-            cache: cache.clone(),
-            revisions: RevisionReader::new(etcd.clone()),
-        },
+        read: read.clone(),
         metrics: Some(prometheus),
         address: address.to_string(),
     });
     let ingest = tokio::spawn(source::run(etcd, cache, stop_rx.clone()));
+    let grpc = tokio::spawn(grpc::serve(grpc_listener, read, stop_rx.clone()));
     let server = tokio::spawn(http::serve(listener, state, stop_rx));
     shutdown_signal().await;
     tracing::info!("stopping");
@@ -164,6 +168,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
         let _ = ingest.await;
         let _ = server.await;
+        let _ = grpc.await;
     })
     .await;
     Ok(())

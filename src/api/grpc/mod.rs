@@ -1,1 +1,271 @@
-//! watchd's native gRPC API (`proto/watchd.proto`).
+//! watchd's native gRPC API (`proto/watchd.proto`): get, list and watch with the same
+//! queries, validation and watch sessions as the HTTP API, objects as Kubernetes JSON
+//! sent from the cache's shared bytes.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures_util::Stream;
+use tokio::net::TcpListener;
+use tokio::sync::watch as signal;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::{Request, Response, Status};
+
+use crate::api::query::{GetQuery, ListQuery, Params, WatchQuery};
+use crate::api::read::{self, ReadContext};
+use crate::api::status::ApiError;
+use crate::api::watch::{WatchEncoder, WatchSession, WatchStart};
+use crate::registry::ResourceInfo;
+use crate::store::{EventType, ObjectRef, ResourceStore, WatchEvent};
+use crate::Revision;
+
+/// The generated protobuf messages and service.
+#[allow(missing_docs, clippy::all)]
+pub mod pb {
+    tonic::include_proto!("watchd.v1");
+}
+
+use pb::watchd_server::{Watchd, WatchdServer};
+
+/// The gRPC service.
+pub struct GrpcApi {
+    read: Arc<ReadContext>,
+}
+
+/// Serves the gRPC API on `listener` until `shutdown` turns true.
+pub async fn serve(
+    listener: TcpListener,
+    read: Arc<ReadContext>,
+    mut shutdown: signal::Receiver<bool>,
+) {
+    let service = WatchdServer::new(GrpcApi { read });
+    let result = tonic::transport::Server::builder()
+        .add_service(service)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+            let _ = shutdown.changed().await;
+        })
+        .await;
+    if let Err(e) = result {
+        tracing::error!(error = %e, "gRPC server stopped");
+    }
+}
+
+/// Maps a Kubernetes error to the gRPC code that means the same, with the Status JSON as
+/// the details.
+fn to_status(e: &ApiError) -> Status {
+    use tonic::Code;
+    let code = match e.code() {
+        400 | 406 | 422 => Code::InvalidArgument,
+        404 => Code::NotFound,
+        405 => Code::Unimplemented,
+        410 => Code::OutOfRange,
+        503 => Code::Unavailable,
+        504 => Code::DeadlineExceeded,
+        _ => Code::Internal,
+    };
+    let details = serde_json::to_vec(&e.to_status()).unwrap_or_default();
+    Status::with_details(code, e.message(), details.into())
+}
+
+fn params(pairs: &[(&str, &str)]) -> Params {
+    Params::from_pairs(
+        pairs
+            .iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| (*k, *v)),
+    )
+}
+
+impl GrpcApi {
+    fn collection(
+        &self,
+        c: Option<&pb::Collection>,
+    ) -> Result<(Arc<ResourceStore>, Option<String>), ApiError> {
+        let c = c.ok_or_else(|| ApiError::BadRequest("collection is required".into()))?;
+        let index = self.read.cache.resources();
+        let store = index
+            .by_api(&c.group, &c.version, &c.resource)
+            .cloned()
+            .ok_or_else(|| {
+                ApiError::PathNotFound(format!(
+                    "no resource {:?} in {:?}/{:?}",
+                    c.resource, c.group, c.version
+                ))
+            })?;
+        let ns = (!c.namespace.is_empty()).then(|| c.namespace.clone());
+        if ns.is_some() && !store.info.namespaced {
+            return Err(ApiError::BadRequest(format!(
+                "{} is not namespaced",
+                store.info.qualified_name()
+            )));
+        }
+        if !self.read.cache.is_synced() {
+            return Err(ApiError::Unavailable(
+                "the cache is still loading from etcd".into(),
+            ));
+        }
+        Ok((store, ns))
+    }
+}
+
+/// The stream of a watch.
+type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl Watchd for GrpcApi {
+    async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<pb::GetResponse>, Status> {
+        let r = req.into_inner();
+        let result = async {
+            let (store, ns) = self.collection(r.collection.as_ref())?;
+            let q = GetQuery::parse(&params(&[("resourceVersion", &r.resource_version)]))?;
+            read::get(&self.read, &store, ns.as_deref(), &r.name, q).await
+        };
+        match result.await {
+            Ok(object) => Ok(Response::new(pb::GetResponse { object })),
+            Err(e) => Err(to_status(&e)),
+        }
+    }
+
+    async fn list(
+        &self,
+        req: Request<pb::ListRequest>,
+    ) -> Result<Response<pb::ListResponse>, Status> {
+        let r = req.into_inner();
+        let limit = if r.limit > 0 {
+            r.limit.to_string()
+        } else {
+            String::new()
+        };
+        let result = async {
+            let (store, ns) = self.collection(r.collection.as_ref())?;
+            let q = ListQuery::parse(&params(&[
+                ("resourceVersion", &r.resource_version),
+                ("resourceVersionMatch", &r.resource_version_match),
+                ("limit", &limit),
+                ("continue", &r.r#continue),
+                ("labelSelector", &r.label_selector),
+                ("fieldSelector", &r.field_selector),
+            ]))?;
+            read::list_page(&self.read, &store, ns.as_deref(), &q).await
+        };
+        match result.await {
+            Ok(page) => Ok(Response::new(pb::ListResponse {
+                resource_version: page.revision.0,
+                items: page.items.iter().map(|o| o.json.clone()).collect(),
+                r#continue: page.continue_token.unwrap_or_default(),
+                remaining_item_count: page.remaining_item_count.map(|n| n as i64),
+            })),
+            Err(e) => Err(to_status(&e)),
+        }
+    }
+
+    type WatchStream = WatchStream;
+
+    async fn watch(&self, req: Request<pb::WatchRequest>) -> Result<Response<WatchStream>, Status> {
+        let r = req.into_inner();
+        let timeout = if r.timeout_seconds > 0 {
+            r.timeout_seconds.to_string()
+        } else {
+            String::new()
+        };
+        let send_initial = r
+            .send_initial_events
+            .map(|b| b.to_string())
+            .unwrap_or_default();
+        let result = async {
+            let (store, ns) = self.collection(r.collection.as_ref())?;
+            let q = WatchQuery::parse(&params(&[
+                ("resourceVersion", &r.resource_version),
+                ("resourceVersionMatch", &r.resource_version_match),
+                ("sendInitialEvents", &send_initial),
+                (
+                    "allowWatchBookmarks",
+                    if r.allow_watch_bookmarks { "true" } else { "" },
+                ),
+                ("labelSelector", &r.label_selector),
+                ("fieldSelector", &r.field_selector),
+                ("timeoutSeconds", &timeout),
+            ]))?;
+            WatchSession::start(&self.read, store, ns, q, GrpcEvents::default()).await
+        };
+        let stream: WatchStream = match result.await.map_err(|e| to_status(&e))? {
+            WatchStart::Error(e) => {
+                let mut enc = GrpcEvents::default();
+                enc.error(&e);
+                Box::pin(futures_util::stream::iter([Ok(enc.take())]))
+            }
+            WatchStart::Session(session) => {
+                Box::pin(futures_util::stream::unfold(session, |mut s| async move {
+                    s.next_frame().await.map(|f| (Ok(f), s))
+                }))
+            }
+        };
+        Ok(Response::new(stream))
+    }
+}
+
+/// Watch events as gRPC messages: one message per poll, objects as shared bytes.
+#[derive(Default)]
+pub struct GrpcEvents {
+    events: Vec<pb::WatchEvent>,
+}
+
+impl GrpcEvents {
+    fn push_object(&mut self, t: pb::EventType, obj: &ObjectRef) {
+        self.events.push(pb::WatchEvent {
+            r#type: t as i32,
+            resource_version: obj.revision.0,
+            object: obj.json.clone(),
+            initial_events_end: false,
+        });
+    }
+}
+
+impl WatchEncoder for GrpcEvents {
+    type Frame = pb::WatchResponse;
+
+    fn event(&mut self, t: EventType, ev: &WatchEvent) {
+        let pt = match t {
+            EventType::Added => pb::EventType::Added,
+            EventType::Modified => pb::EventType::Modified,
+            EventType::Deleted => pb::EventType::Deleted,
+        };
+        if let Some(obj) = ev.object_for(t) {
+            self.push_object(pt, obj);
+        }
+    }
+
+    fn initial(&mut self, obj: &ObjectRef) {
+        self.push_object(pb::EventType::Added, obj);
+    }
+
+    fn bookmark(&mut self, _info: &ResourceInfo, rv: Revision, initial_events_end: bool) {
+        self.events.push(pb::WatchEvent {
+            r#type: pb::EventType::Bookmark as i32,
+            resource_version: rv.0,
+            object: Default::default(),
+            initial_events_end,
+        });
+    }
+
+    fn error(&mut self, err: &ApiError) {
+        self.events.push(pb::WatchEvent {
+            r#type: pb::EventType::Error as i32,
+            resource_version: 0,
+            object: serde_json::to_vec(&err.to_status())
+                .unwrap_or_default()
+                .into(),
+            initial_events_end: false,
+        });
+    }
+
+    fn pending(&self) -> usize {
+        self.events.len()
+    }
+
+    fn take(&mut self) -> pb::WatchResponse {
+        pb::WatchResponse {
+            events: std::mem::take(&mut self.events),
+        }
+    }
+}

@@ -32,8 +32,8 @@ use crate::store::ResourceStore;
 
 /// What every request handler reads.
 pub struct ApiState {
-    /// The cache and etcd's revision, for reads.
-    pub read: ReadContext,
+    /// The cache and etcd's revision, for reads (shared with the gRPC API).
+    pub read: Arc<ReadContext>,
     /// The metrics renderer.
     pub metrics: Option<PrometheusHandle>,
     /// The address served, for `/api`'s serverAddressByClientCIDRs.

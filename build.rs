@@ -1,0 +1,13 @@
+//! Compiles watchd's gRPC API (`proto/watchd.proto`); needs `protoc` (Debian's
+//! `protobuf-compiler`, installed by `scripts/install-deps.sh`).
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed=proto/watchd.proto");
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        // Object bytes are the cache's shared `Bytes`: sending them copies nothing.
+        .bytes(".watchd.v1")
+        .compile_protos(&["proto/watchd.proto"], &["proto"])?;
+    Ok(())
+}
