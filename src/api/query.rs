@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::http::query::percent_decode;
 use super::status::{ApiError, FieldViolation};
 use crate::config;
+use crate::registry::ResourceInfo;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::Revision;
 
@@ -119,13 +120,11 @@ pub struct Selectors {
 }
 
 impl Selectors {
-    fn parse(p: &Params) -> Result<Selectors, ApiError> {
+    fn parse(p: &Params, info: &ResourceInfo) -> Result<Selectors, ApiError> {
         let bad = |e: crate::selectors::SelectorError| ApiError::BadRequest(e.to_string());
         let labels = LabelSelector::parse(p.get("labelSelector").unwrap_or("")).map_err(bad)?;
         let fields = FieldSelector::parse(p.get("fieldSelector").unwrap_or("")).map_err(bad)?;
-        fields
-            .validate(|f| matches!(f, "metadata.name" | "metadata.namespace"))
-            .map_err(bad)?;
+        fields.validate(|f| info.supports_field(f)).map_err(bad)?;
         Ok(Selectors { labels, fields })
     }
 
@@ -197,8 +196,8 @@ fn invalid(violations: Vec<FieldViolation>) -> ApiError {
 }
 
 impl ListQuery {
-    /// Parses and validates a list request.
-    pub fn parse(p: &Params) -> Result<ListQuery, ApiError> {
+    /// Parses and validates a list request for a resource.
+    pub fn parse(info: &ResourceInfo, p: &Params) -> Result<ListQuery, ApiError> {
         let rv_raw = p.get("resourceVersion").unwrap_or("");
         let match_raw = p.get("resourceVersionMatch").unwrap_or("");
         let cont = p.get("continue").unwrap_or("");
@@ -269,7 +268,7 @@ impl ListQuery {
             rv_match,
             limit,
             continue_from,
-            selectors: Selectors::parse(p)?,
+            selectors: Selectors::parse(p, info)?,
         })
     }
 }
@@ -290,8 +289,8 @@ pub struct WatchQuery {
 }
 
 impl WatchQuery {
-    /// Parses and validates a watch request.
-    pub fn parse(p: &Params) -> Result<WatchQuery, ApiError> {
+    /// Parses and validates a watch request for a resource.
+    pub fn parse(info: &ResourceInfo, p: &Params) -> Result<WatchQuery, ApiError> {
         let match_raw = p.get("resourceVersionMatch").unwrap_or("");
         let send_initial_events = p.flag("sendInitialEvents")?;
         let rvm = "resourceVersionMatch";
@@ -340,7 +339,7 @@ impl WatchQuery {
             send_initial_events,
             allow_bookmarks: p.flag("allowWatchBookmarks")?.unwrap_or(false),
             timeout,
-            selectors: Selectors::parse(p)?,
+            selectors: Selectors::parse(p, info)?,
         })
     }
 }
@@ -368,6 +367,21 @@ mod tests {
     }
 
     #[test]
+    fn field_selectors_accept_the_resource_fields_only() {
+        assert!(ListQuery::parse(&pods(), &params("fieldSelector=spec.nodeName%3Dn1")).is_ok());
+        let e = ListQuery::parse(&pods(), &params("fieldSelector=spec.color%3Dred")).unwrap_err();
+        assert_eq!(e.code(), 400);
+        assert_eq!(e.message(), "field label not supported: spec.color");
+    }
+
+    fn pods() -> ResourceInfo {
+        crate::registry::builtin::builtin_resources()
+            .into_iter()
+            .find(|r| r.resource == "pods")
+            .unwrap()
+    }
+
+    #[test]
     fn query_values_are_percent_decoded() {
         let p = params("labelSelector=app%3Dweb%2Ctier+in+%28a%29&watch=1");
         assert_eq!(p.get("labelSelector"), Some("app=web,tier in (a)"));
@@ -377,10 +391,13 @@ mod tests {
 
     #[test]
     fn list_resource_version_match_without_resource_version_is_invalid() {
-        let e = ListQuery::parse(&params("resourceVersionMatch=Exact")).unwrap_err();
+        let e = ListQuery::parse(&pods(), &params("resourceVersionMatch=Exact")).unwrap_err();
         assert_eq!(e.code(), 422);
-        let e =
-            ListQuery::parse(&params("resourceVersionMatch=Exact&resourceVersion=0")).unwrap_err();
+        let e = ListQuery::parse(
+            &pods(),
+            &params("resourceVersionMatch=Exact&resourceVersion=0"),
+        )
+        .unwrap_err();
         assert!(e
             .message()
             .contains("resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""));
@@ -389,14 +406,16 @@ mod tests {
     #[test]
     fn continue_with_explicit_resource_version_is_bad_request() {
         let tok = ContinueToken::encode(Revision(5), "a/b");
-        let e = ListQuery::parse(&params(&format!(
-            "continue={tok}&resourceVersion=7&limit=1"
-        )))
+        let e = ListQuery::parse(
+            &pods(),
+            &params(&format!("continue={tok}&resourceVersion=7&limit=1")),
+        )
         .unwrap_err();
         assert_eq!(e.code(), 400);
-        let q = ListQuery::parse(&params(&format!(
-            "continue={tok}&resourceVersion=0&limit=1"
-        )))
+        let q = ListQuery::parse(
+            &pods(),
+            &params(&format!("continue={tok}&resourceVersion=0&limit=1")),
+        )
         .unwrap();
         assert_eq!(q.continue_from.unwrap().start, "a/b");
     }
@@ -410,11 +429,11 @@ mod tests {
             "labelSelector=a%20in%20(",
             "fieldSelector=spec.foo%3Db",
         ] {
-            let e = ListQuery::parse(&params(q)).unwrap_err();
+            let e = ListQuery::parse(&pods(), &params(q)).unwrap_err();
             assert_eq!(e.code(), 400, "{q}");
         }
         assert_eq!(
-            WatchQuery::parse(&params("timeoutSeconds=x"))
+            WatchQuery::parse(&pods(), &params("timeoutSeconds=x"))
                 .unwrap_err()
                 .code(),
             400
@@ -423,18 +442,22 @@ mod tests {
 
     #[test]
     fn watch_send_initial_events_requires_not_older_than() {
-        let e = WatchQuery::parse(&params("sendInitialEvents=true")).unwrap_err();
+        let e = WatchQuery::parse(&pods(), &params("sendInitialEvents=true")).unwrap_err();
         assert_eq!(e.code(), 422);
         assert!(e
             .message()
             .contains("sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
-        let e = WatchQuery::parse(&params("resourceVersionMatch=NotOlderThan")).unwrap_err();
+        let e =
+            WatchQuery::parse(&pods(), &params("resourceVersionMatch=NotOlderThan")).unwrap_err();
         assert!(e
             .message()
             .contains("forbidden for watch unless sendInitialEvents is provided"));
-        let q = WatchQuery::parse(&params(
-            "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
-        ))
+        let q = WatchQuery::parse(
+            &pods(),
+            &params(
+                "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true",
+            ),
+        )
         .unwrap();
         assert_eq!(q.send_initial_events, Some(true));
         assert!(q.allow_bookmarks);

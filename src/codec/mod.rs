@@ -5,6 +5,7 @@
 //! Values are never trusted: anything unreadable is a [`DecodeError`], counted and
 //! skipped by ingestion.
 
+pub mod extract;
 pub mod json;
 pub mod protobuf;
 
@@ -12,9 +13,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use bytes::Bytes;
-use serde::Deserialize;
 
 use crate::Revision;
+pub use extract::FieldSpec;
 pub use json::RvSpan;
 
 /// How a value was stored in etcd.
@@ -78,6 +79,8 @@ pub struct Decoded {
     pub rv_span: RvSpan,
     /// The object's labels.
     pub labels: Labels,
+    /// Values of the resource's selectable fields, in the resource's order.
+    pub fields: Box<[Box<str>]>,
     /// The stored protobuf value (envelope included), kept for protobuf clients.
     pub protobuf: Option<Bytes>,
 }
@@ -115,58 +118,54 @@ impl DecodeError {
     }
 }
 
-/// Decodes an etcd value stored at `revision` (its mod_revision).
-pub fn decode(value: &[u8], revision: Revision) -> Result<Decoded, DecodeError> {
+/// Decodes an etcd value stored at `revision` (its mod_revision), extracting the values
+/// of `fields` for field selectors.
+pub fn decode(
+    value: &[u8],
+    revision: Revision,
+    fields: &[FieldSpec],
+) -> Result<Decoded, DecodeError> {
     if value.starts_with(b"k8s:enc:") {
         return Err(DecodeError::Encrypted);
     }
     if value.starts_with(protobuf::MAGIC) {
-        return decode_protobuf(value, revision);
+        return decode_protobuf(value, revision, fields);
     }
     match value.iter().find(|c| !c.is_ascii_whitespace()) {
         None => Err(DecodeError::Empty),
-        Some(b'{') => decode_json(value, revision),
+        Some(b'{') => decode_json(value, revision, fields),
         Some(_) => Err(DecodeError::UnknownFormat),
     }
 }
 
-#[derive(Deserialize)]
-struct JsonHead {
-    #[serde(default)]
-    metadata: Option<JsonMeta>,
-}
-
-#[derive(Deserialize)]
-struct JsonMeta {
-    #[serde(default)]
-    labels: Option<BTreeMap<String, String>>,
-}
-
-fn decode_json(value: &[u8], revision: Revision) -> Result<Decoded, DecodeError> {
-    // One validating pass that also yields the labels; the rest of the object is skipped.
-    let head: JsonHead =
-        serde_json::from_slice(value).map_err(|e| DecodeError::Json(e.to_string()))?;
+fn decode_json(
+    value: &[u8],
+    revision: Revision,
+    fields: &[FieldSpec],
+) -> Result<Decoded, DecodeError> {
+    // One validating pass that also yields labels and fields; the rest is skipped.
+    let head = extract::extract(value, fields).map_err(|e| DecodeError::Json(e.to_string()))?;
     let compacted = json::compact(value);
     let compact = compacted.as_deref().unwrap_or(value);
     let place = json::locate_resource_version(compact)
         .ok_or_else(|| DecodeError::Json("metadata is not an object".into()))?;
     let (rendered, rv_span) =
         json::render_with_resource_version(compact, &place, &revision.to_resource_version());
-    let labels = head
-        .metadata
-        .and_then(|m| m.labels)
-        .map(Labels::from_pairs)
-        .unwrap_or_default();
     Ok(Decoded {
         format: StorageFormat::Json,
         json: Bytes::from(rendered),
         rv_span,
-        labels,
+        labels: Labels::from_pairs(head.labels),
+        fields: head.fields.into_iter().map(Box::from).collect(),
         protobuf: None,
     })
 }
 
-fn decode_protobuf(value: &[u8], revision: Revision) -> Result<Decoded, DecodeError> {
+fn decode_protobuf(
+    value: &[u8],
+    revision: Revision,
+    fields: &[FieldSpec],
+) -> Result<Decoded, DecodeError> {
     let perr = |e: protobuf::WireError| DecodeError::Protobuf(e.to_string());
     let env = protobuf::parse_envelope(value).map_err(perr)?;
     if !env.content_encoding.is_empty()
@@ -190,6 +189,11 @@ fn decode_protobuf(value: &[u8], revision: Revision) -> Result<Decoded, DecodeEr
         json: Bytes::from(json),
         rv_span,
         labels: Labels::from_pairs(meta.labels.iter().map(|(k, v)| (*k, *v))),
+        // Fields beyond metadata need the full transcoder; until then they read as unset.
+        fields: fields
+            .iter()
+            .map(|f| Box::from(f.default.as_str()))
+            .collect(),
         protobuf: Some(Bytes::copy_from_slice(value)),
     })
 }
@@ -280,6 +284,7 @@ mod tests {
         let d = decode(
             br#"{"kind":"ConfigMap","metadata":{"name":"a","labels":{"x":"1"}}}"#,
             Revision(17),
+            &[],
         )
         .unwrap();
         let v: serde_json::Value = serde_json::from_slice(&d.json).unwrap();
@@ -291,24 +296,27 @@ mod tests {
     #[test]
     fn unreadable_values_are_classified() {
         assert_eq!(
-            decode(b"k8s:enc:aescbc:v1:key1:xxxx", Revision(1)).unwrap_err(),
+            decode(b"k8s:enc:aescbc:v1:key1:xxxx", Revision(1), &[]).unwrap_err(),
             DecodeError::Encrypted
         );
-        assert_eq!(decode(b"", Revision(1)).unwrap_err(), DecodeError::Empty);
         assert_eq!(
-            decode(b"\x00\x01", Revision(1)).unwrap_err(),
+            decode(b"", Revision(1), &[]).unwrap_err(),
+            DecodeError::Empty
+        );
+        assert_eq!(
+            decode(b"\x00\x01", Revision(1), &[]).unwrap_err(),
             DecodeError::UnknownFormat
         );
         assert!(matches!(
-            decode(b"{\"metadata\":", Revision(1)),
+            decode(b"{\"metadata\":", Revision(1), &[]),
             Err(DecodeError::Json(_))
         ));
         assert!(matches!(
-            decode(b"{\"metadata\":null}", Revision(1)),
+            decode(b"{\"metadata\":null}", Revision(1), &[]),
             Err(DecodeError::Json(_))
         ));
         assert!(matches!(
-            decode(b"k8s\x00\xff", Revision(1)),
+            decode(b"k8s\x00\xff", Revision(1), &[]),
             Err(DecodeError::Protobuf(_))
         ));
     }
@@ -320,7 +328,7 @@ mod tests {
         value.extend_from_slice(b"\x0a\x09\x0a\x02v1\x12\x03Pod\x12");
         value.push(raw.len() as u8);
         value.extend_from_slice(raw);
-        let d = decode(&value, Revision(5)).unwrap();
+        let d = decode(&value, Revision(5), &[]).unwrap();
         assert_eq!(d.format, StorageFormat::Protobuf);
         assert_eq!(d.protobuf.as_deref(), Some(&value[..]));
         let v: serde_json::Value = serde_json::from_slice(&d.json).unwrap();

@@ -5,6 +5,7 @@
 //! `ingress`).
 
 use super::{Origin, ResourceInfo};
+use crate::codec::FieldSpec;
 
 /// One row: group, version, plural, singular, kind, namespaced, etcd dir, short names, categories.
 type Row = (
@@ -57,6 +58,55 @@ const TABLE: &[Row] = &[
     ("storage.k8s.io", "v1", "storageclasses", "storageclass", "StorageClass", false, "storageclasses", &["sc"], NONE),
 ];
 
+/// Selectable fields of built-in resources beyond `metadata.name`/`metadata.namespace`,
+/// as kube-apiserver defines them: (group, resource, [(selector name, JSON path,
+/// value when absent)]).
+#[rustfmt::skip]
+const FIELDS: &[(&str, &str, &[(&str, &str, &str)])] = &[
+    ("", "pods", &[
+        ("spec.nodeName", "spec.nodeName", ""),
+        ("spec.restartPolicy", "spec.restartPolicy", ""),
+        ("spec.schedulerName", "spec.schedulerName", ""),
+        ("spec.serviceAccountName", "spec.serviceAccountName", ""),
+        ("spec.hostNetwork", "spec.hostNetwork", "false"),
+        ("status.phase", "status.phase", ""),
+        ("status.podIP", "status.podIP", ""),
+        ("status.nominatedNodeName", "status.nominatedNodeName", ""),
+    ]),
+    ("", "events", &[
+        ("involvedObject.kind", "involvedObject.kind", ""),
+        ("involvedObject.namespace", "involvedObject.namespace", ""),
+        ("involvedObject.name", "involvedObject.name", ""),
+        ("involvedObject.uid", "involvedObject.uid", ""),
+        ("involvedObject.apiVersion", "involvedObject.apiVersion", ""),
+        ("involvedObject.resourceVersion", "involvedObject.resourceVersion", ""),
+        ("involvedObject.fieldPath", "involvedObject.fieldPath", ""),
+        ("reason", "reason", ""),
+        ("reportingComponent", "reportingComponent", ""),
+        ("source", "source.component", ""),
+        ("type", "type", ""),
+    ]),
+    ("", "secrets", &[("type", "type", "")]),
+    ("", "nodes", &[("spec.unschedulable", "spec.unschedulable", "false")]),
+    ("", "namespaces", &[("status.phase", "status.phase", "")]),
+    ("", "replicationcontrollers", &[("status.replicas", "status.replicas", "0")]),
+    ("apps", "replicasets", &[("status.replicas", "status.replicas", "0")]),
+    ("batch", "jobs", &[("status.successful", "status.succeeded", "0")]),
+];
+
+fn fields_of(group: &str, resource: &str) -> Vec<FieldSpec> {
+    FIELDS
+        .iter()
+        .filter(|(g, r, _)| *g == group && *r == resource)
+        .flat_map(|(_, _, f)| f.iter())
+        .map(|(name, path, default)| FieldSpec {
+            name: name.to_string(),
+            path: path.to_string(),
+            default: default.to_string(),
+        })
+        .collect()
+}
+
 /// The built-in resources, in the order discovery lists them.
 pub fn builtin_resources() -> Vec<ResourceInfo> {
     TABLE
@@ -74,6 +124,7 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
                     short_names: short.iter().map(|s| s.to_string()).collect(),
                     categories: cats.iter().map(|s| s.to_string()).collect(),
                     origin: Origin::Builtin,
+                    fields: fields_of(group, resource),
                 }
             },
         )
@@ -100,6 +151,21 @@ mod tests {
         assert_eq!(dir("endpoints"), "services/endpoints");
         assert_eq!(dir("replicationcontrollers"), "controllers");
         assert_eq!(dir("ingresses"), "ingress");
+    }
+
+    #[test]
+    fn pods_are_selectable_by_node_and_events_by_source_component() {
+        let all = builtin_resources();
+        let find = |r: &str| all.iter().find(|i| i.resource == r).unwrap();
+        assert!(find("pods").supports_field("spec.nodeName"));
+        assert!(find("pods").supports_field("metadata.name"));
+        assert!(!find("configmaps").supports_field("spec.nodeName"));
+        let source = find("events")
+            .fields
+            .iter()
+            .find(|f| f.name == "source")
+            .unwrap();
+        assert_eq!(source.path, "source.component");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use serde::Deserialize;
 
 use super::{Origin, ResourceInfo};
+use crate::codec::FieldSpec;
 
 /// The etcd directory (below the prefix) holding CustomResourceDefinitions.
 pub const CRD_DIR: &str = "apiextensions.k8s.io/customresourcedefinitions";
@@ -38,10 +39,19 @@ struct CrdNames {
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct CrdVersion {
     name: String,
     #[serde(default)]
     storage: bool,
+    #[serde(default)]
+    selectable_fields: Vec<SelectableField>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SelectableField {
+    json_path: String,
 }
 
 /// Why a CustomResourceDefinition cannot be served.
@@ -64,15 +74,20 @@ pub fn parse_crd(value: &[u8]) -> Result<ResourceInfo, CrdError> {
     if !valid_name(&spec.group) || !valid_name(&spec.names.plural) || spec.names.kind.is_empty() {
         return Err(CrdError::Malformed("empty group, plural or kind".into()));
     }
-    let version = spec
+    let storage = spec
         .versions
         .iter()
-        .find(|v| v.storage)
-        .map(|v| v.name.clone())
-        .filter(|v| valid_name(v))
+        .find(|v| v.storage && valid_name(&v.name))
         .ok_or_else(|| {
             CrdError::NoStorageVersion(format!("{}.{}", spec.names.plural, spec.group))
         })?;
+    let version = storage.name.clone();
+    // `selectableFields` name fields by JSON path (`.spec.color`); selectors use `spec.color`.
+    let fields = storage
+        .selectable_fields
+        .iter()
+        .map(|f| FieldSpec::simple(f.json_path.trim_start_matches('.')))
+        .collect();
     let singular = if spec.names.singular.is_empty() {
         spec.names.kind.to_lowercase()
     } else {
@@ -89,6 +104,7 @@ pub fn parse_crd(value: &[u8]) -> Result<ResourceInfo, CrdError> {
         short_names: spec.names.short_names,
         categories: spec.names.categories,
         origin: Origin::CustomResource,
+        fields,
     })
 }
 
@@ -100,7 +116,7 @@ mod tests {
       "metadata":{"name":"widgets.example.com"},
       "spec":{"group":"example.com","scope":"Namespaced",
         "names":{"plural":"widgets","singular":"widget","kind":"Widget","listKind":"WidgetList","shortNames":["wd"]},
-        "versions":[{"name":"v1beta1","served":true,"storage":false},{"name":"v1","served":true,"storage":true}]}}"#;
+        "versions":[{"name":"v1beta1","served":true,"storage":false},{"name":"v1","served":true,"storage":true,"selectableFields":[{"jsonPath":".spec.color"}]}]}}"#;
 
     #[test]
     fn crd_is_served_at_its_storage_version() {
@@ -111,6 +127,7 @@ mod tests {
         assert!(r.namespaced);
         assert_eq!(r.short_names, vec!["wd".to_string()]);
         assert_eq!(r.origin, Origin::CustomResource);
+        assert!(r.supports_field("spec.color"));
     }
 
     #[test]

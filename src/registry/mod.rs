@@ -10,6 +10,8 @@ pub mod crd;
 
 use std::sync::Arc;
 
+use crate::codec::FieldSpec;
+
 /// Where a resource definition came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {
@@ -42,6 +44,8 @@ pub struct ResourceInfo {
     pub categories: Vec<String>,
     /// Built-in or custom.
     pub origin: Origin,
+    /// Fields usable in field selectors besides `metadata.name` and `metadata.namespace`.
+    pub fields: Vec<FieldSpec>,
 }
 
 impl ResourceInfo {
@@ -57,6 +61,12 @@ impl ResourceInfo {
     /// The kind of a list of these objects, e.g. `PodList`.
     pub fn list_kind(&self) -> String {
         format!("{}List", self.kind)
+    }
+
+    /// Whether `field` can be used in a field selector of this resource.
+    pub fn supports_field(&self, field: &str) -> bool {
+        matches!(field, "metadata.name" | "metadata.namespace")
+            || self.fields.iter().any(|f| f.name == field)
     }
 
     /// The (group, resource) name used in log lines and metrics labels, e.g. `pods` or

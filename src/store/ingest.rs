@@ -73,10 +73,11 @@ impl Ingestor {
         revision: Revision,
     ) -> Option<Arc<CachedObject>> {
         registry::split_object_key(object_key, store.info.namespaced)?;
-        match codec::decode(value, revision) {
+        match codec::decode(value, revision, &store.info.fields) {
             Ok(decoded) => Some(Arc::new(CachedObject::new(
                 Arc::from(object_key),
                 revision,
+                store.field_names.clone(),
                 decoded,
             ))),
             Err(e) => {

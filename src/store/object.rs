@@ -22,6 +22,9 @@ pub struct CachedObject {
     rv_span: RvSpan,
     /// Labels, for label selectors.
     pub labels: Labels,
+    /// Selectable field names of the resource (shared) and this object's values.
+    field_names: Arc<[String]>,
+    field_values: Box<[Box<str>]>,
     /// The stored protobuf value, for protobuf clients.
     pub protobuf: Option<Bytes>,
 }
@@ -30,8 +33,14 @@ pub struct CachedObject {
 pub type ObjectRef = Arc<CachedObject>;
 
 impl CachedObject {
-    /// Builds a cached object from its object key (`ns/name` or `name`) and decoded value.
-    pub fn new(key: Arc<str>, revision: Revision, decoded: Decoded) -> Self {
+    /// Builds a cached object from its object key (`ns/name` or `name`), the resource's
+    /// selectable field names (as passed to the decoder) and the decoded value.
+    pub fn new(
+        key: Arc<str>,
+        revision: Revision,
+        field_names: Arc<[String]>,
+        decoded: Decoded,
+    ) -> Self {
         let name_at = key.find('/').map_or(0, |i| i + 1) as u32;
         CachedObject {
             key,
@@ -41,6 +50,8 @@ impl CachedObject {
             json: decoded.json,
             rv_span: decoded.rv_span,
             labels: decoded.labels,
+            field_names,
+            field_values: decoded.fields,
             protobuf: decoded.protobuf,
         }
     }
@@ -77,6 +88,8 @@ impl CachedObject {
             json: Bytes::from(json),
             rv_span,
             labels: self.labels.clone(),
+            field_names: self.field_names.clone(),
+            field_values: self.field_values.clone(),
             protobuf: self.protobuf.clone(),
         }
     }
@@ -86,6 +99,11 @@ impl CachedObject {
         self.json.len()
             + self.protobuf.as_ref().map_or(0, |p| p.len())
             + self.labels.heap_bytes()
+            + self
+                .field_values
+                .iter()
+                .map(|v| v.len() + 16)
+                .sum::<usize>()
             + std::mem::size_of::<Self>()
     }
 
@@ -94,7 +112,10 @@ impl CachedObject {
         match field {
             "metadata.name" => Some(self.name()),
             "metadata.namespace" => Some(self.namespace().unwrap_or_default()),
-            _ => None,
+            _ => {
+                let i = self.field_names.iter().position(|n| n == field)?;
+                self.field_values.get(i).map(|v| v.as_ref())
+            }
         }
     }
 }
@@ -106,18 +127,18 @@ mod tests {
 
     #[test]
     fn namespace_and_name_come_from_the_key() {
-        let d = decode(br#"{"metadata":{"name":"a"}}"#, Revision(3)).unwrap();
-        let o = CachedObject::new(Arc::from("ns1/a"), Revision(3), d.clone());
+        let d = decode(br#"{"metadata":{"name":"a"}}"#, Revision(3), &[]).unwrap();
+        let o = CachedObject::new(Arc::from("ns1/a"), Revision(3), Arc::from([]), d.clone());
         assert_eq!((o.namespace(), o.name()), (Some("ns1"), "a"));
-        let c = CachedObject::new(Arc::from("node-1"), Revision(3), d);
+        let c = CachedObject::new(Arc::from("node-1"), Revision(3), Arc::from([]), d);
         assert_eq!((c.namespace(), c.name()), (None, "node-1"));
         assert_eq!(c.field("metadata.namespace"), Some(""));
     }
 
     #[test]
     fn deleted_state_is_served_at_the_delete_revision() {
-        let d = decode(br#"{"metadata":{"name":"a"}}"#, Revision(3)).unwrap();
-        let o = CachedObject::new(Arc::from("ns1/a"), Revision(3), d);
+        let d = decode(br#"{"metadata":{"name":"a"}}"#, Revision(3), &[]).unwrap();
+        let o = CachedObject::new(Arc::from("ns1/a"), Revision(3), Arc::from([]), d);
         let gone = o.at_revision(Revision(1000));
         let v: serde_json::Value = serde_json::from_slice(&gone.json).unwrap();
         assert_eq!(v["metadata"]["resourceVersion"], "1000");

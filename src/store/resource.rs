@@ -58,6 +58,8 @@ pub struct ResourceStore {
     pub info: ResourceRef,
     /// Its watchers' wake-up index.
     pub wake: Arc<WakeIndex>,
+    /// Names of the selectable fields, shared by every cached object of the resource.
+    pub field_names: Arc<[String]>,
     current: ArcSwap<Snapshot>,
     log: ArcSwap<EventLog>,
     config: StoreConfig,
@@ -71,9 +73,11 @@ impl ResourceStore {
     pub fn new(info: ResourceRef, revision: Revision, epoch: u64, config: StoreConfig) -> Self {
         let snapshot = Arc::new(Snapshot::new(revision, epoch, ObjectMap::new(), 0, None));
         let metric_name = info.qualified_name();
+        let field_names = info.fields.iter().map(|f| f.name.clone()).collect();
         ResourceStore {
             info,
             wake: Arc::new(WakeIndex::default()),
+            field_names,
             current: ArcSwap::new(snapshot.clone()),
             log: ArcSwap::new(Arc::new(EventLog::new(
                 revision,

@@ -101,9 +101,12 @@ mod tests {
     use crate::store::object::CachedObject;
 
     fn obj(key: &str, rev: i64) -> (Arc<str>, ObjectRef) {
-        let d = decode(br#"{"metadata":{}}"#, Revision(rev)).unwrap();
+        let d = decode(br#"{"metadata":{}}"#, Revision(rev), &[]).unwrap();
         let k: Arc<str> = Arc::from(key);
-        (k.clone(), Arc::new(CachedObject::new(k, Revision(rev), d)))
+        (
+            k.clone(),
+            Arc::new(CachedObject::new(k, Revision(rev), Arc::from([]), d)),
+        )
     }
 
     #[test]

@@ -138,14 +138,17 @@ impl Watchd for GrpcApi {
         };
         let result = async {
             let (store, ns) = self.collection(r.collection.as_ref())?;
-            let q = ListQuery::parse(&params(&[
-                ("resourceVersion", &r.resource_version),
-                ("resourceVersionMatch", &r.resource_version_match),
-                ("limit", &limit),
-                ("continue", &r.r#continue),
-                ("labelSelector", &r.label_selector),
-                ("fieldSelector", &r.field_selector),
-            ]))?;
+            let q = ListQuery::parse(
+                &store.info,
+                &params(&[
+                    ("resourceVersion", &r.resource_version),
+                    ("resourceVersionMatch", &r.resource_version_match),
+                    ("limit", &limit),
+                    ("continue", &r.r#continue),
+                    ("labelSelector", &r.label_selector),
+                    ("fieldSelector", &r.field_selector),
+                ]),
+            )?;
             read::list_page(&self.read, &store, ns.as_deref(), &q).await
         };
         match result.await {
@@ -174,18 +177,21 @@ impl Watchd for GrpcApi {
             .unwrap_or_default();
         let result = async {
             let (store, ns) = self.collection(r.collection.as_ref())?;
-            let q = WatchQuery::parse(&params(&[
-                ("resourceVersion", &r.resource_version),
-                ("resourceVersionMatch", &r.resource_version_match),
-                ("sendInitialEvents", &send_initial),
-                (
-                    "allowWatchBookmarks",
-                    if r.allow_watch_bookmarks { "true" } else { "" },
-                ),
-                ("labelSelector", &r.label_selector),
-                ("fieldSelector", &r.field_selector),
-                ("timeoutSeconds", &timeout),
-            ]))?;
+            let q = WatchQuery::parse(
+                &store.info,
+                &params(&[
+                    ("resourceVersion", &r.resource_version),
+                    ("resourceVersionMatch", &r.resource_version_match),
+                    ("sendInitialEvents", &send_initial),
+                    (
+                        "allowWatchBookmarks",
+                        if r.allow_watch_bookmarks { "true" } else { "" },
+                    ),
+                    ("labelSelector", &r.label_selector),
+                    ("fieldSelector", &r.field_selector),
+                    ("timeoutSeconds", &timeout),
+                ]),
+            )?;
             WatchSession::start(&self.read, store, ns, q, GrpcEvents::default()).await
         };
         let stream: WatchStream = match result.await.map_err(|e| to_status(&e))? {

@@ -281,7 +281,7 @@ async fn serve_verb(
     }
     let ns = path.namespace.as_deref();
     if is_watch {
-        let mut q = WatchQuery::parse(params)?;
+        let mut q = WatchQuery::parse(&store.info, params)?;
         if let Some(name) = &path.name {
             // Watching one object by path is a watch with a name field selector.
             let sel = format!("metadata.name={name}");
@@ -303,7 +303,7 @@ async fn serve_verb(
         let bytes = read::get(&state.read, &store, ns, name, q).await?;
         return Ok(json_response(200, bytes));
     }
-    let q = ListQuery::parse(params)?;
+    let q = ListQuery::parse(&store.info, params)?;
     let page = read::list_page(&state.read, &store, ns, &q).await?;
     let mut r = Response::new(encode::list_body(&store.info, page));
     r.headers_mut().insert(

@@ -1,0 +1,225 @@
+//! Field selectors per resource, as kube-apiserver defines them, on lists and watches,
+//! against a real etcd.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::Value;
+use support::http;
+use support::{Etcd, Watchd};
+
+fn pod(ns: &str, name: &str, node: &str, phase: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"{ns}"}},"spec":{{"nodeName":"{node}","restartPolicy":"Always","containers":[{{"name":"c","image":"i"}}]}},"status":{{"phase":"{phase}","podIP":"10.0.0.1"}}}}"#
+    )
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|o| {
+            o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn pods_list_by_node_name_and_phase() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    kv.put(
+        "/registry/pods/a/p1",
+        pod("a", "p1", "node-1", "Running"),
+        None,
+    )
+    .await
+    .expect("put");
+    kv.put(
+        "/registry/pods/a/p2",
+        pod("a", "p2", "node-2", "Running"),
+        None,
+    )
+    .await
+    .expect("put");
+    kv.put(
+        "/registry/pods/b/p3",
+        pod("b", "p3", "node-1", "Pending"),
+        None,
+    )
+    .await
+    .expect("put");
+    kv.put(
+        "/registry/pods/b/p4",
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p4","namespace":"b"},"spec":{}}"#,
+        None,
+    )
+    .await
+    .expect("put");
+    let w = Watchd::start(&etcd.client_url(), &[]);
+    let base = w.base_url();
+    let list = |q: &str| {
+        let url = format!("{base}/api/v1/pods?fieldSelector={q}");
+        async move { http::get(&url, &[]).await }
+    };
+    assert_eq!(
+        names(&list("spec.nodeName%3Dnode-1").await.json()),
+        vec!["p1", "p3"]
+    );
+    assert_eq!(
+        names(
+            &list("spec.nodeName%3Dnode-1,status.phase%3DPending")
+                .await
+                .json()
+        ),
+        vec!["p3"]
+    );
+    assert_eq!(
+        names(&list("status.phase!%3DRunning").await.json()),
+        vec!["p3", "p4"]
+    );
+    // An unscheduled pod has an empty nodeName, as upstream's field set.
+    assert_eq!(names(&list("spec.nodeName%3D").await.json()), vec!["p4"]);
+    assert_eq!(
+        names(&list("spec.restartPolicy%3DAlways").await.json()),
+        vec!["p1", "p2", "p3"]
+    );
+    let bad = list("spec.color%3Dred").await;
+    assert_eq!(bad.status, 400);
+    assert_eq!(
+        bad.json()["message"],
+        "field label not supported: spec.color"
+    );
+}
+
+#[tokio::test]
+async fn node_scoped_pod_watch_sees_pods_arrive_and_leave_its_node() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    kv.put(
+        "/registry/pods/a/p1",
+        pod("a", "p1", "node-2", "Pending"),
+        None,
+    )
+    .await
+    .expect("put");
+    let w = Watchd::start(&etcd.client_url(), &[]);
+    let url = format!(
+        "{}/api/v1/pods?watch=1&fieldSelector=spec.nodeName%3Dnode-1",
+        w.base_url()
+    );
+    let mut stream = http::watch(&url, &[]).await;
+    let moved = kv
+        .put(
+            "/registry/pods/a/p1",
+            pod("a", "p1", "node-1", "Running"),
+            None,
+        )
+        .await
+        .expect("put");
+    kv.put(
+        "/registry/pods/a/other",
+        pod("a", "other", "node-2", "Running"),
+        None,
+    )
+    .await
+    .expect("put");
+    let left = kv
+        .put(
+            "/registry/pods/a/p1",
+            pod("a", "p1", "node-3", "Running"),
+            None,
+        )
+        .await
+        .expect("put");
+    let wait = Duration::from_secs(10);
+    let added = stream.next_event(wait).await.expect("ADDED");
+    assert_eq!(added["type"], "ADDED");
+    assert_eq!(
+        added["object"]["metadata"]["resourceVersion"],
+        moved.header().expect("h").revision().to_string()
+    );
+    let gone = stream.next_event(wait).await.expect("DELETED");
+    assert_eq!(gone["type"], "DELETED");
+    assert_eq!(gone["object"]["metadata"]["name"], "p1");
+    // The last state that matched, at the revision it stopped matching.
+    assert_eq!(gone["object"]["spec"]["nodeName"], "node-1");
+    assert_eq!(
+        gone["object"]["metadata"]["resourceVersion"],
+        left.header().expect("h").revision().to_string()
+    );
+    assert!(
+        stream
+            .next_event(Duration::from_millis(300))
+            .await
+            .is_none(),
+        "pods of other nodes leaked"
+    );
+}
+
+#[tokio::test]
+async fn events_secrets_nodes_and_custom_resources_have_their_fields() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let event = r#"{"apiVersion":"v1","kind":"Event","metadata":{"name":"e1","namespace":"a"},"involvedObject":{"kind":"Pod","name":"p1","namespace":"a"},"reason":"Started","type":"Normal","source":{"component":"kubelet"}}"#;
+    kv.put("/registry/events/a/e1", event, None)
+        .await
+        .expect("put");
+    let secret = r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s1","namespace":"a"},"type":"kubernetes.io/tls"}"#;
+    kv.put("/registry/secrets/a/s1", secret, None)
+        .await
+        .expect("put");
+    kv.put(
+        "/registry/minions/n1",
+        r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"},"spec":{}}"#,
+        None,
+    )
+    .await
+    .expect("put");
+    kv.put("/registry/minions/n2", r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n2"},"spec":{"unschedulable":true}}"#, None)
+        .await
+        .expect("put");
+    let crd = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"widgets.example.com"},"spec":{"group":"example.com","scope":"Namespaced","names":{"plural":"widgets","singular":"widget","kind":"Widget"},"versions":[{"name":"v1","served":true,"storage":true,"selectableFields":[{"jsonPath":".spec.color"}]}]}}"#;
+    kv.put(
+        "/registry/apiextensions.k8s.io/customresourcedefinitions/widgets.example.com",
+        crd,
+        None,
+    )
+    .await
+    .expect("put");
+    for (name, color) in [("w1", "red"), ("w2", "blue")] {
+        let w = format!(
+            r#"{{"apiVersion":"example.com/v1","kind":"Widget","metadata":{{"name":"{name}","namespace":"a"}},"spec":{{"color":"{color}"}}}}"#
+        );
+        kv.put(format!("/registry/example.com/widgets/a/{name}"), w, None)
+            .await
+            .expect("put");
+    }
+    let w = Watchd::start(&etcd.client_url(), &[]);
+    let get = |path: String| async move { http::get(&path, &[]).await.json() };
+    let base = w.base_url();
+    let ev = get(format!("{base}/api/v1/events?fieldSelector=involvedObject.name%3Dp1,source%3Dkubelet,reason%3DStarted")).await;
+    assert_eq!(names(&ev), vec!["e1"]);
+    let none = get(format!("{base}/api/v1/events?fieldSelector=type%3DWarning")).await;
+    assert!(names(&none).is_empty());
+    let tls = get(format!(
+        "{base}/api/v1/secrets?fieldSelector=type%3Dkubernetes.io/tls"
+    ))
+    .await;
+    assert_eq!(names(&tls), vec!["s1"]);
+    let schedulable = get(format!(
+        "{base}/api/v1/nodes?fieldSelector=spec.unschedulable%3Dfalse"
+    ))
+    .await;
+    assert_eq!(names(&schedulable), vec!["n1"]);
+    let red = get(format!(
+        "{base}/apis/example.com/v1/widgets?fieldSelector=spec.color%3Dred"
+    ))
+    .await;
+    assert_eq!(names(&red), vec!["w1"]);
+}
