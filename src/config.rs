@@ -43,8 +43,9 @@ pub const BOOKMARK_BEFORE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Upper bound on an HTTP request line plus headers (kube-apiserver's is 1 MiB).
 pub const MAX_REQUEST_HEAD: usize = 1024 * 1024;
 
-/// Longest query string accepted before answering 400 (protects selector parsers).
-pub const MAX_QUERY_LEN: usize = 64 * 1024;
+/// Longest query string accepted before answering 400 (protects selector parsers). Below
+/// hyper's fixed 64 KiB request-target limit, past which it answers 414 by itself.
+pub const MAX_QUERY_LEN: usize = 32 * 1024;
 
 /// Largest `timeoutSeconds` honoured for a watch; longer ones are clamped.
 pub const MAX_WATCH_TIMEOUT: Duration = Duration::from_secs(24 * 3600);

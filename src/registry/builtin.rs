@@ -61,8 +61,14 @@ const TABLE: &[Row] = &[
 /// Selectable fields of built-in resources beyond `metadata.name`/`metadata.namespace`,
 /// as kube-apiserver defines them: (group, resource, [(selector name, JSON path,
 /// value when absent)]).
+type FieldRow = (
+    &'static str,
+    &'static str,
+    &'static [(&'static str, &'static str, &'static str)],
+);
+
 #[rustfmt::skip]
-const FIELDS: &[(&str, &str, &[(&str, &str, &str)])] = &[
+const FIELDS: &[FieldRow] = &[
     ("", "pods", &[
         ("spec.nodeName", "spec.nodeName", ""),
         ("spec.restartPolicy", "spec.restartPolicy", ""),
@@ -125,6 +131,7 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
                     categories: cats.iter().map(|s| s.to_string()).collect(),
                     origin: Origin::Builtin,
                     fields: fields_of(group, resource),
+                    printer_columns: Vec::new(),
                 }
             },
         )

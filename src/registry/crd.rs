@@ -4,7 +4,7 @@
 
 use serde::Deserialize;
 
-use super::{Origin, ResourceInfo};
+use super::{Origin, PrinterColumn, ResourceInfo};
 use crate::codec::FieldSpec;
 
 /// The etcd directory (below the prefix) holding CustomResourceDefinitions.
@@ -46,6 +46,8 @@ struct CrdVersion {
     storage: bool,
     #[serde(default)]
     selectable_fields: Vec<SelectableField>,
+    #[serde(default)]
+    additional_printer_columns: Vec<PrinterColumn>,
 }
 
 #[derive(Deserialize)]
@@ -105,6 +107,7 @@ pub fn parse_crd(value: &[u8]) -> Result<ResourceInfo, CrdError> {
         categories: spec.names.categories,
         origin: Origin::CustomResource,
         fields,
+        printer_columns: storage.additional_printer_columns.clone(),
     })
 }
 
@@ -116,7 +119,8 @@ mod tests {
       "metadata":{"name":"widgets.example.com"},
       "spec":{"group":"example.com","scope":"Namespaced",
         "names":{"plural":"widgets","singular":"widget","kind":"Widget","listKind":"WidgetList","shortNames":["wd"]},
-        "versions":[{"name":"v1beta1","served":true,"storage":false},{"name":"v1","served":true,"storage":true,"selectableFields":[{"jsonPath":".spec.color"}]}]}}"#;
+        "versions":[{"name":"v1beta1","served":true,"storage":false},{"name":"v1","served":true,"storage":true,"selectableFields":[{"jsonPath":".spec.color"}],
+          "additionalPrinterColumns":[{"name":"Color","type":"string","jsonPath":".spec.color"}]}]}}"#;
 
     #[test]
     fn crd_is_served_at_its_storage_version() {
@@ -128,6 +132,7 @@ mod tests {
         assert_eq!(r.short_names, vec!["wd".to_string()]);
         assert_eq!(r.origin, Origin::CustomResource);
         assert!(r.supports_field("spec.color"));
+        assert_eq!(r.printer_columns[0].json_path, ".spec.color");
     }
 
     #[test]

@@ -46,6 +46,30 @@ pub struct ResourceInfo {
     pub origin: Origin,
     /// Fields usable in field selectors besides `metadata.name` and `metadata.namespace`.
     pub fields: Vec<FieldSpec>,
+    /// A custom resource's `additionalPrinterColumns` (empty for built-ins).
+    pub printer_columns: Vec<PrinterColumn>,
+}
+
+/// One `additionalPrinterColumns` entry of a CustomResourceDefinition.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PrinterColumn {
+    /// Column header.
+    pub name: String,
+    /// OpenAPI type: `integer`, `number`, `string`, `boolean`, `date`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// OpenAPI format, e.g. `name`.
+    #[serde(default)]
+    pub format: String,
+    /// Human description.
+    #[serde(default)]
+    pub description: String,
+    /// 0 = shown by default; higher = only in wide output.
+    #[serde(default)]
+    pub priority: i32,
+    /// Simple JSONPath into the object, e.g. `.spec.replicas`.
+    pub json_path: String,
 }
 
 impl ResourceInfo {

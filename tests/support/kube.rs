@@ -130,7 +130,9 @@ pub async fn etcd_revision(kv: &mut Client) -> i64 {
         .get("/watchd-test/none", None)
         .await
         .unwrap_or_else(|e| panic!("etcd get: {e}"));
-    resp.header().expect("etcd get: no response header").revision()
+    resp.header()
+        .expect("etcd get: no response header")
+        .revision()
 }
 
 /// `metadata.resourceVersion` of an object or list, as a number.
@@ -148,7 +150,12 @@ pub fn item_names(list: &Value) -> Vec<String> {
         .as_array()
         .unwrap_or_else(|| panic!("list without an items array: {list}"))
         .iter()
-        .map(|o| o["metadata"]["name"].as_str().unwrap_or_default().to_string())
+        .map(|o| {
+            o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
         .collect()
 }
 
@@ -165,7 +172,8 @@ pub async fn get_json(url: &str) -> Value {
     let resp = http::get(url, &[]).await;
     assert_eq!(resp.status, 200, "GET {url}: {}", resp.text());
     assert_eq!(
-        resp.header("content-type").map(|c| c.starts_with("application/json")),
+        resp.header("content-type")
+            .map(|c| c.starts_with("application/json")),
         Some(true),
         "GET {url}: content-type {:?}",
         resp.header("content-type")

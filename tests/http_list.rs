@@ -1,0 +1,743 @@
+//! get and list over HTTP against a real etcd: resourceVersion semantics, paging,
+//! selectors and the errors of each, as kube-apiserver answers them.
+
+mod support;
+
+use support::http;
+use support::kube::*;
+use support::{Etcd, Watchd};
+
+#[tokio::test]
+async fn get_returns_the_object_with_its_mod_revision_as_resource_version() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let before = put_pod(&mut kv, "default", "web", &[("app", "web")]).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    let after = put_pod(&mut kv, "default", "late", &[]).await;
+
+    let web = get_json(&format!("{base}/api/v1/namespaces/default/pods/web")).await;
+    assert_eq!(web["kind"], "Pod");
+    assert_eq!(web["apiVersion"], "v1");
+    assert_eq!(web["metadata"]["name"], "web");
+    assert_eq!(web["metadata"]["namespace"], "default");
+    assert_eq!(web["metadata"]["labels"]["app"], "web");
+    assert_eq!(
+        web["spec"]["containers"][0]["image"],
+        "registry.example/app:1"
+    );
+    assert_eq!(rv(&web), before);
+    assert_eq!(
+        rv(&web),
+        mod_revision(&mut kv, &pod_key("default", "web")).await
+    );
+
+    // Written after start: a get with resourceVersion unset is consistent, so it sees it.
+    let late = get_json(&format!("{base}/api/v1/namespaces/default/pods/late")).await;
+    assert_eq!(late["metadata"]["name"], "late");
+    assert_eq!(rv(&late), after);
+
+    let updated = put_pod(&mut kv, "default", "web", &[("app", "web2")]).await;
+    let web = get_json(&format!("{base}/api/v1/namespaces/default/pods/web")).await;
+    assert_eq!(web["metadata"]["labels"]["app"], "web2");
+    assert_eq!(rv(&web), updated);
+}
+
+#[tokio::test]
+async fn get_of_a_missing_object_is_not_found_status() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_pod(&mut kv, "default", "web", &[]).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+
+    let status = get_status(
+        &format!("{base}/api/v1/namespaces/default/pods/x"),
+        404,
+        "NotFound",
+    )
+    .await;
+    assert_eq!(status["message"], "pods \"x\" not found");
+    assert_eq!(status["details"]["name"], "x");
+    assert_eq!(status["details"]["kind"], "pods");
+    assert!(status["details"].get("group").is_none(), "{status}");
+
+    // Same name in another namespace is not the same object.
+    get_status(
+        &format!("{base}/api/v1/namespaces/other/pods/web"),
+        404,
+        "NotFound",
+    )
+    .await;
+    let status = get_status(
+        &format!("{base}/apis/apps/v1/namespaces/default/deployments/d"),
+        404,
+        "NotFound",
+    )
+    .await;
+    assert_eq!(status["message"], "deployments.apps \"d\" not found");
+    assert_eq!(status["details"]["group"], "apps");
+}
+
+#[tokio::test]
+async fn get_of_cluster_scoped_objects_by_name() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let node_rev = put_json(&mut kv, "/registry/minions/node-1", &node("node-1")).await;
+    let ns_rev = put_json(&mut kv, "/registry/namespaces/team-a", &namespace("team-a")).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+
+    let n = get_json(&format!("{base}/api/v1/nodes/node-1")).await;
+    assert_eq!(
+        (n["kind"].as_str(), n["metadata"]["name"].as_str()),
+        (Some("Node"), Some("node-1"))
+    );
+    assert_eq!(rv(&n), node_rev);
+    assert!(n["metadata"].get("namespace").is_none(), "{n}");
+
+    let ns = get_json(&format!("{base}/api/v1/namespaces/team-a")).await;
+    assert_eq!(ns["kind"], "Namespace");
+    assert_eq!(rv(&ns), ns_rev);
+
+    let status = get_status(&format!("{base}/api/v1/nodes/node-2"), 404, "NotFound").await;
+    assert_eq!(status["message"], "nodes \"node-2\" not found");
+    // A cluster-scoped resource has no namespaced path.
+    get_status(
+        &format!("{base}/api/v1/namespaces/default/nodes/node-1"),
+        404,
+        "NotFound",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn get_with_resource_version_zero_is_served_from_the_cache() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let rev = put_pod(&mut kv, "default", "web", &[]).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+
+    let web = get_json(&format!(
+        "{base}/api/v1/namespaces/default/pods/web?resourceVersion=0"
+    ))
+    .await;
+    assert_eq!(web["metadata"]["name"], "web");
+    assert_eq!(rv(&web), rev);
+    // "Not older than N" with N already applied answers at once.
+    let web = get_json(&format!(
+        "{base}/api/v1/namespaces/default/pods/web?resourceVersion={rev}"
+    ))
+    .await;
+    assert_eq!(rv(&web), rev);
+}
+
+#[tokio::test]
+async fn list_all_namespaces_and_one_namespace() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_pod(&mut kv, "ns1", "a", &[]).await;
+    put_pod(&mut kv, "ns1", "b", &[]).await;
+    put_pod(&mut kv, "ns2", "c", &[]).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    // "ns10" shares the prefix "ns1" but is another namespace.
+    let last = put_pod(&mut kv, "ns10", "d", &[]).await;
+
+    let all = get_json(&format!("{base}/api/v1/pods")).await;
+    assert_eq!(all["kind"], "PodList");
+    assert_eq!(all["apiVersion"], "v1");
+    assert_eq!(item_names(&all), ["a", "b", "d", "c"], "etcd key order");
+    assert!(rv(&all) >= last);
+    for it in all["items"].as_array().unwrap() {
+        let key = pod_key(
+            it["metadata"]["namespace"].as_str().unwrap(),
+            it["metadata"]["name"].as_str().unwrap(),
+        );
+        assert_eq!(rv(it), mod_revision(&mut kv, &key).await, "{it}");
+    }
+
+    let ns1 = get_json(&format!("{base}/api/v1/namespaces/ns1/pods")).await;
+    assert_eq!(ns1["kind"], "PodList");
+    assert_eq!(item_names(&ns1), ["a", "b"]);
+    assert!(ns1["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["metadata"]["namespace"] == "ns1"));
+    let ns10 = get_json(&format!("{base}/api/v1/namespaces/ns10/pods")).await;
+    assert_eq!(item_names(&ns10), ["d"]);
+}
+
+#[tokio::test]
+async fn empty_list_has_an_empty_items_array() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_json(
+        &mut kv,
+        "/registry/configmaps/full/cm",
+        &configmap("full", "cm", "1"),
+    )
+    .await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+
+    for path in [
+        "/api/v1/namespaces/empty/configmaps",
+        "/apis/apps/v1/deployments",
+    ] {
+        let list = get_json(&format!("{base}{path}")).await;
+        assert_eq!(list["items"], serde_json::json!([]), "{path}: {list}");
+        assert!(rv(&list) > 0, "{path}: {list}");
+    }
+    let list = get_json(&format!("{base}/api/v1/namespaces/empty/configmaps")).await;
+    assert_eq!(list["kind"], "ConfigMapList");
+    let list = get_json(&format!("{base}/apis/apps/v1/deployments")).await;
+    assert_eq!(
+        (list["kind"].as_str(), list["apiVersion"].as_str()),
+        (Some("DeploymentList"), Some("apps/v1"))
+    );
+}
+
+#[tokio::test]
+async fn list_resource_version_is_not_older_than_the_last_write() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    for i in 0..5 {
+        let rev = put_pod(&mut kv, "rv", &format!("p{i}"), &[]).await;
+        let list = get_json(&format!("{base}/api/v1/namespaces/rv/pods")).await;
+        assert!(
+            rv(&list) >= rev,
+            "list RV {} older than write {rev}",
+            rv(&list)
+        );
+        assert_eq!(item_names(&list).len(), i + 1);
+    }
+    // A write to another resource also moves a consistent list forward.
+    let other = put_json(
+        &mut kv,
+        "/registry/configmaps/rv/cm",
+        &configmap("rv", "cm", "x"),
+    )
+    .await;
+    let list = get_json(&format!("{base}/api/v1/namespaces/rv/pods")).await;
+    assert!(
+        rv(&list) >= other,
+        "list RV {} older than write {other}",
+        rv(&list)
+    );
+}
+
+#[tokio::test]
+async fn list_with_limit_pages_through_one_snapshot() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    let mut revs = Vec::new();
+    for i in 1..=5 {
+        revs.push(put_pod(&mut kv, "page", &format!("p{i}"), &[("v", "old")]).await);
+    }
+    let url = format!("{base}/api/v1/namespaces/page/pods?limit=2");
+    let first = get_json(&url).await;
+    let snapshot = rv(&first);
+    assert!(snapshot >= revs[4]);
+    assert_eq!(item_names(&first), ["p1", "p2"]);
+    assert_eq!(first["metadata"]["remainingItemCount"], 3, "{first}");
+    let token = first["metadata"]["continue"]
+        .as_str()
+        .expect("continue on the first page")
+        .to_string();
+
+    // Changes between pages must not show on later pages.
+    let new_rev = put_pod(&mut kv, "page", "p6", &[]).await;
+    put_pod(&mut kv, "page", "p4", &[("v", "new")]).await;
+    delete_key(&mut kv, &pod_key("page", "p5")).await;
+
+    let second = get_json(&format!("{url}&continue={token}")).await;
+    assert_eq!(
+        rv(&second),
+        snapshot,
+        "every page shows the first page's RV"
+    );
+    assert_eq!(item_names(&second), ["p3", "p4"]);
+    assert_eq!(item(&second, "p4")["metadata"]["labels"]["v"], "old");
+    assert_eq!(rv(item(&second, "p4")), revs[3]);
+    assert_eq!(second["metadata"]["remainingItemCount"], 1, "{second}");
+    let token = second["metadata"]["continue"]
+        .as_str()
+        .expect("continue on the second page")
+        .to_string();
+
+    let third = get_json(&format!("{url}&continue={token}")).await;
+    assert_eq!(rv(&third), snapshot);
+    assert_eq!(
+        item_names(&third),
+        ["p5"],
+        "p5 still exists in the snapshot, p6 does not"
+    );
+    assert!(
+        third["metadata"].get("continue").is_none_or(|c| c == ""),
+        "{third}"
+    );
+    assert!(
+        third["metadata"].get("remainingItemCount").is_none(),
+        "{third}"
+    );
+
+    // A new listing sees the changes.
+    let fresh = get_json(&format!("{base}/api/v1/namespaces/page/pods")).await;
+    assert!(rv(&fresh) > snapshot && rv(&fresh) >= new_rev);
+    assert_eq!(item_names(&fresh), ["p1", "p2", "p3", "p4", "p6"]);
+    assert_eq!(item(&fresh, "p4")["metadata"]["labels"]["v"], "new");
+}
+
+#[tokio::test]
+async fn remaining_item_count_is_omitted_with_a_selector_and_on_the_last_page() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    for i in 1..=4 {
+        put_pod(&mut kv, "sel", &format!("p{i}"), &[("app", "web")]).await;
+    }
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+
+    for selector in [
+        "labelSelector=app%3Dweb",
+        "fieldSelector=metadata.namespace%3Dsel",
+    ] {
+        let url = format!("{base}/api/v1/pods?limit=3&{selector}");
+        let first = get_json(&url).await;
+        assert_eq!(item_names(&first), ["p1", "p2", "p3"], "{selector}");
+        let token = first["metadata"]["continue"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{selector}: no continue: {first}"));
+        assert!(
+            first["metadata"].get("remainingItemCount").is_none(),
+            "{selector}: {first}"
+        );
+        let last = get_json(&format!("{url}&continue={token}")).await;
+        assert_eq!(item_names(&last), ["p4"], "{selector}");
+        assert!(
+            last["metadata"].get("remainingItemCount").is_none(),
+            "{selector}: {last}"
+        );
+        assert!(
+            last["metadata"].get("continue").is_none_or(|c| c == ""),
+            "{selector}: {last}"
+        );
+    }
+    // Without a selector, a limit covering everything yields a single last page.
+    let all = get_json(&format!("{base}/api/v1/pods?limit=4")).await;
+    assert_eq!(item_names(&all).len(), 4);
+    assert!(all["metadata"].get("remainingItemCount").is_none(), "{all}");
+    assert!(
+        all["metadata"].get("continue").is_none_or(|c| c == ""),
+        "{all}"
+    );
+}
+
+#[tokio::test]
+async fn list_exact_resource_version_returns_the_state_at_that_revision() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    let key = "/registry/configmaps/ex/a";
+    let r1 = put_json(&mut kv, key, &configmap("ex", "a", "one")).await;
+    let r2 = put_json(&mut kv, key, &configmap("ex", "a", "two")).await;
+    let r3 = put_json(
+        &mut kv,
+        "/registry/configmaps/ex/b",
+        &configmap("ex", "b", "b"),
+    )
+    .await;
+    let list_url = format!("{base}/api/v1/namespaces/ex/configmaps");
+    assert_eq!(item_names(&get_json(&list_url).await), ["a", "b"]);
+
+    let at1 = get_json(&format!(
+        "{list_url}?resourceVersion={r1}&resourceVersionMatch=Exact"
+    ))
+    .await;
+    assert_eq!(rv(&at1), r1);
+    assert_eq!(item_names(&at1), ["a"]);
+    assert_eq!(item(&at1, "a")["data"]["value"], "one");
+    assert_eq!(rv(item(&at1, "a")), r1);
+
+    let at2 = get_json(&format!(
+        "{list_url}?resourceVersion={r2}&resourceVersionMatch=Exact"
+    ))
+    .await;
+    assert_eq!(rv(&at2), r2);
+    assert_eq!(item_names(&at2), ["a"]);
+    assert_eq!(item(&at2, "a")["data"]["value"], "two");
+
+    // With a limit and no resourceVersionMatch, resourceVersion=N is exact too.
+    let limited = get_json(&format!("{list_url}?resourceVersion={r1}&limit=10")).await;
+    assert_eq!(rv(&limited), r1);
+    assert_eq!(item(&limited, "a")["data"]["value"], "one");
+
+    let now = get_json(&format!(
+        "{list_url}?resourceVersion={r3}&resourceVersionMatch=Exact"
+    ))
+    .await;
+    assert_eq!(item_names(&now), ["a", "b"]);
+    // NotOlderThan an old revision may answer with newer state, never older.
+    let newer = get_json(&format!(
+        "{list_url}?resourceVersion={r1}&resourceVersionMatch=NotOlderThan"
+    ))
+    .await;
+    assert!(rv(&newer) >= r3, "{newer}");
+    assert_eq!(item(&newer, "a")["data"]["value"], "two");
+}
+
+#[tokio::test]
+async fn list_exact_resource_version_older_than_kept_snapshots_is_expired() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let watchd = Watchd::start(&etcd.client_url(), &["--snapshot-ring=1"]);
+    let base = watchd.base_url();
+    let r1 = put_pod(&mut kv, "old", "a", &[("v", "1")]).await;
+    put_pod(&mut kv, "old", "a", &[("v", "2")]).await;
+    let r3 = put_pod(&mut kv, "old", "a", &[("v", "3")]).await;
+    let url = format!("{base}/api/v1/namespaces/old/pods");
+    assert_eq!(rv(&get_json(&url).await), r3);
+
+    let status = get_status(
+        &format!("{url}?resourceVersion={r1}&resourceVersionMatch=Exact"),
+        410,
+        "Expired",
+    )
+    .await;
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains(&r1.to_string()),
+        "{status}"
+    );
+    // The newest snapshot is still served exactly.
+    let at3 = get_json(&format!(
+        "{url}?resourceVersion={r3}&resourceVersionMatch=Exact"
+    ))
+    .await;
+    assert_eq!(item(&at3, "a")["metadata"]["labels"]["v"], "3");
+}
+
+#[tokio::test]
+async fn list_continue_token_older_than_kept_snapshots_is_expired() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_pod(&mut kv, "old", "a", &[]).await;
+    put_pod(&mut kv, "old", "b", &[]).await;
+    let watchd = Watchd::start(&etcd.client_url(), &["--snapshot-ring=1"]);
+    let base = watchd.base_url();
+    let url = format!("{base}/api/v1/namespaces/old/pods?limit=1");
+    let first = get_json(&url).await;
+    let token = first["metadata"]["continue"]
+        .as_str()
+        .expect("continue")
+        .to_string();
+    put_pod(&mut kv, "old", "c", &[]).await;
+    put_pod(&mut kv, "old", "d", &[]).await;
+    get_json(&format!("{base}/api/v1/namespaces/old/pods")).await;
+
+    let status = get_status(&format!("{url}&continue={token}"), 410, "Expired").await;
+    assert!(
+        status["message"].as_str().unwrap().contains("continue"),
+        "{status}"
+    );
+}
+
+#[tokio::test]
+async fn list_resource_version_ahead_of_etcd_times_out_with_retry_after() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_pod(&mut kv, "default", "web", &[]).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+
+    let resp = http::get(
+        &format!("{base}/api/v1/pods?resourceVersion=999999999"),
+        &[],
+    )
+    .await;
+    let status = assert_status(&resp, 504, "Timeout");
+    assert_eq!(resp.header("retry-after"), Some("1"));
+    let message = status["message"].as_str().unwrap();
+    assert!(message.contains("Too large resource version"), "{status}");
+    assert!(message.contains("999999999"), "{status}");
+    assert_eq!(
+        status["details"]["causes"][0]["reason"], "ResourceVersionTooLarge",
+        "{status}"
+    );
+    assert_eq!(status["details"]["retryAfterSeconds"], 1, "{status}");
+}
+
+#[tokio::test]
+async fn list_continue_with_explicit_resource_version_is_bad_request() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_pod(&mut kv, "c", "a", &[]).await;
+    let last = put_pod(&mut kv, "c", "b", &[]).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    let url = format!("{base}/api/v1/namespaces/c/pods?limit=1");
+    let first = get_json(&url).await;
+    let token = first["metadata"]["continue"]
+        .as_str()
+        .expect("continue")
+        .to_string();
+
+    let status = get_status(
+        &format!("{url}&continue={token}&resourceVersion={last}"),
+        400,
+        "BadRequest",
+    )
+    .await;
+    assert!(
+        status["message"].as_str().unwrap().contains("continue"),
+        "{status}"
+    );
+    // resourceVersion=0 with a token is treated as the token's revision.
+    let second = get_json(&format!("{url}&continue={token}&resourceVersion=0")).await;
+    assert_eq!(item_names(&second), ["b"]);
+    assert_eq!(rv(&second), rv(&first));
+    // A token that is not one of ours.
+    get_status(&format!("{url}&continue=not-a-token"), 400, "BadRequest").await;
+}
+
+#[tokio::test]
+async fn invalid_resource_version_match_combinations_are_unprocessable() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_pod(&mut kv, "default", "web", &[]).await;
+    put_pod(&mut kv, "default", "web2", &[]).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    let first = get_json(&format!("{base}/api/v1/pods?limit=1")).await;
+    let token = first["metadata"]["continue"]
+        .as_str()
+        .expect("continue")
+        .to_string();
+
+    let cases = [
+        (
+            "resourceVersionMatch=Exact",
+            "resourceVersionMatch is forbidden unless resourceVersion is provided",
+        ),
+        (
+            "resourceVersionMatch=NotOlderThan",
+            "resourceVersionMatch is forbidden unless resourceVersion is provided",
+        ),
+        (
+            "resourceVersionMatch=Exact&resourceVersion=0",
+            "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+        ),
+        (
+            "resourceVersionMatch=Sometime&resourceVersion=5",
+            "Unsupported value: \"Sometime\"",
+        ),
+        (
+            &format!("resourceVersionMatch=NotOlderThan&resourceVersion=0&continue={token}"),
+            "resourceVersionMatch is forbidden when continue is provided",
+        ),
+    ];
+    for (query, message) in cases {
+        let status = get_status(&format!("{base}/api/v1/pods?{query}"), 422, "Invalid").await;
+        assert!(
+            status["message"].as_str().unwrap().contains(message),
+            "{query}: {status}"
+        );
+        assert!(
+            status["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("ListOptions.meta.k8s.io \"\" is invalid"),
+            "{query}: {status}"
+        );
+        assert_eq!(status["details"]["kind"], "ListOptions", "{query}");
+        assert_eq!(status["details"]["group"], "meta.k8s.io", "{query}");
+        assert_eq!(
+            status["details"]["causes"][0]["field"], "resourceVersionMatch",
+            "{query}: {status}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn label_selector_filters_list() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_pod(&mut kv, "ls", "web-1", &[("app", "web"), ("tier", "front")]).await;
+    put_pod(&mut kv, "ls", "web-2", &[("app", "web")]).await;
+    put_pod(&mut kv, "ls", "db-1", &[("app", "db"), ("tier", "back")]).await;
+    put_pod(&mut kv, "ls", "bare", &[]).await;
+    put_pod(&mut kv, "ls", "named", &[("app.kubernetes.io/name", "x")]).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+
+    let cases: &[(&str, &[&str])] = &[
+        ("app%3Dweb", &["web-1", "web-2"]),
+        ("app%3D%3Dweb", &["web-1", "web-2"]),
+        ("app!%3Dweb", &["bare", "db-1", "named"]),
+        ("app+in+(web,db)", &["db-1", "web-1", "web-2"]),
+        ("app+notin+(web)", &["bare", "db-1", "named"]),
+        ("tier", &["db-1", "web-1"]),
+        ("!tier", &["bare", "named", "web-2"]),
+        ("app%3Dweb,tier%3Dfront", &["web-1"]),
+        ("app.kubernetes.io%2Fname%3Dx", &["named"]),
+        ("app%3Dnone", &[]),
+    ];
+    for (selector, want) in cases {
+        let list = get_json(&format!(
+            "{base}/api/v1/namespaces/ls/pods?labelSelector={selector}"
+        ))
+        .await;
+        assert_eq!(item_names(&list), *want, "labelSelector={selector}");
+    }
+}
+
+#[tokio::test]
+async fn field_selector_filters_by_name_and_namespace() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_pod(&mut kv, "ns1", "a", &[]).await;
+    put_pod(&mut kv, "ns1", "b", &[]).await;
+    put_pod(&mut kv, "ns2", "a", &[]).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+
+    let list = get_json(&format!(
+        "{base}/api/v1/pods?fieldSelector=metadata.name%3Da"
+    ))
+    .await;
+    let pairs: Vec<(String, String)> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["metadata"]["namespace"].as_str().unwrap().into(),
+                p["metadata"]["name"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("ns1".to_string(), "a".to_string()),
+            ("ns2".into(), "a".into())
+        ]
+    );
+
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("/api/v1/pods", "metadata.namespace%3Dns2", &["a"]),
+        ("/api/v1/pods", "metadata.namespace%3D%3Dns1", &["a", "b"]),
+        ("/api/v1/namespaces/ns1/pods", "metadata.name!%3Da", &["b"]),
+        (
+            "/api/v1/pods",
+            "metadata.namespace%3Dns1,metadata.name%3Db",
+            &["b"],
+        ),
+        ("/api/v1/pods", "metadata.name%3Dzzz", &[]),
+    ];
+    for (path, selector, want) in cases {
+        let list = get_json(&format!("{base}{path}?fieldSelector={selector}")).await;
+        assert_eq!(item_names(&list), *want, "{path}?fieldSelector={selector}");
+    }
+}
+
+#[tokio::test]
+async fn pod_specific_field_selectors_filter_list() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_pod(&mut kv, "f", "on-node-1", &[]).await;
+    let mut other = pod("f", "on-node-2", &[]);
+    other["spec"]["nodeName"] = "node-2".into();
+    other["status"]["phase"] = "Pending".into();
+    put_json(&mut kv, &pod_key("f", "on-node-2"), &other).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+
+    // What kubelet and kubectl ask for: pods of one node, pods in one phase.
+    for (selector, want) in [
+        ("spec.nodeName%3Dnode-2", ["on-node-2"]),
+        ("status.phase%3DRunning", ["on-node-1"]),
+        ("spec.nodeName!%3Dnode-2", ["on-node-1"]),
+    ] {
+        let list = get_json(&format!("{base}/api/v1/pods?fieldSelector={selector}")).await;
+        assert_eq!(item_names(&list), want, "fieldSelector={selector}");
+    }
+}
+
+#[tokio::test]
+async fn malformed_label_selector_is_bad_request() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_pod(&mut kv, "default", "web", &[]).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    for selector in [
+        "app+in+(web",
+        "app%3D%3D%3Dx",
+        "a+b",
+        "-bad-%3Dx",
+        "app%3D(x)",
+    ] {
+        let status = get_status(
+            &format!("{base}/api/v1/pods?labelSelector={selector}"),
+            400,
+            "BadRequest",
+        )
+        .await;
+        assert!(
+            !status["message"].as_str().unwrap().is_empty(),
+            "{selector}"
+        );
+    }
+    get_status(
+        &format!("{base}/api/v1/pods?fieldSelector=metadata.name"),
+        400,
+        "BadRequest",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn unsupported_field_selector_is_bad_request() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_pod(&mut kv, "default", "web", &[]).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    let status = get_status(
+        &format!("{base}/api/v1/pods?fieldSelector=spec.bogus%3Dx"),
+        400,
+        "BadRequest",
+    )
+    .await;
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("field label not supported: spec.bogus"),
+        "{status}"
+    );
+    let status = get_status(
+        &format!("{base}/api/v1/nodes?fieldSelector=status.phase%3DRunning"),
+        400,
+        "BadRequest",
+    )
+    .await;
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap()
+            .contains("field label not supported: status.phase"),
+        "{status}"
+    );
+}

@@ -1,0 +1,346 @@
+//! watch over HTTP against a real etcd: which events a watcher gets, with which
+//! resourceVersions, bookmarks, streaming lists, expiry and timeouts.
+
+mod support;
+
+use std::time::Duration;
+
+use support::kube::*;
+use support::{http, Etcd, Watchd};
+
+#[tokio::test]
+async fn watch_from_resource_version_delivers_later_changes_in_order() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_pod(&mut kv, "w", "existing", &[]).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    let from = put_pod(&mut kv, "w", "before-watch", &[]).await;
+
+    let mut stream = open_watch(&format!(
+        "{base}/api/v1/namespaces/w/pods?watch=true&resourceVersion={from}"
+    ))
+    .await;
+    assert_eq!(
+        stream
+            .headers()
+            .get("transfer-encoding")
+            .and_then(|v| v.to_str().ok()),
+        Some("chunked")
+    );
+    let added = put_pod(&mut kv, "w", "x", &[("v", "1")]).await;
+    put_pod(&mut kv, "elsewhere", "y", &[]).await;
+    let modified = put_pod(&mut kv, "w", "x", &[("v", "2")]).await;
+    let deleted = delete_key(&mut kv, &pod_key("w", "x")).await;
+    let sentinel = put_pod(&mut kv, "w", "sentinel", &[]).await;
+
+    let ev = next_event(&mut stream).await;
+    check_event(&ev, "ADDED", "x", added);
+    assert_eq!(
+        (
+            ev["object"]["kind"].as_str(),
+            ev["object"]["apiVersion"].as_str()
+        ),
+        (Some("Pod"), Some("v1"))
+    );
+    assert_eq!(ev["object"]["metadata"]["labels"]["v"], "1");
+    let ev = next_event(&mut stream).await;
+    check_event(&ev, "MODIFIED", "x", modified);
+    assert_eq!(ev["object"]["metadata"]["labels"]["v"], "2");
+    let ev = next_event(&mut stream).await;
+    check_event(&ev, "DELETED", "x", deleted);
+    assert_eq!(
+        ev["object"]["metadata"]["labels"]["v"], "2",
+        "DELETED carries the last state"
+    );
+    // Nothing in between: not the other namespace, not the objects that existed at `from`.
+    check_event(
+        &next_event(&mut stream).await,
+        "ADDED",
+        "sentinel",
+        sentinel,
+    );
+    assert!(added > from && modified > added && deleted > modified);
+}
+
+#[tokio::test]
+async fn watch_of_cluster_scoped_resource_from_resource_version() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    let from = etcd_revision(&mut kv).await;
+    let mut stream = open_watch(&format!(
+        "{base}/api/v1/nodes?watch=1&resourceVersion={from}"
+    ))
+    .await;
+    let added = put_json(&mut kv, "/registry/minions/n1", &node("n1")).await;
+    let deleted = delete_key(&mut kv, "/registry/minions/n1").await;
+    let ev = next_event(&mut stream).await;
+    check_event(&ev, "ADDED", "n1", added);
+    assert_eq!(ev["object"]["kind"], "Node");
+    check_event(&next_event(&mut stream).await, "DELETED", "n1", deleted);
+}
+
+#[tokio::test]
+async fn watch_without_resource_version_starts_with_synthetic_added_events() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let ra = put_pod(&mut kv, "s", "a", &[]).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    // Written after start: the initial events come from a consistent snapshot.
+    let rb = put_pod(&mut kv, "s", "b", &[]).await;
+
+    let mut stream = open_watch(&format!("{base}/api/v1/namespaces/s/pods?watch=1")).await;
+    let initial = stream.next_events(2, EVENT_WAIT).await;
+    assert_eq!(initial.len(), 2, "{initial:?}");
+    check_event(&initial[0], "ADDED", "a", ra);
+    check_event(&initial[1], "ADDED", "b", rb);
+
+    let rc = put_pod(&mut kv, "s", "c", &[]).await;
+    let rb2 = put_pod(&mut kv, "s", "b", &[("v", "2")]).await;
+    check_event(&next_event(&mut stream).await, "ADDED", "c", rc);
+    check_event(&next_event(&mut stream).await, "MODIFIED", "b", rb2);
+}
+
+#[tokio::test]
+async fn watch_with_label_selector_adds_and_deletes_as_objects_start_and_stop_matching() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_pod(&mut kv, "l", "already", &[("app", "web")]).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    let from = etcd_revision(&mut kv).await;
+    let mut stream = open_watch(&format!(
+        "{base}/api/v1/namespaces/l/pods?watch=true&resourceVersion={from}&labelSelector=app%3Dweb"
+    ))
+    .await;
+
+    put_pod(&mut kv, "l", "x", &[("app", "db")]).await;
+    let starts = put_pod(&mut kv, "l", "x", &[("app", "web"), ("v", "1")]).await;
+    let changes = put_pod(&mut kv, "l", "x", &[("app", "web"), ("v", "2")]).await;
+    let stops = put_pod(&mut kv, "l", "x", &[("app", "db")]).await;
+    delete_key(&mut kv, &pod_key("l", "x")).await;
+    let sentinel = put_pod(&mut kv, "l", "sentinel", &[("app", "web")]).await;
+
+    let ev = next_event(&mut stream).await;
+    check_event(&ev, "ADDED", "x", starts);
+    assert_eq!(ev["object"]["metadata"]["labels"]["app"], "web");
+    check_event(&next_event(&mut stream).await, "MODIFIED", "x", changes);
+    let ev = next_event(&mut stream).await;
+    check_event(&ev, "DELETED", "x", stops);
+    // kube-apiserver sends the last matching state at the revision it stopped matching.
+    assert_eq!(ev["object"]["metadata"]["labels"]["app"], "web", "{ev}");
+    check_event(
+        &next_event(&mut stream).await,
+        "ADDED",
+        "sentinel",
+        sentinel,
+    );
+}
+
+#[tokio::test]
+async fn watch_list_sends_initial_events_then_an_initial_events_end_bookmark() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let ra = put_pod(&mut kv, "wl", "a", &[]).await;
+    put_pod(&mut kv, "other", "o", &[]).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    let rb = put_pod(&mut kv, "wl", "b", &[]).await;
+
+    let query = "watch=true&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan";
+    let mut expected = vec![("a".to_string(), ra), ("b".to_string(), rb)];
+    // A consistent start (client-go), then resourceVersion=0 (kube-rs).
+    for rv_param in ["", "&resourceVersion=0"] {
+        let mut stream = open_watch(&format!(
+            "{base}/api/v1/namespaces/wl/pods?{query}{rv_param}"
+        ))
+        .await;
+        for (name, revision) in &expected {
+            check_event(&next_event(&mut stream).await, "ADDED", name, *revision);
+        }
+        let bookmark = next_event(&mut stream).await;
+        assert_eq!(bookmark["type"], "BOOKMARK", "{rv_param}: {bookmark}");
+        let object = &bookmark["object"];
+        assert_eq!(object["kind"], "Pod", "{bookmark}");
+        assert_eq!(object["apiVersion"], "v1", "{bookmark}");
+        assert_eq!(
+            object["metadata"]["annotations"]["k8s.io/initial-events-end"], "true",
+            "{bookmark}"
+        );
+        let newest = expected.iter().map(|(_, r)| *r).max().unwrap();
+        assert!(rv(object) >= newest, "{bookmark}");
+
+        let name = format!("live{}", expected.len());
+        let live = put_pod(&mut kv, "wl", &name, &[]).await;
+        check_event(&next_event(&mut stream).await, "ADDED", &name, live);
+        expected.push((name, live));
+    }
+}
+
+#[tokio::test]
+async fn watch_without_allow_bookmarks_never_sends_a_bookmark() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_pod(&mut kv, "nb", "a", &[]).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+
+    for query in [
+        "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=3",
+        "watch=true&timeoutSeconds=3",
+    ] {
+        let mut stream = open_watch(&format!("{base}/api/v1/namespaces/nb/pods?{query}")).await;
+        put_pod(&mut kv, "nb", "b", &[]).await;
+        let events = read_to_end(&mut stream, 100).await;
+        assert!(
+            events.iter().all(|e| e["type"] != "BOOKMARK"),
+            "{query}: {events:?}"
+        );
+        let types: Vec<&str> = events
+            .iter()
+            .map(|e| e["type"].as_str().unwrap_or(""))
+            .collect();
+        assert!(
+            types.len() >= 2 && types.iter().all(|t| *t == "ADDED" || *t == "MODIFIED"),
+            "{query}: {types:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn send_initial_events_without_resource_version_match_is_invalid() {
+    let etcd = Etcd::start();
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    let cases = [
+        (
+            "watch=true&sendInitialEvents=true",
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ),
+        (
+            "watch=true&sendInitialEvents=true&resourceVersionMatch=Exact&resourceVersion=5",
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ),
+        (
+            "watch=true&resourceVersionMatch=NotOlderThan&resourceVersion=5",
+            "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+        ),
+    ];
+    for (query, message) in cases {
+        let status = get_status(&format!("{base}/api/v1/pods?{query}"), 422, "Invalid").await;
+        assert!(
+            status["message"].as_str().unwrap().contains(message),
+            "{query}: {status}"
+        );
+        assert_eq!(status["details"]["kind"], "ListOptions", "{query}");
+        assert_eq!(status["details"]["group"], "meta.k8s.io", "{query}");
+        assert_eq!(
+            status["details"]["causes"][0]["field"], "resourceVersionMatch",
+            "{query}"
+        );
+        assert_eq!(
+            status["details"]["causes"][0]["reason"], "FieldValueForbidden",
+            "{query}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn watch_from_resource_version_older_than_history_gets_expired_error_event() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let watchd = Watchd::start(&etcd.client_url(), &["--history-window=1s"]);
+    let base = watchd.base_url();
+    let old = put_pod(&mut kv, "h", "a", &[]).await;
+    let newer = put_pod(&mut kv, "h", "b", &[]).await;
+    get_json(&format!("{base}/api/v1/namespaces/h/pods")).await;
+    // Let both events age out of the 1 s window, then write once more: appending evicts.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let last = put_pod(&mut kv, "h", "c", &[]).await;
+    get_json(&format!("{base}/api/v1/namespaces/h/pods")).await;
+
+    let mut stream = open_watch(&format!(
+        "{base}/api/v1/namespaces/h/pods?watch=true&resourceVersion={old}"
+    ))
+    .await;
+    let events = read_to_end(&mut stream, 5).await;
+    assert_eq!(events.len(), 1, "one ERROR event, then the end: {events:?}");
+    assert_eq!(events[0]["type"], "ERROR", "{events:?}");
+    let status = &events[0]["object"];
+    check_status(status, 410, "Expired");
+    let message = status["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(&format!("too old resource version: {old} (")),
+        "{status}"
+    );
+
+    // The newest kept revision still resumes.
+    let mut stream = open_watch(&format!(
+        "{base}/api/v1/namespaces/h/pods?watch=true&resourceVersion={newer}"
+    ))
+    .await;
+    check_event(&next_event(&mut stream).await, "ADDED", "c", last);
+}
+
+#[tokio::test]
+async fn watch_with_timeout_seconds_ends_the_stream() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let ra = put_pod(&mut kv, "t", "a", &[]).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+
+    let mut stream = open_watch(&format!(
+        "{base}/api/v1/namespaces/t/pods?watch=true&timeoutSeconds=2"
+    ))
+    .await;
+    let events = read_to_end(&mut stream, 10).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    check_event(&events[0], "ADDED", "a", ra);
+    assert!(stream.is_ended());
+    // Bookmarks were allowed here, so one may come before the end; the stream still ends.
+    let mut stream = open_watch(&format!(
+        "{base}/api/v1/namespaces/t/pods?watch=true&timeoutSeconds=2&allowWatchBookmarks=true&resourceVersion={ra}"
+    ))
+    .await;
+    let events = read_to_end(&mut stream, 10).await;
+    assert!(events.iter().all(|e| e["type"] == "BOOKMARK"), "{events:?}");
+    for e in &events {
+        assert_eq!(e["object"]["kind"], "Pod", "{e}");
+        assert!(rv(&e["object"]) >= ra, "{e}");
+    }
+}
+
+#[tokio::test]
+async fn watch_frames_are_single_lines_even_for_pretty_printed_values() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let pretty =
+        serde_json::to_string_pretty(&pod("pp", "stored-before", &[("app", "pretty")])).unwrap();
+    assert!(pretty.contains('\n'));
+    let r1 = put_raw(&mut kv, &pod_key("pp", "stored-before"), pretty.clone()).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+
+    let mut stream = http::watch(&format!("{base}/api/v1/namespaces/pp/pods?watch=1"), &[]).await;
+    assert_eq!(stream.status(), 200);
+    let after = pretty.replace("stored-before", "stored-after");
+    let r2 = put_raw(&mut kv, &pod_key("pp", "stored-after"), after).await;
+    for (name, revision) in [("stored-before", r1), ("stored-after", r2)] {
+        let line = stream.next_line(EVENT_WAIT).await.expect("a watch frame");
+        let event: serde_json::Value = serde_json::from_slice(&line).unwrap_or_else(|e| {
+            panic!(
+                "frame is not one JSON line ({e}): {}",
+                String::from_utf8_lossy(&line)
+            )
+        });
+        check_event(&event, "ADDED", name, revision);
+        assert_eq!(event["object"]["metadata"]["labels"]["app"], "pretty");
+        assert_eq!(event["object"]["spec"]["containers"][0]["name"], "main");
+    }
+    let list = get_json(&format!("{base}/api/v1/namespaces/pp/pods")).await;
+    assert_eq!(item_names(&list), ["stored-after", "stored-before"]);
+}
