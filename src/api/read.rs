@@ -3,8 +3,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use super::query::{ContinueToken, GetQuery, ListQuery, RvMatch, RvParam, Selectors};
 use super::status::ApiError;
 use crate::config;
@@ -75,7 +73,7 @@ pub async fn get(
     namespace: Option<&str>,
     name: &str,
     q: GetQuery,
-) -> Result<Bytes, ApiError> {
+) -> Result<ObjectRef, ApiError> {
     let applied = wait_fresh(state, q.rv).await?;
     let view = store.view(applied);
     let key = match namespace {
@@ -85,7 +83,7 @@ pub async fn get(
     view.snapshot
         .objects
         .get(key.as_str())
-        .map(|o| o.json.clone())
+        .cloned()
         .ok_or_else(|| ApiError::NotFound {
             group: store.info.group.clone(),
             resource: store.info.resource.clone(),

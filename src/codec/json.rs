@@ -154,6 +154,11 @@ fn find_member(b: &[u8], obj: usize, name: &[u8]) -> Option<Option<Range<usize>>
     }
 }
 
+/// The byte range of the value of top-level member `name` of a compact, valid JSON object.
+pub fn top_level_member(b: &[u8], name: &[u8]) -> Option<Range<usize>> {
+    find_member(b, 0, name).flatten()
+}
+
 /// Locates where `metadata.resourceVersion` goes in a compact, valid JSON object.
 pub fn locate_resource_version(b: &[u8]) -> Option<RvPlace> {
     let empty_object = b.get(1) == Some(&b'}');
@@ -318,6 +323,14 @@ mod tests {
             &s[span2.at as usize..(span2.at + span2.len) as usize],
             "12345"
         );
+    }
+
+    #[test]
+    fn top_level_members_are_found_by_name() {
+        let b = br#"{"kind":"Pod","spec":{"metadata":{}},"metadata":{"name":"a"}}"#;
+        let r = top_level_member(b, b"metadata").unwrap();
+        assert_eq!(&b[r], br#"{"name":"a"}"#);
+        assert!(top_level_member(b, b"status").is_none());
     }
 
     #[test]

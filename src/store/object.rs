@@ -107,6 +107,14 @@ impl CachedObject {
             + std::mem::size_of::<Self>()
     }
 
+    /// The object's `metadata` as a slice of its cached JSON (no copy); `{}` if absent.
+    pub fn metadata_json(&self) -> Bytes {
+        match json::top_level_member(&self.json, b"metadata") {
+            Some(r) => self.json.slice(r),
+            None => Bytes::from_static(b"{}"),
+        }
+    }
+
     /// The value of a field usable in field selectors.
     pub fn field(&self, field: &str) -> Option<&str> {
         match field {

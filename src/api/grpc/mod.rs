@@ -121,7 +121,9 @@ impl Watchd for GrpcApi {
             read::get(&self.read, &store, ns.as_deref(), &r.name, q).await
         };
         match result.await {
-            Ok(object) => Ok(Response::new(pb::GetResponse { object })),
+            Ok(obj) => Ok(Response::new(pb::GetResponse {
+                object: obj.json.clone(),
+            })),
             Err(e) => Err(to_status(&e)),
         }
     }

@@ -113,6 +113,14 @@ impl Body {
         Body::Full(Some(list), len)
     }
 
+    /// The segments of a complete body; None for a stream.
+    pub fn into_segments(self) -> Option<impl Iterator<Item = Bytes>> {
+        match self {
+            Body::Full(b, _) => Some(b.unwrap_or_default().into_segments()),
+            Body::Stream(_) => None,
+        }
+    }
+
     /// A streamed body; each item becomes one frame (one chunk on the wire).
     pub fn stream(s: impl Stream<Item = BufList> + Send + 'static) -> Body {
         Body::Stream(Box::pin(s))

@@ -141,3 +141,65 @@ fn go_arch() -> &'static str {
         other => other,
     }
 }
+
+/// Aggregated discovery (`apidiscovery.k8s.io/<version>` APIGroupDiscoveryList): the core
+/// group for `/api` (`core`), every other group for `/apis`.
+pub fn aggregated(index: &ResourceIndex, version: &str, core: bool) -> Value {
+    // (group, [(version, [resource])]) in discovery order.
+    type Groups = Vec<(String, Vec<(String, Vec<Value>)>)>;
+    let mut groups: Groups = Vec::new();
+    for s in index.stores() {
+        let info = &s.info;
+        if info.group.is_empty() != core {
+            continue;
+        }
+        let mut r = json!({
+            "resource": info.resource,
+            "responseKind": {"group": info.group, "version": info.version, "kind": info.kind},
+            "scope": if info.namespaced { "Namespaced" } else { "Cluster" },
+            "singularResource": info.singular,
+            "verbs": ["get", "list", "watch"],
+        });
+        if !info.short_names.is_empty() {
+            r["shortNames"] = json!(info.short_names);
+        }
+        if !info.categories.is_empty() {
+            r["categories"] = json!(info.categories);
+        }
+        let gi = match groups.iter().position(|(name, _)| *name == info.group) {
+            Some(i) => i,
+            None => {
+                groups.push((info.group.clone(), Vec::new()));
+                groups.len() - 1
+            }
+        };
+        let versions = &mut groups[gi].1;
+        match versions.iter_mut().find(|(v, _)| *v == info.version) {
+            Some((_, rs)) => rs.push(r),
+            None => versions.push((info.version.clone(), vec![r])),
+        }
+    }
+    let items: Vec<Value> = groups
+        .into_iter()
+        .map(|(name, versions)| {
+            let mut meta = json!({"creationTimestamp": null});
+            if !name.is_empty() {
+                meta["name"] = json!(name);
+            }
+            json!({
+                "metadata": meta,
+                "versions": versions.into_iter().map(|(v, resources)| json!({
+                    "version": v,
+                    "resources": resources,
+                    "freshness": "Current",
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": format!("apidiscovery.k8s.io/{version}"),
+        "metadata": {},
+        "items": items,
+    })
+}

@@ -4,8 +4,11 @@
 pub mod body;
 pub mod discovery;
 pub mod encode;
+pub mod encode_table;
 pub mod health;
+pub mod negotiate;
 pub mod query;
+pub mod table;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -22,7 +25,9 @@ use tokio::net::TcpListener;
 use tokio::sync::watch as signal;
 
 use self::body::Body;
-use self::encode::JsonLines;
+use self::encode::{JsonLines, MetadataLines};
+use self::encode_table::{IncludeObject, TableLines};
+use self::negotiate::{DiscoveryOutput, Output};
 use self::query::{ResourcePath, Route};
 use crate::api::query::{GetQuery, ListQuery, Params, WatchQuery};
 use crate::api::read::{self, ReadContext};
@@ -110,6 +115,17 @@ pub fn error_response(e: &ApiError) -> Response<Body> {
     r
 }
 
+/// Aggregated discovery, labelled with its exact media type: client-go chooses its parser
+/// from the Content-Type alone.
+fn aggregated_response(v: &serde_json::Value, version: &str) -> Response<Body> {
+    let mut r = value_response(v);
+    let ct = format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList");
+    if let Ok(h) = HeaderValue::from_str(&ct) {
+        r.headers_mut().insert(header::CONTENT_TYPE, h);
+    }
+    r
+}
+
 fn text_response(code: u16, body: String) -> Response<Body> {
     let mut r = Response::new(Body::full(body));
     *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -118,19 +134,6 @@ fn text_response(code: u16, body: String) -> Response<Body> {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     r
-}
-
-/// Whether the client accepts plain JSON (the only representation served so far).
-fn accepts_json(accept: Option<&str>) -> bool {
-    let Some(accept) = accept.map(str::trim).filter(|a| !a.is_empty()) else {
-        return true;
-    };
-    accept.split(',').any(|range| {
-        let mut parts = range.split(';').map(str::trim);
-        let mime = parts.next().unwrap_or("").to_ascii_lowercase();
-        let plain = parts.all(|p| !p.to_ascii_lowercase().starts_with("as="));
-        plain && matches!(mime.as_str(), "application/json" | "application/*" | "*/*")
-    })
 }
 
 async fn handle(state: &ApiState, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
@@ -166,10 +169,30 @@ async fn route_request(
         Err(e) => return ("unknown", none, error_response(&e)),
     };
     let index = state.read.cache.resources();
+    let accept = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
     let result = match route {
         Route::Resource(path) => return serve_resource(state, req, path, &params).await,
-        Route::ApiVersions => Ok(value_response(&discovery::api_versions(&state.address))),
-        Route::ApiGroupList => Ok(value_response(&discovery::api_group_list(&index))),
+        Route::ApiVersions => match negotiate::negotiate_discovery(accept) {
+            Ok(DiscoveryOutput::Legacy) => {
+                Ok(value_response(&discovery::api_versions(&state.address)))
+            }
+            Ok(DiscoveryOutput::Aggregated(v)) => Ok(aggregated_response(
+                &discovery::aggregated(&index, v, true),
+                v,
+            )),
+            Err(e) => Err(e),
+        },
+        Route::ApiGroupList => match negotiate::negotiate_discovery(accept) {
+            Ok(DiscoveryOutput::Legacy) => Ok(value_response(&discovery::api_group_list(&index))),
+            Ok(DiscoveryOutput::Aggregated(v)) => Ok(aggregated_response(
+                &discovery::aggregated(&index, v, false),
+                v,
+            )),
+            Err(e) => Err(e),
+        },
         Route::ApiGroup(g) => discovery::api_group(&index, &g).map(|v| value_response(&v)),
         Route::ResourceList { group, version } => {
             discovery::api_resource_list(&index, &group, &version).map(|v| value_response(&v))
@@ -237,7 +260,13 @@ async fn serve_resource(
         .headers()
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok());
+    let gzip = negotiate::accepts_gzip(
+        req.headers()
+            .get(header::ACCEPT_ENCODING)
+            .and_then(|v| v.to_str().ok()),
+    );
     let response = match serve_verb(state, store, path, params, accept, is_watch).await {
+        Ok(r) if gzip && !is_watch => compress(r),
         Ok(r) => r,
         Err(e) => error_response(&e),
     };
@@ -268,12 +297,7 @@ async fn serve_verb(
 ) -> Result<Response<Body>, ApiError> {
     check_scope(&store, &path)?;
     params.is_watch()?;
-    if !accepts_json(accept) {
-        return Err(ApiError::NotAcceptable(format!(
-            "only the following media types are accepted: application/json (got {:?})",
-            accept.unwrap_or_default()
-        )));
-    }
+    let output = negotiate::negotiate(accept, !is_watch && path.name.is_none())?;
     if !state.read.cache.is_synced() {
         return Err(ApiError::Unavailable(
             "the cache is still loading from etcd".into(),
@@ -288,32 +312,107 @@ async fn serve_verb(
             q.selectors.fields = crate::selectors::FieldSelector::parse(&sel)
                 .map_err(|e| ApiError::BadRequest(e.to_string()))?;
         }
-        let start = WatchSession::start(
-            &state.read,
-            store,
-            path.namespace.clone(),
-            q,
-            JsonLines::default(),
-        )
-        .await?;
-        return Ok(watch_response(start));
+        let ns = path.namespace.clone();
+        return Ok(match output {
+            Output::Table(v) => {
+                let include = IncludeObject::parse(params.get("includeObject"))?;
+                let enc = TableLines::new(store.info.clone(), v, include);
+                let start = WatchSession::start(&state.read, store, ns, q, enc).await?;
+                watch_response(start, output)
+            }
+            Output::Metadata(v) => {
+                let start =
+                    WatchSession::start(&state.read, store, ns, q, MetadataLines::new(v)).await?;
+                watch_response(start, output)
+            }
+            _ => {
+                let start =
+                    WatchSession::start(&state.read, store, ns, q, JsonLines::default()).await?;
+                watch_response(start, output)
+            }
+        });
     }
     if let Some(name) = &path.name {
         let q = GetQuery::parse(params)?;
-        let bytes = read::get(&state.read, &store, ns, name, q).await?;
-        return Ok(json_response(200, bytes));
+        let obj = read::get(&state.read, &store, ns, name, q).await?;
+        let body = match output {
+            Output::Metadata(v) => encode::partial_metadata_body(v, &obj),
+            Output::Table(v) => {
+                let include = IncludeObject::parse(params.get("includeObject"))?;
+                encode_table::object_table(&store.info, v, include, &obj)
+            }
+            Output::Json => Body::full(obj.json.clone()),
+        };
+        return Ok(typed_response(body, output, false));
     }
     let q = ListQuery::parse(&store.info, params)?;
     let page = read::list_page(&state.read, &store, ns, &q).await?;
-    let mut r = Response::new(encode::list_body(&store.info, page));
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    Ok(r)
+    let body = match output {
+        Output::Metadata(v) => encode::partial_metadata_list_body(v, &page),
+        Output::Table(v) => {
+            let include = IncludeObject::parse(params.get("includeObject"))?;
+            encode_table::list_table(&store.info, v, include, &page)
+        }
+        Output::Json => encode::list_body(&store.info, page),
+    };
+    Ok(typed_response(body, output, true))
 }
 
-fn watch_response(start: WatchStart<JsonLines>) -> Response<Body> {
+/// The Content-Type of a representation (client-go picks its decoder from it).
+fn content_type(output: Output, list: bool) -> HeaderValue {
+    let ct = match output {
+        Output::Json => return HeaderValue::from_static("application/json"),
+        Output::Table(v) => format!("application/json;as=Table;v={v};g=meta.k8s.io"),
+        Output::Metadata(v) => {
+            let kind = if list {
+                "PartialObjectMetadataList"
+            } else {
+                "PartialObjectMetadata"
+            };
+            format!("application/json;as={kind};v={v};g=meta.k8s.io")
+        }
+    };
+    HeaderValue::from_str(&ct).unwrap_or(HeaderValue::from_static("application/json"))
+}
+
+fn typed_response(body: Body, output: Output, list: bool) -> Response<Body> {
+    let mut r = Response::new(body);
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, content_type(output, list));
+    r
+}
+
+/// Gzips a complete get or list body (watch streams are never compressed).
+fn compress(r: Response<Body>) -> Response<Body> {
+    use std::io::Write as _;
+    let (mut parts, body) = r.into_parts();
+    let Some(segments) = body.into_segments() else {
+        return Response::from_parts(parts, Body::full(Bytes::new()));
+    };
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    for seg in segments {
+        if enc.write_all(&seg).is_err() {
+            break;
+        }
+    }
+    match enc.finish() {
+        Ok(gz) => {
+            parts
+                .headers
+                .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+            parts
+                .headers
+                .insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+            Response::from_parts(parts, Body::full(gz))
+        }
+        Err(_) => Response::from_parts(parts, Body::full(Bytes::new())),
+    }
+}
+
+fn watch_response<E>(start: WatchStart<E>, output: Output) -> Response<Body>
+where
+    E: crate::api::watch::WatchEncoder<Frame = body::BufList>,
+{
     let body = match start {
         WatchStart::Error(e) => Body::full(encode::error_frame(&e)),
         WatchStart::Session(session) => {
@@ -322,35 +421,10 @@ fn watch_response(start: WatchStart<JsonLines>) -> Response<Body> {
             }))
         }
     };
-    let mut r = Response::new(body);
-    let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    h.insert(
+    let mut r = typed_response(body, output, false);
+    r.headers_mut().insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("no-cache, private"),
     );
     r
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn json_is_acceptable_unless_only_other_forms_are_offered() {
-        assert!(accepts_json(None));
-        assert!(accepts_json(Some("application/json")));
-        assert!(accepts_json(Some(
-            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
-        )));
-        assert!(accepts_json(Some("*/*")));
-        assert!(!accepts_json(Some("application/vnd.kubernetes.protobuf")));
-        assert!(!accepts_json(Some(
-            "application/json;as=Table;v=v1;g=meta.k8s.io"
-        )));
-        assert!(!accepts_json(Some("text/html")));
-    }
 }

@@ -1,0 +1,209 @@
+//! Content negotiation: which representation an `Accept` header asks for, taking the first
+//! offer watchd can produce, as kube-apiserver does.
+
+use crate::api::status::ApiError;
+
+/// What a resource request is answered with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// The objects as stored (JSON).
+    Json,
+    /// `meta.k8s.io` Table of the given version (`v1` or `v1beta1`).
+    Table(&'static str),
+    /// `meta.k8s.io` PartialObjectMetadata(List) of the given version.
+    Metadata(&'static str),
+}
+
+/// What a discovery request (`/api`, `/apis`) is answered with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiscoveryOutput {
+    /// The legacy documents (APIVersions, APIGroupList).
+    Legacy,
+    /// Aggregated discovery, `apidiscovery.k8s.io` of the given version (`v2`, `v2beta1`).
+    Aggregated(&'static str),
+}
+
+/// One media range of an Accept header.
+struct MediaRange<'a> {
+    mime: String,
+    params: Vec<(String, &'a str)>,
+}
+
+impl MediaRange<'_> {
+    fn param(&self, key: &str) -> Option<&str> {
+        self.params.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+}
+
+fn media_ranges(accept: &str) -> Vec<MediaRange<'_>> {
+    accept
+        .split(',')
+        .filter_map(|range| {
+            let mut parts = range.split(';').map(str::trim);
+            let mime = parts.next()?.to_ascii_lowercase();
+            let params = parts
+                .filter_map(|p| p.split_once('='))
+                .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().trim_matches('"')))
+                .collect();
+            (!mime.is_empty()).then_some(MediaRange { mime, params })
+        })
+        .collect()
+}
+
+fn is_json(mime: &str) -> bool {
+    matches!(mime, "application/json" | "application/*" | "*/*")
+}
+
+fn meta_version(r: &MediaRange<'_>) -> Option<&'static str> {
+    if r.param("g") != Some("meta.k8s.io") {
+        return None;
+    }
+    match r.param("v") {
+        Some("v1") => Some("v1"),
+        Some("v1beta1") => Some("v1beta1"),
+        _ => None,
+    }
+}
+
+/// The representation of a get, list or watch. `list` distinguishes
+/// `PartialObjectMetadataList` (lists) from `PartialObjectMetadata` (get, watch).
+pub fn negotiate(accept: Option<&str>, list: bool) -> Result<Output, ApiError> {
+    let Some(accept) = accept.map(str::trim).filter(|a| !a.is_empty()) else {
+        return Ok(Output::Json);
+    };
+    for r in media_ranges(accept) {
+        if !is_json(&r.mime) {
+            continue;
+        }
+        let chosen = match r.param("as") {
+            None => Some(Output::Json),
+            Some("Table") => meta_version(&r).map(Output::Table),
+            Some("PartialObjectMetadataList") if list => meta_version(&r).map(Output::Metadata),
+            Some("PartialObjectMetadata") if !list => meta_version(&r).map(Output::Metadata),
+            Some(_) => None,
+        };
+        if let Some(o) = chosen {
+            return Ok(o);
+        }
+    }
+    Err(ApiError::NotAcceptable(format!(
+        "only the following media types are accepted: application/json, application/json;as=Table;g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1 (got {accept:?})"
+    )))
+}
+
+/// The representation of `/api` or `/apis`: aggregated discovery only when offered.
+pub fn negotiate_discovery(accept: Option<&str>) -> Result<DiscoveryOutput, ApiError> {
+    let Some(accept) = accept.map(str::trim).filter(|a| !a.is_empty()) else {
+        return Ok(DiscoveryOutput::Legacy);
+    };
+    for r in media_ranges(accept) {
+        if !is_json(&r.mime) {
+            continue;
+        }
+        match (r.param("as"), r.param("g"), r.param("v")) {
+            (None, _, _) => return Ok(DiscoveryOutput::Legacy),
+            (Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io"), Some("v2")) => {
+                return Ok(DiscoveryOutput::Aggregated("v2"))
+            }
+            (Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io"), Some("v2beta1")) => {
+                return Ok(DiscoveryOutput::Aggregated("v2beta1"))
+            }
+            _ => {}
+        }
+    }
+    Err(ApiError::NotAcceptable(format!(
+        "only application/json and aggregated discovery (apidiscovery.k8s.io v2, v2beta1) are served (got {accept:?})"
+    )))
+}
+
+/// Whether the client accepts a gzip-compressed body.
+pub fn accepts_gzip(accept_encoding: Option<&str>) -> bool {
+    accept_encoding.is_some_and(|ae| {
+        ae.split(',').any(|e| {
+            let mut parts = e.split(';').map(str::trim);
+            let coding = parts.next().unwrap_or("");
+            let refused = parts.any(|p| {
+                matches!(
+                    p.replace(' ', "").as_str(),
+                    "q=0" | "q=0.0" | "q=0.00" | "q=0.000"
+                )
+            });
+            coding.eq_ignore_ascii_case("gzip") && !refused
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KUBECTL_GET: &str =
+        "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+
+    #[test]
+    fn kubectl_gets_a_table() {
+        assert_eq!(negotiate(Some(KUBECTL_GET), true), Ok(Output::Table("v1")));
+        assert_eq!(
+            negotiate(
+                Some("application/json;as=Table;v=v1beta1;g=meta.k8s.io"),
+                false
+            ),
+            Ok(Output::Table("v1beta1"))
+        );
+    }
+
+    #[test]
+    fn metadata_informers_get_partial_object_metadata() {
+        let list = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+        assert_eq!(negotiate(Some(list), true), Ok(Output::Metadata("v1")));
+        // A list-only offer on a watch falls back to the plain JSON offer.
+        assert_eq!(negotiate(Some(list), false), Ok(Output::Json));
+    }
+
+    #[test]
+    fn unsupported_offers_alone_are_not_acceptable() {
+        assert_eq!(negotiate(None, true), Ok(Output::Json));
+        assert_eq!(negotiate(Some("*/*"), true), Ok(Output::Json));
+        assert_eq!(
+            negotiate(Some("application/vnd.kubernetes.protobuf"), true)
+                .unwrap_err()
+                .code(),
+            406
+        );
+        assert_eq!(
+            negotiate(Some("application/json;as=Foo;g=meta.k8s.io;v=v1"), true)
+                .unwrap_err()
+                .code(),
+            406
+        );
+        assert_eq!(negotiate(Some("text/html"), false).unwrap_err().code(), 406);
+    }
+
+    #[test]
+    fn aggregated_discovery_only_when_offered_in_the_offered_version() {
+        let v2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+        assert_eq!(
+            negotiate_discovery(Some(v2)),
+            Ok(DiscoveryOutput::Aggregated("v2"))
+        );
+        let beta = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+        assert_eq!(
+            negotiate_discovery(Some(beta)),
+            Ok(DiscoveryOutput::Aggregated("v2beta1"))
+        );
+        assert_eq!(
+            negotiate_discovery(Some("application/json")),
+            Ok(DiscoveryOutput::Legacy)
+        );
+        assert_eq!(negotiate_discovery(None), Ok(DiscoveryOutput::Legacy));
+    }
+
+    #[test]
+    fn gzip_is_accepted_unless_refused() {
+        assert!(accepts_gzip(Some("gzip")));
+        assert!(accepts_gzip(Some("deflate, gzip;q=0.5")));
+        assert!(!accepts_gzip(Some("gzip;q=0")));
+        assert!(!accepts_gzip(Some("br")));
+        assert!(!accepts_gzip(None));
+    }
+}

@@ -1,0 +1,262 @@
+//! Representations beyond plain JSON, against a real etcd: Table (what kubectl prints),
+//! PartialObjectMetadata(List) (metadata informers), gzip, and aggregated discovery
+//! (v2 and v2beta1, each only when offered).
+
+mod support;
+
+use std::io::Read;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::http;
+use support::{Etcd, Watchd};
+
+const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
+const METADATA_LIST: &str =
+    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+const METADATA: &str =
+    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json";
+
+fn configmap(name: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"a","creationTimestamp":"2026-01-02T03:04:05Z","labels":{{"k":"v"}}}},"data":{{"big":"{}"}}}}"#,
+        "x".repeat(2000)
+    )
+}
+
+async fn fixture() -> (Etcd, Watchd) {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    for n in ["c1", "c2", "c3"] {
+        kv.put(format!("/registry/configmaps/a/{n}"), configmap(n), None)
+            .await
+            .expect("put");
+    }
+    let w = Watchd::start(&etcd.client_url(), &[]);
+    (etcd, w)
+}
+
+#[tokio::test]
+async fn table_list_has_columns_rows_and_partial_metadata_objects() {
+    let (_etcd, w) = fixture().await;
+    let r = http::get(
+        &format!("{}/api/v1/namespaces/a/configmaps?limit=2", w.base_url()),
+        &[("accept", TABLE)],
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/json;as=Table;v=v1;g=meta.k8s.io")
+    );
+    let t = r.json();
+    assert_eq!(t["kind"], "Table");
+    assert_eq!(t["apiVersion"], "meta.k8s.io/v1");
+    assert!(
+        t["metadata"]["continue"].is_string(),
+        "paging applies to tables: {}",
+        t["metadata"]
+    );
+    let cols = t["columnDefinitions"].as_array().expect("columns");
+    assert_eq!(cols[0]["name"], "Name");
+    let rows = t["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["cells"][0], "c1");
+    assert_eq!(rows[0]["object"]["kind"], "PartialObjectMetadata");
+    assert_eq!(rows[0]["object"]["metadata"]["name"], "c1");
+    assert!(rows[0]["object"].get("data").is_none());
+}
+
+#[tokio::test]
+async fn table_include_object_controls_the_row_object() {
+    let (_etcd, w) = fixture().await;
+    let base = w.base_url();
+    let none = http::get(
+        &format!("{base}/api/v1/namespaces/a/configmaps/c1?includeObject=None"),
+        &[("accept", TABLE)],
+    )
+    .await
+    .json();
+    assert_eq!(none["rows"].as_array().map(Vec::len), Some(1));
+    assert!(none["rows"][0].get("object").is_none());
+    let full = http::get(
+        &format!("{base}/api/v1/namespaces/a/configmaps/c1?includeObject=Object"),
+        &[("accept", TABLE)],
+    )
+    .await
+    .json();
+    assert_eq!(full["rows"][0]["object"]["kind"], "ConfigMap");
+    assert!(full["rows"][0]["object"]["data"]["big"].is_string());
+    let bad = http::get(
+        &format!("{base}/api/v1/namespaces/a/configmaps?includeObject=All"),
+        &[("accept", TABLE)],
+    )
+    .await;
+    assert_eq!(bad.status, 400);
+}
+
+#[tokio::test]
+async fn table_watch_sends_column_definitions_only_in_the_first_event() {
+    let (_etcd, w) = fixture().await;
+    let mut s = http::watch(
+        &format!("{}/api/v1/namespaces/a/configmaps?watch=1", w.base_url()),
+        &[("accept", TABLE)],
+    )
+    .await;
+    let events = s.next_events(3, Duration::from_secs(10)).await;
+    assert_eq!(events.len(), 3);
+    assert!(events[0]["object"]["columnDefinitions"].is_array());
+    for e in &events[1..] {
+        assert!(e["object"]["columnDefinitions"].is_null(), "{e}");
+        assert_eq!(e["object"]["rows"].as_array().map(Vec::len), Some(1));
+    }
+}
+
+#[tokio::test]
+async fn metadata_informers_get_partial_object_metadata_lists_gets_and_watches() {
+    let (etcd, w) = fixture().await;
+    let base = w.base_url();
+    let r = http::get(
+        &format!("{base}/api/v1/configmaps"),
+        &[("accept", METADATA_LIST)],
+    )
+    .await;
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io")
+    );
+    let list = r.json();
+    assert_eq!(list["kind"], "PartialObjectMetadataList");
+    let items = list["items"].as_array().expect("items");
+    assert_eq!(items.len(), 3);
+    assert_eq!(items[0]["kind"], "PartialObjectMetadata");
+    assert_eq!(items[0]["metadata"]["labels"]["k"], "v");
+    assert!(items[0].get("data").is_none());
+
+    let one = http::get(
+        &format!("{base}/api/v1/namespaces/a/configmaps/c2"),
+        &[("accept", METADATA)],
+    )
+    .await
+    .json();
+    assert_eq!(one["kind"], "PartialObjectMetadata");
+    assert_eq!(one["metadata"]["name"], "c2");
+
+    let rv = list["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("rv")
+        .to_string();
+    let mut s = http::watch(
+        &format!("{base}/api/v1/configmaps?watch=1&resourceVersion={rv}"),
+        &[("accept", METADATA)],
+    )
+    .await;
+    let mut kv = etcd.client().await;
+    kv.put("/registry/configmaps/a/c4", configmap("c4"), None)
+        .await
+        .expect("put");
+    let ev = s.next_event(Duration::from_secs(10)).await.expect("event");
+    assert_eq!(ev["type"], "ADDED");
+    assert_eq!(ev["object"]["kind"], "PartialObjectMetadata");
+    assert_eq!(ev["object"]["metadata"]["name"], "c4");
+}
+
+#[tokio::test]
+async fn gzip_is_used_for_lists_and_gets_when_accepted() {
+    let (_etcd, w) = fixture().await;
+    let r = http::get(
+        &format!("{}/api/v1/configmaps", w.base_url()),
+        &[("accept-encoding", "gzip")],
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(&r.body[..])
+        .read_to_end(&mut plain)
+        .expect("gunzip");
+    let v: Value = serde_json::from_slice(&plain).expect("json");
+    assert_eq!(v["items"].as_array().map(Vec::len), Some(3));
+    assert!(r.body.len() < plain.len() / 4, "2 KB of x's compress well");
+    let identity = http::get(&format!("{}/api/v1/configmaps", w.base_url()), &[]).await;
+    assert_eq!(identity.header("content-encoding"), None);
+}
+
+#[tokio::test]
+async fn aggregated_discovery_is_served_only_in_the_offered_version() {
+    let (_etcd, w) = fixture().await;
+    let base = w.base_url();
+    let v2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+    let r = http::get(&format!("{base}/apis"), &[("accept", v2)]).await;
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+    );
+    let apis = r.json();
+    assert_eq!(apis["apiVersion"], "apidiscovery.k8s.io/v2");
+    let apps = apis["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .find(|g| g["metadata"]["name"] == "apps")
+        .expect("apps");
+    let deploy = &apps["versions"][0]["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .find(|r| r["resource"] == "deployments")
+        .cloned()
+        .expect("deployments");
+    assert_eq!(deploy["responseKind"]["kind"], "Deployment");
+    assert_eq!(deploy["scope"], "Namespaced");
+    let core = http::get(&format!("{base}/api"), &[("accept", v2)])
+        .await
+        .json();
+    let core_resources = core["items"][0]["versions"][0]["resources"]
+        .as_array()
+        .expect("core")
+        .clone();
+    assert!(core_resources.iter().any(|r| r["resource"] == "pods"));
+    // kubectl 1.27 offers only v2beta1.
+    let beta = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json";
+    let r = http::get(&format!("{base}/apis"), &[("accept", beta)]).await;
+    assert_eq!(r.json()["apiVersion"], "apidiscovery.k8s.io/v2beta1");
+    let legacy = http::get(&format!("{base}/apis"), &[("accept", "application/json")])
+        .await
+        .json();
+    assert_eq!(legacy["kind"], "APIGroupList");
+}
+
+fn kubectl(bin: &str, server: &str, args: &[&str]) -> String {
+    let cache = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new(bin)
+        .arg(format!("--server={server}"))
+        .arg(format!("--cache-dir={}", cache.path().display()))
+        .args(args)
+        .env("KUBECONFIG", "/dev/null")
+        .output()
+        .unwrap_or_else(|e| panic!("{bin} is required (kubectl): {e}"));
+    assert!(
+        out.status.success(),
+        "{bin} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test]
+async fn kubectl_1_27_and_1_33_discover_resources() {
+    let (_etcd, w) = fixture().await;
+    for bin in [
+        "/usr/lib/google-cloud-sdk/bin/kubectl.1.27",
+        "/usr/lib/google-cloud-sdk/bin/kubectl.1.33",
+    ] {
+        let out = kubectl(bin, &w.base_url(), &["api-resources"]);
+        assert!(
+            out.contains("deployments") && out.contains("configmaps"),
+            "{bin}: {out}"
+        );
+        let out = kubectl(bin, &w.base_url(), &["get", "cm", "-n", "a"]);
+        assert!(out.contains("c1") && out.contains("c3"), "{bin}: {out}");
+    }
+}
