@@ -148,27 +148,39 @@ fn seen(ev: &Value) -> Seen {
 /// A watcher under test: its filter and its stream.
 struct Watcher {
     namespace: Option<String>,
+    name: Option<String>,
     stream: WatchStream,
 }
 
 impl Watcher {
-    async fn open(base: &str, namespace: Option<&str>, from: i64) -> Watcher {
+    async fn open(base: &str, namespace: Option<&str>, name: Option<&str>, from: i64) -> Watcher {
         let path = match namespace {
             Some(ns) => format!("{base}/api/v1/namespaces/{ns}/configmaps"),
             None => format!("{base}/api/v1/configmaps"),
         };
-        let stream = http::watch(&format!("{path}?watch=true&resourceVersion={from}"), &[]).await;
+        let by_name = name
+            .map(|n| format!("&fieldSelector=metadata.name%3D{n}"))
+            .unwrap_or_default();
+        let url = format!("{path}?watch=true&resourceVersion={from}{by_name}");
+        let stream = http::watch(&url, &[]).await;
         assert_eq!(stream.status(), 200);
         Watcher {
             namespace: namespace.map(str::to_string),
+            name: name.map(str::to_string),
             stream,
         }
     }
 
     fn wants(&self, s: &Seen) -> bool {
-        self.namespace
+        let in_ns = self
+            .namespace
             .as_deref()
-            .is_none_or(|ns| s.1.starts_with(&format!("{ns}/")))
+            .is_none_or(|ns| s.1.starts_with(&format!("{ns}/")));
+        let named = self
+            .name
+            .as_deref()
+            .is_none_or(|n| s.1.ends_with(&format!("/{n}")));
+        in_ns && named
     }
 
     /// Reads until `n` events arrived (or an ERROR ended the stream), then checks that
@@ -207,8 +219,11 @@ async fn open_watchers(base: &str, from: i64) -> Vec<Watcher> {
     let mut watchers = Vec::new();
     for i in 0..12 {
         let ns = (i % 3 != 0).then(|| format!("churn-{}", i % NAMESPACES));
-        watchers.push(Watcher::open(base, ns.as_deref(), from).await);
+        watchers.push(Watcher::open(base, ns.as_deref(), None, from).await);
     }
+    // Found by name through the wake index, in all namespaces and in one.
+    watchers.push(Watcher::open(base, None, Some("cm-3"), from).await);
+    watchers.push(Watcher::open(base, Some("churn-1"), Some("cm-7"), from).await);
     watchers
 }
 

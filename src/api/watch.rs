@@ -14,7 +14,7 @@ use super::query::{RvParam, Selectors, WatchQuery};
 use super::read::{matches, wait_fresh, ReadContext};
 use super::status::ApiError;
 use crate::config;
-use crate::dispatch::WakeHandle;
+use crate::dispatch::{WakeHandle, WakeKey};
 use crate::registry::ResourceInfo;
 use crate::store::{
     Cache, CachedObject, EventLog, EventType, ObjectRef, Read, ResourceStore, Snapshot, WatchEvent,
@@ -123,7 +123,9 @@ impl<E: WatchEncoder> WatchSession<E> {
         };
         let now = Instant::now();
         let deadline = now + q.timeout;
-        let wake = store.wake.subscribe(namespace.as_deref());
+        let wake = store
+            .wake
+            .subscribe(wake_key(&store, namespace.as_deref(), &q.selectors));
         metrics::gauge!("watchd_watchers", "resource" => store.info.qualified_name())
             .increment(1.0);
         Ok(WatchStart::Session(Box::new(WatchSession {
@@ -284,6 +286,26 @@ impl<E: WatchEncoder> Drop for WatchSession<E> {
         metrics::gauge!("watchd_watchers", "resource" => self.store.info.qualified_name())
             .decrement(1.0);
     }
+}
+
+/// The most selective key a watcher can be found by: an exact value of the resource's
+/// indexed field, an exact name, or its namespace.
+fn wake_key(
+    store: &ResourceStore,
+    namespace: Option<&str>,
+    selectors: &Selectors,
+) -> Option<WakeKey> {
+    let exact = |f: &str| selectors.fields.exact_value(f).map(Box::from);
+    if let Some(v) = store.info.indexed_field().and_then(exact) {
+        return Some(WakeKey::Field(v));
+    }
+    if let Some(name) = exact("metadata.name") {
+        return Some(WakeKey::Name(name));
+    }
+    namespace
+        .map(Box::from)
+        .or_else(|| exact("metadata.namespace"))
+        .map(WakeKey::Namespace)
 }
 
 fn first_bookmark(now: Instant, deadline: Instant) -> Instant {

@@ -87,6 +87,12 @@ impl ResourceInfo {
         format!("{}List", self.kind)
     }
 
+    /// The selectable field whose exact values the wake index keys watchers by (pods:
+    /// `spec.nodeName`, what every node agent watches), if any.
+    pub fn indexed_field(&self) -> Option<&str> {
+        (self.group.is_empty() && self.resource == "pods").then_some("spec.nodeName")
+    }
+
     /// Whether `field` can be used in a field selector of this resource.
     pub fn supports_field(&self, field: &str) -> bool {
         matches!(field, "metadata.name" | "metadata.namespace")

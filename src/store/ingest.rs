@@ -9,14 +9,15 @@ use super::object::CachedObject;
 use super::resource::{Change, ResourceStore};
 use super::snapshot::ObjectMap;
 use crate::codec::{self, DecodeError};
+use crate::dispatch::WakeKey;
 use crate::registry::{self, crd};
 use crate::Revision;
 
 /// Most keys remembered for "log once per key"; the set is cleared when it fills.
 const LOGGED_KEYS_MAX: usize = 100_000;
 
-/// Stores touched by a batch, with the namespaces to wake in each.
-type Touched = Vec<(Arc<ResourceStore>, HashSet<Option<Arc<str>>>)>;
+/// Stores touched by a batch, with the keys to wake in each.
+type Touched = Vec<(Arc<ResourceStore>, HashSet<WakeKey>)>;
 
 /// One key-value change read from etcd.
 #[derive(Debug, Clone)]
@@ -164,10 +165,8 @@ impl Ingestor {
             self.route(change, &mut per_store);
         }
         self.flush(current, &mut per_store, &mut woken);
-        for (store, namespaces) in woken {
-            store
-                .wake
-                .wake(namespaces.iter().flatten().map(|s| s.as_ref()));
+        for (store, keys) in woken {
+            store.wake.wake(&keys);
         }
     }
 
@@ -231,11 +230,14 @@ impl Ingestor {
             return;
         }
         for (store, changes) in per_store.drain(..) {
-            let touched = store.apply(revision, changes);
-            match woken.iter_mut().find(|(s, _)| Arc::ptr_eq(s, &store)) {
-                Some((_, set)) => set.extend(touched),
-                None => woken.push((store, touched.into_iter().collect())),
-            }
+            let i = match woken.iter().position(|(s, _)| Arc::ptr_eq(s, &store)) {
+                Some(i) => i,
+                None => {
+                    woken.push((store.clone(), HashSet::new()));
+                    woken.len() - 1
+                }
+            };
+            store.apply(revision, changes, &mut woken[i].1);
         }
         self.cache.set_applied(revision);
     }

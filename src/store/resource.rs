@@ -3,7 +3,7 @@
 //!
 //! Only ingestion writes (one task); readers load `Arc`s and never wait on the writer.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,7 @@ use arc_swap::ArcSwap;
 use super::event_log::{EventLog, WatchEvent};
 use super::object::ObjectRef;
 use super::snapshot::{ObjectMap, Snapshot};
-use crate::dispatch::WakeIndex;
+use crate::dispatch::{self, WakeIndex, WakeKey};
 use crate::registry::ResourceRef;
 use crate::Revision;
 
@@ -121,14 +121,21 @@ impl ResourceStore {
         }
     }
 
-    /// Applies all changes of one etcd revision; returns the namespaces touched (None for
-    /// cluster-scoped objects) so the caller can wake their watchers.
-    pub fn apply(&self, revision: Revision, changes: Vec<Change>) -> Vec<Option<Arc<str>>> {
+    /// Applies all changes of one etcd revision, adding to `keys` the wake keys of every
+    /// state involved (new and previous) so the caller can wake their watchers once.
+    /// Returns the number of events appended.
+    pub fn apply(
+        &self,
+        revision: Revision,
+        changes: Vec<Change>,
+        keys: &mut HashSet<WakeKey>,
+    ) -> usize {
         let cur = self.snapshot();
         let log = self.log();
         let mut objects = cur.objects.clone();
         let mut bytes = cur.bytes;
-        let mut touched = Vec::with_capacity(changes.len());
+        let mut appended = 0usize;
+        let indexed = self.info.indexed_field();
         for change in changes {
             let event = match change {
                 Change::Put(obj) => {
@@ -147,19 +154,18 @@ impl ResourceStore {
                     None => continue,
                 },
             };
-            let ns = event
-                .object
-                .as_ref()
-                .or(event.prev.as_ref())
-                .and_then(|o| o.namespace().map(Arc::from));
-            touched.push(ns);
+            for o in event.object.iter().chain(event.prev.iter()) {
+                let value = indexed.and_then(|f| o.field(f));
+                dispatch::keys_of(keys, o.namespace(), o.name(), value);
+            }
             log.append(event);
+            appended += 1;
         }
-        if touched.is_empty() {
-            return touched;
+        if appended == 0 {
+            return 0;
         }
         metrics::counter!("watchd_events_ingested_total", "resource" => self.metric_name.clone())
-            .increment(touched.len() as u64);
+            .increment(appended as u64);
         let snap = Arc::new(Snapshot::new(
             revision,
             cur.epoch,
@@ -168,7 +174,7 @@ impl ResourceStore {
             Some(cur),
         ));
         self.publish(snap);
-        touched
+        appended
     }
 
     /// Starts a new epoch at `revision` with these objects: the old epoch's watchers are
