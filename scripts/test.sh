@@ -11,6 +11,7 @@ section() { printf '\n===== %s =====\n' "$*"; }
 
 section "dependencies (scripts/install-deps.sh)"
 scripts/install-deps.sh
+scripts/install-clients.sh
 echo "ok"
 
 if command -v shellcheck >/dev/null 2>&1; then

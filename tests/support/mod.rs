@@ -6,6 +6,8 @@
 //! - [`http`]: a tiny async HTTP/1.1 client (plain requests and streaming watches).
 //! - [`kube`]: Kubernetes-shaped objects written to etcd as kube-apiserver lays them out,
 //!   and checks of API answers (Status objects, lists, watch events, metrics).
+//! - [`clients`]: real Kubernetes client programs (`tests/clients/`) run as child processes;
+//! - [`proxy`]: a loopback proxy that records what a client sends.
 //!
 //! Everything here talks to 127.0.0.1 only, bounds every wait with a timeout and
 //! kills the processes it started (by PID) when its handle is dropped, so several
@@ -14,9 +16,11 @@
 //! Not every test file uses every helper, hence the `allow` below.
 #![allow(dead_code, unused_imports)]
 
+pub mod clients;
 pub mod etcd;
 pub mod http;
 pub mod kube;
+pub mod proxy;
 pub mod watchd;
 
 pub use self::etcd::Etcd;
