@@ -260,3 +260,44 @@ async fn kubectl_1_27_and_1_33_discover_resources() {
         assert!(out.contains("c1") && out.contains("c3"), "{bin}: {out}");
     }
 }
+
+#[tokio::test]
+async fn kubectl_get_pods_prints_kubectls_usual_columns() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-1","namespace":"a","creationTimestamp":"2026-01-02T03:04:05Z"},"spec":{"nodeName":"node-1","containers":[{"name":"c","image":"i"},{"name":"d","image":"i"}]},"status":{"phase":"Running","podIP":"10.1.2.3","containerStatuses":[{"name":"c","ready":true,"restartCount":2,"state":{"running":{}}},{"name":"d","ready":false,"restartCount":1,"state":{"waiting":{"reason":"CrashLoopBackOff"}}}]}}"#;
+    kv.put("/registry/pods/a/web-1", pod, None)
+        .await
+        .expect("put");
+    let w = Watchd::start(&etcd.client_url(), &[]);
+    let out = kubectl(
+        "/usr/lib/google-cloud-sdk/bin/kubectl.1.33",
+        &w.base_url(),
+        &["get", "pods", "-n", "a", "-o", "wide"],
+    );
+    let mut lines = out.lines();
+    let header: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        &header[..5],
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
+        "{out}"
+    );
+    let row: Vec<&str> = lines
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        &row[..4],
+        ["web-1", "1/2", "CrashLoopBackOff", "3"],
+        "{out}"
+    );
+    assert!(
+        row.contains(&"10.1.2.3") && row.contains(&"node-1"),
+        "{out}"
+    );
+}

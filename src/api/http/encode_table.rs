@@ -61,6 +61,13 @@ fn push_row(
         "{{\"cells\":{}",
         serde_json::to_string(&cells).unwrap_or_else(|_| "[]".into())
     )));
+    let conditions = table::row_conditions(info, &value);
+    if !conditions.is_empty() {
+        out.push(Bytes::from(format!(
+            ",\"conditions\":{}",
+            serde_json::to_string(&conditions).unwrap_or_else(|_| "[]".into())
+        )));
+    }
     match include {
         IncludeObject::None => {}
         IncludeObject::Object => {
