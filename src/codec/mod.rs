@@ -143,6 +143,8 @@ fn decode_json(
     revision: Revision,
     fields: &[FieldSpec],
 ) -> Result<Decoded, DecodeError> {
+    // Skipped strings are not checked by serde, and JSON must be UTF-8: check it all once.
+    std::str::from_utf8(value).map_err(|e| DecodeError::Json(format!("not UTF-8: {e}")))?;
     // One validating pass that also yields labels and fields; the rest is skipped.
     let head = extract::extract(value, fields).map_err(|e| DecodeError::Json(e.to_string()))?;
     let compacted = json::compact(value);
@@ -309,6 +311,10 @@ mod tests {
         );
         assert!(matches!(
             decode(b"{\"metadata\":", Revision(1), &[]),
+            Err(DecodeError::Json(_))
+        ));
+        assert!(matches!(
+            decode(b"{\"a\":\"\xbe\xff\"}", Revision(1), &[]),
             Err(DecodeError::Json(_))
         ));
         assert!(matches!(
