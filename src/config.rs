@@ -34,9 +34,6 @@ pub const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(100);
 /// Largest delay between etcd reconnect attempts.
 pub const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(5);
 
-/// Interval of watch bookmarks (kube-apiserver: about once a minute).
-pub const BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
-
 /// How long before a watch's `timeoutSeconds` ends its last bookmark is sent.
 pub const BOOKMARK_BEFORE_TIMEOUT: Duration = Duration::from_secs(2);
 

@@ -69,6 +69,9 @@ struct ServeArgs {
     /// Most past snapshots kept per resource for exact and paginated lists.
     #[arg(long, default_value_t = config::DEFAULT_SNAPSHOT_RING)]
     snapshot_ring: usize,
+    /// How often watches that allow bookmarks get one (kube-apiserver: about a minute).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    bookmark_interval: Duration,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -153,6 +156,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let read = Arc::new(ReadContext {
         cache: cache.clone(),
         revisions: RevisionReader::new(etcd.clone()),
+        bookmark_interval: args.bookmark_interval.max(Duration::from_millis(100)),
     });
     let state = Arc::new(ApiState {
         read: read.clone(),

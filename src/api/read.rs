@@ -16,6 +16,8 @@ pub struct ReadContext {
     pub cache: Arc<Cache>,
     /// Linearizable reads of etcd's revision.
     pub revisions: RevisionReader,
+    /// How often an idle watch that allows bookmarks gets one.
+    pub bookmark_interval: std::time::Duration,
 }
 
 /// One page of a list: the objects to send and the list metadata.

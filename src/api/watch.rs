@@ -62,6 +62,7 @@ pub struct WatchSession<E: WatchEncoder> {
     allow_bookmarks: bool,
     deadline: Instant,
     next_bookmark: Instant,
+    bookmark_interval: Duration,
     done: bool,
 }
 
@@ -142,7 +143,8 @@ impl<E: WatchEncoder> WatchSession<E> {
             initial,
             allow_bookmarks: q.allow_bookmarks,
             deadline,
-            next_bookmark: first_bookmark(now, deadline),
+            next_bookmark: next_bookmark(now, deadline, state.bookmark_interval),
+            bookmark_interval: state.bookmark_interval,
             done: false,
         })))
     }
@@ -171,7 +173,8 @@ impl<E: WatchEncoder> WatchSession<E> {
                 return Some(self.encoder.take());
             }
             if self.allow_bookmarks && Instant::now() >= self.next_bookmark {
-                self.next_bookmark = next_bookmark(Instant::now(), self.deadline);
+                self.next_bookmark =
+                    next_bookmark(Instant::now(), self.deadline, self.bookmark_interval);
                 let rv = self.sent.max(applied);
                 if rv >= self.after {
                     self.sent = rv;
@@ -308,16 +311,12 @@ fn wake_key(
         .map(WakeKey::Namespace)
 }
 
-fn first_bookmark(now: Instant, deadline: Instant) -> Instant {
-    next_bookmark(now, deadline)
-}
-
-/// About once a minute, and once shortly before the watch's timeout.
-fn next_bookmark(now: Instant, deadline: Instant) -> Instant {
+/// About once per `interval`, and once shortly before the watch's timeout.
+fn next_bookmark(now: Instant, deadline: Instant, interval: Duration) -> Instant {
     let before_end = deadline
         .checked_sub(config::BOOKMARK_BEFORE_TIMEOUT)
         .unwrap_or(deadline);
-    let periodic = now + config::BOOKMARK_INTERVAL;
+    let periodic = now + interval;
     if before_end > now {
         periodic.min(before_end)
     } else {

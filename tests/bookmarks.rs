@@ -1,0 +1,135 @@
+//! Watch bookmarks against a real etcd: sent periodically only when allowed, with
+//! kind/apiVersion, and never with a resourceVersion ahead of an event not yet written to
+//! that watcher — checked while writes race the bookmarks.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::http;
+use support::{Etcd, Watchd};
+
+fn configmap(ns: &str, name: &str, i: usize) -> String {
+    format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"{ns}"}},"data":{{"i":"{i}"}}}}"#
+    )
+}
+
+fn rv(ev: &serde_json::Value) -> i64 {
+    ev["object"]["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(-1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bookmarks_arrive_periodically_and_never_run_ahead_of_unsent_events() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    kv.put(
+        "/registry/configmaps/a/seed",
+        configmap("a", "seed", 0),
+        None,
+    )
+    .await
+    .expect("put");
+    let w = Watchd::start(&etcd.client_url(), &["--bookmark-interval=200ms"]);
+    let list = http::get(
+        &format!("{}/api/v1/namespaces/a/configmaps", w.base_url()),
+        &[],
+    )
+    .await
+    .json();
+    let start: i64 = list["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("rv")
+        .parse()
+        .expect("rv");
+    let url = format!(
+        "{}/api/v1/namespaces/a/configmaps?watch=1&allowWatchBookmarks=true&resourceVersion={start}",
+        w.base_url()
+    );
+    let mut stream = http::watch(&url, &[]).await;
+    let writer = tokio::spawn(async move {
+        // Writes in the watched namespace and in another one, racing the bookmarks.
+        for i in 0..150 {
+            let ns = if i % 3 == 0 { "b" } else { "a" };
+            kv.put(
+                format!("/registry/configmaps/{ns}/c{}", i % 7),
+                configmap(ns, &format!("c{}", i % 7), i),
+                None,
+            )
+            .await
+            .expect("put");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let r = kv.get("x", None).await.expect("get");
+        r.header().expect("header").revision()
+    });
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !writer.is_finished() && Instant::now() < deadline {
+        if let Some(ev) = stream.next_event(Duration::from_secs(2)).await {
+            seen.push(ev);
+        }
+    }
+    let last_write = writer.await.expect("writer");
+    // Drain until a bookmark covers the last write.
+    while Instant::now() < deadline {
+        match stream.next_event(Duration::from_secs(2)).await {
+            Some(ev) => {
+                let done = ev["type"] == "BOOKMARK" && rv(&ev) >= last_write;
+                seen.push(ev);
+                if done {
+                    break;
+                }
+            }
+            None => break,
+        }
+    }
+    let bookmarks: Vec<usize> = (0..seen.len())
+        .filter(|&i| seen[i]["type"] == "BOOKMARK")
+        .collect();
+    assert!(
+        bookmarks.len() >= 5,
+        "expected periodic bookmarks, got {} in {} events",
+        bookmarks.len(),
+        seen.len()
+    );
+    for &i in &bookmarks {
+        let b = &seen[i];
+        assert_eq!(b["object"]["kind"], "ConfigMap");
+        assert_eq!(b["object"]["apiVersion"], "v1");
+        let brv = rv(b);
+        assert!(brv >= start);
+        // Every event after this bookmark is newer than it: nothing it covered was unsent.
+        for later in &seen[i + 1..] {
+            if later["type"] != "BOOKMARK" {
+                assert!(rv(later) > brv, "event {later} after bookmark at {brv}");
+            }
+        }
+    }
+    let events = seen.iter().filter(|e| e["type"] != "BOOKMARK").count();
+    assert_eq!(
+        events, 100,
+        "every write in namespace a arrives exactly once"
+    );
+    assert!(rv(&seen[*bookmarks.last().expect("bookmark")]) >= last_write);
+}
+
+#[tokio::test]
+async fn no_bookmarks_unless_allowed_even_with_a_short_interval() {
+    let etcd = Etcd::start();
+    let w = Watchd::start(&etcd.client_url(), &["--bookmark-interval=100ms"]);
+    let url = format!(
+        "{}/api/v1/configmaps?watch=1&resourceVersion=0&timeoutSeconds=2",
+        w.base_url()
+    );
+    let mut stream = http::watch(&url, &[]).await;
+    let mut events = Vec::new();
+    while let Some(ev) = stream.next_event(Duration::from_secs(4)).await {
+        events.push(ev);
+    }
+    assert!(stream.is_ended(), "timeoutSeconds ends the stream");
+    assert!(events.iter().all(|e| e["type"] != "BOOKMARK"), "{events:?}");
+}
