@@ -2,6 +2,9 @@
 //!
 //! ```text
 //! watchd-loadtest demo --etcd-servers=http://127.0.0.1:2379 [--once] ...
+//! watchd-loadtest s1 --target=watchd|etcd --watchers=W --writes-per-sec=E --duration=S
+//! watchd-loadtest s1-compare --watchers=W --writes-per-sec=E --duration=S [--runs=3]
+//! watchd-loadtest read-latency --requests=N [--objects=K]
 //! ```
 //!
 //! Logs go to stderr; set `RUST_LOG=debug` to see every change.
@@ -13,6 +16,9 @@ use clap::{Args, Parser, Subcommand};
 use tracing::{error, info, warn};
 use tracing_subscriber::EnvFilter;
 use watchd_loadtest::demo::{self, DemoConfig};
+
+mod scenarios;
+use scenarios::{ReadLatencyArgs, S1Args, S1CompareArgs};
 
 /// Load and demo data generator for watchd.
 #[derive(Debug, Parser)]
@@ -26,6 +32,13 @@ struct Cli {
 enum Command {
     /// Write a realistic demo cluster into etcd and keep it changing.
     Demo(DemoArgs),
+    /// S1 broadcast: W watchers of every ConfigMap while a writer puts E/s.
+    S1(S1Args),
+    /// S1 against etcd direct and watchd in one invocation, side by side.
+    #[command(name = "s1-compare")]
+    S1Compare(S1CompareArgs),
+    /// Latency a consistent list adds over resourceVersion=0 on an idle cache.
+    ReadLatency(ReadLatencyArgs),
 }
 
 /// Flags of the `demo` subcommand.
@@ -126,6 +139,13 @@ async fn main() -> ExitCode {
         )
         .init();
     match cli.command {
+        Command::S1(args) => scenarios::run_or_stop(scenarios::s1(args), shutdown_signal()).await,
+        Command::S1Compare(args) => {
+            scenarios::run_or_stop(scenarios::s1_compare(args), shutdown_signal()).await
+        }
+        Command::ReadLatency(args) => {
+            scenarios::run_or_stop(scenarios::read_latency(args), shutdown_signal()).await
+        }
         Command::Demo(args) => {
             let cfg = DemoConfig::from(args);
             match demo::run(&cfg, shutdown_signal()).await {
@@ -161,7 +181,9 @@ mod tests {
             "--once",
         ])
         .expect("parses");
-        let Command::Demo(args) = cli.command;
+        let Command::Demo(args) = cli.command else {
+            panic!("not demo");
+        };
         let cfg = DemoConfig::from(args);
         assert_eq!(cfg.etcd_servers, ["http://a:2379", "http://b:2379"]);
         assert_eq!(cfg.etcd_prefix, "/registry");

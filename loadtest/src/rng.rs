@@ -115,6 +115,8 @@ pub fn stable_uuid(input: &str) -> String {
     Rng::new(fnv1a(input)).uuid()
 }
 
+// `u64::is_multiple_of` needs Rust 1.87; the workspace's rust-version is 1.85.
+#[allow(clippy::manual_is_multiple_of)]
 fn is_leap(year: u64) -> bool {
     (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
 }

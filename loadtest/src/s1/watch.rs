@@ -1,0 +1,354 @@
+//! The S1 watchers: W watch streams on all-namespace ConfigMaps, either as
+//! HTTP watches on watchd (one TCP connection each, like informers) or as
+//! etcd gRPC watches on the key prefix (one stream each, spread over a few
+//! gRPC connections).
+//!
+//! Each watcher is a task that keeps its own [`Tally`], publishes the highest
+//! revision it has seen (so the run knows when all have caught up), records
+//! delivery latency into the shared histogram, and returns when told to stop.
+//! A stream that fails is not reopened: the failure and the events it lost
+//! are reported.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{Client, EventType, WatchOptions};
+use http_body_util::BodyExt;
+use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::task::JoinSet;
+
+use super::event::{latency_us, now_unix_nanos, parse_object_stamp, parse_watch_line};
+use crate::http::{Conn, LineSplitter};
+use crate::stats::{Histogram, Tally};
+
+/// How long opening one watch may take.
+pub const OPEN_TIMEOUT: Duration = Duration::from_secs(20);
+/// Watches being opened at once.
+pub const OPEN_CONCURRENCY: usize = 64;
+
+/// What all watchers share.
+pub struct Shared {
+    /// Delivery latency, microseconds.
+    pub latency: Histogram,
+    /// Highest revision seen, per watcher.
+    pub last_seen: Vec<AtomicI64>,
+    /// Events without a usable stamp (not writer events, or undecodable).
+    pub unstamped: AtomicU64,
+}
+
+impl Shared {
+    /// State for `watchers` watchers starting after revision `base`.
+    pub fn new(watchers: usize, base: i64) -> Self {
+        Self {
+            latency: Histogram::new(),
+            last_seen: (0..watchers).map(|_| AtomicI64::new(base)).collect(),
+            unstamped: AtomicU64::new(0),
+        }
+    }
+
+    /// The lowest revision every watcher has reached.
+    pub fn min_seen(&self) -> i64 {
+        self.last_seen
+            .iter()
+            .map(|a| a.load(Ordering::Relaxed))
+            .min()
+            .unwrap_or(i64::MAX)
+    }
+}
+
+/// How one watcher ended.
+#[derive(Debug)]
+pub struct Outcome {
+    /// What it received.
+    pub tally: Tally,
+    /// Why its stream ended before it was told to stop, if it did.
+    pub error: Option<String>,
+    /// `ERROR` events received (watchd).
+    pub error_events: u64,
+}
+
+/// The running watchers.
+pub struct Watchers {
+    /// Shared counters.
+    pub shared: Arc<Shared>,
+    tasks: JoinSet<Outcome>,
+    stop: watch::Sender<bool>,
+}
+
+impl Watchers {
+    /// Tells every watcher to stop and collects what each received.
+    pub async fn stop(mut self, timeout: Duration) -> Vec<Outcome> {
+        let _ = self.stop.send(true);
+        let mut out = Vec::new();
+        let collect = async {
+            while let Some(r) = self.tasks.join_next().await {
+                if let Ok(o) = r {
+                    out.push(o);
+                }
+            }
+        };
+        if tokio::time::timeout(timeout, collect).await.is_err() {
+            self.tasks.abort_all();
+        }
+        out
+    }
+}
+
+/// Where the watchers connect.
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// watchd's HTTP API at this address.
+    Watchd(SocketAddr),
+    /// etcd, over this many gRPC connections.
+    Etcd {
+        /// Endpoints.
+        endpoints: Vec<String>,
+        /// gRPC connections to spread the streams over.
+        connections: usize,
+        /// Key prefix watched.
+        prefix: String,
+    },
+}
+
+/// Opens `count` watchers starting after revision `base` and returns once all
+/// are established (or the first fails to open).
+pub async fn open(source: &Source, count: usize, base: i64) -> Result<Watchers, String> {
+    let shared = Arc::new(Shared::new(count, base));
+    let (stop, stop_rx) = watch::channel(false);
+    let (ready_tx, mut ready_rx) = mpsc::channel::<Result<(), String>>(count.max(1));
+    let gate = Arc::new(Semaphore::new(OPEN_CONCURRENCY));
+    let mut tasks = JoinSet::new();
+    let clients = match source {
+        Source::Etcd {
+            endpoints,
+            connections,
+            ..
+        } => {
+            let mut v = Vec::new();
+            for _ in 0..(*connections).clamp(1, count.max(1)) {
+                let c = Client::connect(endpoints, Some(crate::launch::etcd_options()))
+                    .await
+                    .map_err(|e| format!("etcd connect: {e}"))?;
+                v.push(c);
+            }
+            v
+        }
+        Source::Watchd(_) => Vec::new(),
+    };
+    for idx in 0..count {
+        let ctx = Ctx {
+            idx,
+            base,
+            shared: shared.clone(),
+            ready: ready_tx.clone(),
+            stop: stop_rx.clone(),
+            gate: gate.clone(),
+        };
+        match source {
+            Source::Watchd(addr) => {
+                tasks.spawn(watchd_watcher(ctx, *addr));
+            }
+            Source::Etcd { prefix, .. } => {
+                let client = clients[idx % clients.len()].clone();
+                tasks.spawn(etcd_watcher(ctx, client, prefix.clone()));
+            }
+        }
+    }
+    drop(ready_tx);
+    let deadline =
+        tokio::time::Instant::now() + OPEN_TIMEOUT + Duration::from_millis(5 * count as u64);
+    let mut opened = 0;
+    let watchers = Watchers {
+        shared,
+        tasks,
+        stop,
+    };
+    while opened < count {
+        match tokio::time::timeout_at(deadline, ready_rx.recv()).await {
+            Ok(Some(Ok(()))) => opened += 1,
+            Ok(Some(Err(e))) => {
+                watchers.stop(Duration::from_secs(5)).await;
+                return Err(format!("opening watcher {}/{count}: {e}", opened + 1));
+            }
+            Ok(None) | Err(_) => {
+                watchers.stop(Duration::from_secs(5)).await;
+                return Err(format!("only {opened} of {count} watchers opened in time"));
+            }
+        }
+    }
+    Ok(watchers)
+}
+
+struct Ctx {
+    idx: usize,
+    base: i64,
+    shared: Arc<Shared>,
+    ready: mpsc::Sender<Result<(), String>>,
+    stop: watch::Receiver<bool>,
+    gate: Arc<Semaphore>,
+}
+
+impl Ctx {
+    fn outcome(&self, tally: Tally, error: Option<String>, error_events: u64) -> Outcome {
+        Outcome {
+            tally,
+            error,
+            error_events,
+        }
+    }
+
+    /// Accounts for one event received at `now_ns`.
+    fn record(&self, tally: &mut Tally, revision: Option<i64>, sent_ns: Option<u64>, now_ns: u64) {
+        if let Some(rev) = revision {
+            tally.record(rev);
+            self.shared.last_seen[self.idx].store(tally.last(), Ordering::Relaxed);
+        }
+        match sent_ns {
+            Some(sent) if sent > 0 => self.shared.latency.record(latency_us(sent, now_ns)),
+            _ => {
+                self.shared.unstamped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+async fn watchd_watcher(ctx: Ctx, addr: SocketAddr) -> Outcome {
+    let mut tally = Tally::new(ctx.base);
+    let path = format!("/api/v1/configmaps?watch=1&resourceVersion={}", ctx.base);
+    let opened = async {
+        let _permit = ctx.gate.acquire().await.map_err(|e| e.to_string())?;
+        let mut conn = Conn::open(addr, OPEN_TIMEOUT).await?;
+        let resp = tokio::time::timeout(OPEN_TIMEOUT, conn.get(&path))
+            .await
+            .map_err(|_| format!("GET {path}: no response in {OPEN_TIMEOUT:?}"))??;
+        if resp.status() != 200 {
+            let status = resp.status();
+            let body = resp.into_body().collect().await.map(|b| b.to_bytes());
+            return Err(format!("GET {path}: {status}: {body:?}"));
+        }
+        Ok::<_, String>((conn, resp.into_body()))
+    };
+    let (_conn, mut body) = match opened.await {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = ctx.ready.send(Err(e.clone())).await;
+            return ctx.outcome(tally, Some(e), 0);
+        }
+    };
+    let _ = ctx.ready.send(Ok(())).await;
+    let mut lines = LineSplitter::default();
+    let mut error_events = 0;
+    let mut bad: Option<String> = None;
+    let mut stop = ctx.stop.clone();
+    let error = loop {
+        let frame = tokio::select! {
+            _ = stop.changed() => break None,
+            f = body.frame() => f,
+        };
+        let data = match frame {
+            None => break Some("watch stream ended".to_string()),
+            Some(Err(e)) => break Some(format!("watch stream failed: {e}")),
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(d) => d,
+                Err(_) => continue,
+            },
+        };
+        let now = now_unix_nanos();
+        lines.feed(&data, |line| match parse_watch_line(line) {
+            Ok(ev) if ev.kind == "ERROR" => {
+                error_events += 1;
+                bad.get_or_insert_with(|| String::from_utf8_lossy(line).into_owned());
+            }
+            Ok(ev) if ev.kind == "BOOKMARK" => {}
+            Ok(ev) => ctx.record(&mut tally, ev.revision, ev.sent_ns, now),
+            Err(e) => {
+                bad.get_or_insert(e);
+            }
+        });
+        if let Some(e) = bad.take() {
+            break Some(e);
+        }
+    };
+    ctx.outcome(tally, error, error_events)
+}
+
+async fn etcd_watcher(ctx: Ctx, mut client: Client, prefix: String) -> Outcome {
+    let mut tally = Tally::new(ctx.base);
+    let opened = async {
+        let _permit = ctx.gate.acquire().await.map_err(|e| e.to_string())?;
+        let opts = WatchOptions::new()
+            .with_prefix()
+            .with_start_revision(ctx.base + 1);
+        let mut stream =
+            tokio::time::timeout(OPEN_TIMEOUT, client.watch(prefix.clone(), Some(opts)))
+                .await
+                .map_err(|_| format!("watch {prefix}: not opened in {OPEN_TIMEOUT:?}"))?
+                .map_err(|e| format!("watch {prefix}: {e}"))?;
+        // etcd confirms the watch with an empty `created` response.
+        let first = tokio::time::timeout(OPEN_TIMEOUT, stream.message())
+            .await
+            .map_err(|_| format!("watch {prefix}: not confirmed in {OPEN_TIMEOUT:?}"))?
+            .map_err(|e| format!("watch {prefix}: {e}"))?
+            .ok_or_else(|| format!("watch {prefix}: stream closed"))?;
+        if !first.created() || first.canceled() {
+            return Err(format!("watch {prefix}: not created: {first:?}"));
+        }
+        Ok::<_, String>((stream, first))
+    };
+    let (mut stream, first) = match opened.await {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = ctx.ready.send(Err(e.clone())).await;
+            return ctx.outcome(tally, Some(e), 0);
+        }
+    };
+    let _ = ctx.ready.send(Ok(())).await;
+    let mut stop = ctx.stop.clone();
+    let mut pending = Some(first);
+    let error = loop {
+        let resp = match pending.take() {
+            Some(r) => r,
+            None => {
+                let msg = tokio::select! {
+                    _ = stop.changed() => break None,
+                    m = stream.message() => m,
+                };
+                match msg {
+                    Ok(Some(r)) => r,
+                    Ok(None) => break Some("etcd watch stream ended".to_string()),
+                    Err(e) => break Some(format!("etcd watch failed: {e}")),
+                }
+            }
+        };
+        if resp.canceled() {
+            break Some(format!(
+                "etcd watch canceled: {} (compact revision {})",
+                resp.cancel_reason(),
+                resp.compact_revision()
+            ));
+        }
+        let now = now_unix_nanos();
+        let mut bad = None;
+        for ev in resp.events() {
+            let Some(kv) = ev.kv() else { continue };
+            if ev.event_type() == EventType::Delete {
+                ctx.record(&mut tally, Some(kv.mod_revision()), None, now);
+                continue;
+            }
+            let sent = match parse_object_stamp(kv.value()) {
+                Ok(s) => s,
+                Err(e) => {
+                    bad.get_or_insert(e);
+                    None
+                }
+            };
+            ctx.record(&mut tally, Some(kv.mod_revision()), sent, now);
+        }
+        if let Some(e) = bad {
+            break Some(e);
+        }
+    };
+    ctx.outcome(tally, error, 0)
+}
