@@ -8,7 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use std::pin::Pin;
+
+use tokio::time::{Instant, Sleep};
 
 use super::query::{RvParam, Selectors, WatchQuery};
 use super::read::{matches, wait_fresh, ReadContext};
@@ -63,6 +65,7 @@ pub struct WatchSession<E: WatchEncoder> {
     deadline: Instant,
     next_bookmark: Instant,
     bookmark_interval: Duration,
+    timer: Pin<Box<Sleep>>,
     done: bool,
 }
 
@@ -145,6 +148,7 @@ impl<E: WatchEncoder> WatchSession<E> {
             deadline,
             next_bookmark: next_bookmark(now, deadline, state.bookmark_interval),
             bookmark_interval: state.bookmark_interval,
+            timer: Box::pin(tokio::time::sleep_until(deadline)),
             done: false,
         })))
     }
@@ -163,7 +167,12 @@ impl<E: WatchEncoder> WatchSession<E> {
                 self.done = true;
                 return None;
             }
-            let applied = self.cache.applied();
+            // Only bookmarks need the applied revision; loading it costs a shared lock read.
+            let applied = if self.allow_bookmarks {
+                self.cache.applied()
+            } else {
+                Revision::ZERO
+            };
             let notify = self.wake.notifier();
             let wake = notify.notified();
             tokio::pin!(wake);
@@ -187,9 +196,13 @@ impl<E: WatchEncoder> WatchSession<E> {
             } else {
                 self.deadline
             };
+            // One timer per watch, re-armed only when its deadline moves.
+            if self.timer.deadline() != wait_until {
+                self.timer.as_mut().reset(wait_until);
+            }
             tokio::select! {
                 _ = &mut wake => {}
-                _ = tokio::time::sleep_until(wait_until) => {}
+                _ = self.timer.as_mut() => {}
             }
         }
     }
