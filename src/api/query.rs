@@ -50,6 +50,14 @@ impl Params {
         Ok(Params(out))
     }
 
+    /// Every value of `key`, in order (repeated parameters).
+    pub fn get_all<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.0
+            .iter()
+            .filter(move |(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
     /// The first value of `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.0

@@ -37,10 +37,12 @@ pub fn evaluate(
     params: &Params,
     cache: &Cache,
 ) -> Option<(u16, String)> {
+    // `exclude` may be repeated and each may list several checks, as kube-apiserver accepts.
     let excluded: Vec<&str> = params
-        .get("exclude")
-        .map(|e| e.split(',').collect())
-        .unwrap_or_default();
+        .get_all("exclude")
+        .flat_map(|e| e.split(','))
+        .filter(|e| !e.is_empty())
+        .collect();
     let mut all = checks(endpoint, cache);
     if let Some(c) = check {
         all.retain(|x| x.name == c);
