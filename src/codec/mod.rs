@@ -7,6 +7,7 @@
 
 pub mod extract;
 pub mod json;
+pub mod pbjson;
 pub mod protobuf;
 
 use std::collections::BTreeMap;
@@ -185,17 +186,37 @@ fn decode_protobuf(
         ));
     }
     let meta = protobuf::read_object_meta(env.raw).map_err(perr)?;
-    let (json, rv_span) = render_metadata_only(&env, &meta, revision);
+    let rv = revision.to_resource_version();
+    let (json, rv_span) = match pbjson::render(env.api_version, env.kind, env.raw, Some(&rv)) {
+        Ok(r) => {
+            if r.unknown_fields > 0 {
+                metrics::counter!("watchd_protobuf_unknown_fields_total", "kind" => env.kind.to_string())
+                    .increment(u64::from(r.unknown_fields));
+            }
+            (r.json, r.rv_span)
+        }
+        // A kind newer than the schema: serve what is known of every object, its metadata.
+        Err(pbjson::TranscodeError::UnknownType { .. }) => {
+            metrics::counter!("watchd_protobuf_unknown_kinds_total", "kind" => env.kind.to_string())
+                .increment(1);
+            render_metadata_only(&env, &meta, revision)
+        }
+        Err(e) => return Err(DecodeError::Protobuf(e.to_string())),
+    };
+    // Selectable fields come from the rendered JSON (labels already came from ObjectMeta).
+    let field_values = if fields.is_empty() {
+        Vec::new()
+    } else {
+        extract::extract(&json, fields)
+            .map_err(|e| DecodeError::Protobuf(format!("rendered JSON: {e}")))?
+            .fields
+    };
     Ok(Decoded {
         format: StorageFormat::Protobuf,
         json: Bytes::from(json),
         rv_span,
         labels: Labels::from_pairs(meta.labels.iter().map(|(k, v)| (*k, *v))),
-        // Fields beyond metadata need the full transcoder; until then they read as unset.
-        fields: fields
-            .iter()
-            .map(|f| Box::from(f.default.as_str()))
-            .collect(),
+        fields: field_values.into_iter().map(Box::from).collect(),
         protobuf: Some(Bytes::copy_from_slice(value)),
     })
 }
@@ -222,7 +243,7 @@ fn push_json_map(out: &mut String, name: &str, map: &BTreeMap<&str, &str>) {
 }
 
 /// Renders a protobuf object as JSON with its type and metadata only: what is served for
-/// built-in objects until the full protobuf transcoder renders every field.
+/// kinds newer than the transcoder's schema.
 fn render_metadata_only(
     env: &protobuf::Envelope<'_>,
     meta: &protobuf::ObjectMetaView<'_>,
@@ -262,7 +283,8 @@ fn render_metadata_only(
             ",\"creationTimestamp\":\"{}\"",
             protobuf::format_rfc3339(t.seconds)
         ),
-        None => write!(out, ",\"creationTimestamp\":null"),
+        // Zero: omitted, as ObjectMeta's `omitzero` tag has it since Kubernetes 1.34.
+        None => Ok(()),
     };
     if let Some(t) = meta.deletion_timestamp {
         let _ = write!(

@@ -1,0 +1,593 @@
+//! The streaming renderer: walks the protobuf bytes of one object once per message level
+//! and writes JSON straight into the output buffer.
+//!
+//! For each message it first records where each known field sits (a slot per schema
+//! field, kept on a reusable stack), then writes every schema field in Go struct order,
+//! decoding values in place. So fields missing on the wire still get Go's zero-value
+//! rendering, and wire order does not matter. Map entries are collected on a second
+//! reusable stack and sorted by key, as Go sorts map keys.
+
+use super::schema::MSGS;
+use super::special::decode_time;
+use super::text;
+use super::types::*;
+use super::wire::{Reader, Val, BYTES, FIXED32, FIXED64, VARINT};
+use super::{TranscodeError, MAX_DEPTH};
+use crate::codec::json::RvSpan;
+
+/// Internal results: errors are boxed so the hot paths pass one word around.
+pub(super) type R<T> = Result<T, Box<TranscodeError>>;
+
+/// Where a field occurs in its message: the first tag's offset, the count, and the last
+/// value (the one a singular field takes).
+#[derive(Debug, Clone, Copy)]
+struct Slot<'a> {
+    first: usize,
+    count: u32,
+    last: Val<'a>,
+}
+
+const NO_SLOT: Slot<'static> = Slot {
+    first: 0,
+    count: 0,
+    last: Val::Varint(0),
+};
+
+/// One map entry: key, value (if on the wire) and position, for last-wins.
+#[derive(Debug, Clone, Copy)]
+struct Entry<'a> {
+    key: &'a [u8],
+    val: Option<Val<'a>>,
+    seq: u32,
+}
+
+/// Whether a message is the root object or its metadata (for the resourceVersion).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Meta {
+    /// Any other message.
+    None,
+    /// The root object: its `metadata` field gets [`Meta::Object`].
+    Root,
+    /// The root's `metadata`: its `resourceVersion` is overridden and located.
+    Object,
+}
+
+/// Rendering state for one object.
+pub(super) struct Ctx<'a> {
+    /// The JSON written so far.
+    pub out: Vec<u8>,
+    slots: Vec<Slot<'a>>,
+    entries: Vec<Entry<'a>>,
+    pub(super) json_stack: Vec<u8>,
+    /// Fields skipped because the schema does not know their number.
+    pub unknown: u32,
+    rv: Option<&'a str>,
+    /// Where the resourceVersion value was written.
+    pub rv_span: RvSpan,
+}
+
+fn wire_of(kind: Kind) -> u8 {
+    match kind {
+        Kind::Bool | Kind::Int32 | Kind::Int64 | Kind::Uint32 | Kind::Uint64 => VARINT,
+        Kind::Double => FIXED64,
+        Kind::Float => FIXED32,
+        _ => BYTES,
+    }
+}
+
+/// A default value for `kind` as a map value missing from its entry (Go decodes into a
+/// fresh zero value, so e.g. `[]byte{}` and an empty struct, not nil).
+fn empty_val(kind: Kind) -> Val<'static> {
+    match wire_of(kind) {
+        VARINT => Val::Varint(0),
+        FIXED64 => Val::Fixed64(0),
+        FIXED32 => Val::Fixed32(0),
+        _ => Val::Bytes(&[]),
+    }
+}
+
+/// Go's `omitempty` test for a present scalar value.
+fn scalar_is_empty(kind: Kind, v: &Val<'_>) -> bool {
+    match (kind, v) {
+        (Kind::String | Kind::Bytes, Val::Bytes(b)) => b.is_empty(),
+        (Kind::Int32 | Kind::Uint32, Val::Varint(x)) => *x as u32 == 0,
+        (Kind::Bool | Kind::Int64 | Kind::Uint64, Val::Varint(x)) => *x == 0,
+        (Kind::Double, Val::Fixed64(x)) => f64::from_bits(*x) == 0.0,
+        (Kind::Float, Val::Fixed32(x)) => f32::from_bits(*x) == 0.0,
+        _ => false,
+    }
+}
+
+impl<'a> Ctx<'a> {
+    /// A fresh context; `rv` overrides `metadata.resourceVersion` when set.
+    pub fn new(capacity: usize, rv: Option<&'a str>) -> Self {
+        Ctx {
+            out: Vec::with_capacity(capacity),
+            slots: Vec::with_capacity(64),
+            entries: Vec::new(),
+            json_stack: Vec::new(),
+            unknown: 0,
+            rv,
+            rv_span: RvSpan::default(),
+        }
+    }
+
+    /// Starts a member: `key` is `,"name":`, written without the comma when first.
+    #[inline]
+    fn member(&mut self, first: &mut bool, key: &'static str) {
+        let key = key.as_bytes();
+        self.out
+            .extend_from_slice(if *first { &key[1..] } else { key });
+        *first = false;
+    }
+
+    /// Writes `"kind"` and `"apiVersion"` (omitted when empty, as TypeMeta's omitempty).
+    pub fn type_meta(&mut self, first: &mut bool, api_version: &str, kind: &str) {
+        if !kind.is_empty() {
+            self.member(first, ",\"kind\":");
+            text::string(&mut self.out, kind.as_bytes());
+        }
+        if !api_version.is_empty() {
+            self.member(first, ",\"apiVersion\":");
+            text::string(&mut self.out, api_version.as_bytes());
+        }
+    }
+
+    /// Writes the members of `msg` (no braces) from its wire bytes `buf`.
+    pub fn members(
+        &mut self,
+        msg: &'static Msg,
+        buf: &'a [u8],
+        depth: u32,
+        first: &mut bool,
+        meta: Meta,
+    ) -> R<()> {
+        if depth > MAX_DEPTH {
+            return Err(TranscodeError::TooDeep.into());
+        }
+        let n = msg.fields.len();
+        let base = self.slots.len();
+        self.slots.resize(base + n, NO_SLOT);
+        let mut r = Reader::new(buf);
+        while !r.done() {
+            let pos = r.pos();
+            let (num, wt) = r.tag()?;
+            match msg.index_of(num) {
+                Some(i) => {
+                    let v = r.value(wt)?;
+                    let s = &mut self.slots[base + i];
+                    if s.count == 0 {
+                        s.first = pos;
+                    }
+                    s.last = v;
+                    s.count += 1;
+                }
+                None => {
+                    r.skip(wt)?;
+                    self.unknown = self.unknown.saturating_add(1);
+                }
+            }
+        }
+        for (i, f) in msg.fields.iter().enumerate() {
+            let slot = self.slots[base + i];
+            self.field(msg, f, slot, buf, depth, first, meta)?;
+        }
+        self.slots.truncate(base);
+        Ok(())
+    }
+
+    #[cold]
+    fn wrong_wire(msg: &'static Msg, f: &'static Field, wt: u8) -> Box<TranscodeError> {
+        Box::new(TranscodeError::WrongWireType {
+            msg: msg.name,
+            field: f.name(),
+            wire: wt,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn field(
+        &mut self,
+        msg: &'static Msg,
+        f: &'static Field,
+        slot: Slot<'a>,
+        buf: &'a [u8],
+        depth: u32,
+        first: &mut bool,
+        meta: Meta,
+    ) -> R<()> {
+        let flags = f.flags;
+        if flags & HIDDEN != 0 {
+            return Ok(());
+        }
+        if meta == Meta::Object && f.name() == "resourceVersion" && f.kind == Kind::String {
+            return self.resource_version(msg, f, slot, first);
+        }
+        // The last occurrence of a singular field wins, as in Go's generated decoders.
+        let last = if slot.count > 0 {
+            Some(slot.last)
+        } else {
+            None
+        };
+        if flags & INLINE != 0 {
+            let inner = match last {
+                Some(Val::Bytes(b)) => b,
+                None => &[],
+                Some(v) => return Err(Self::wrong_wire(msg, f, v.wire_type())),
+            };
+            return self.members(&MSGS[f.msg as usize], inner, depth + 1, first, Meta::None);
+        }
+        let (mark, was_first) = (self.out.len(), *first);
+        if flags & (REPEATED | MAP) != 0 {
+            if slot.count > 0 {
+                self.member(first, f.key);
+                let written = if flags & MAP != 0 {
+                    self.map(msg, f, slot, buf, depth)?
+                } else {
+                    self.repeated(msg, f, slot, buf, depth)?
+                };
+                if written > 0 {
+                    return Ok(());
+                }
+                // Nothing decoded (e.g. an empty packed field): a nil slice, as in Go.
+                self.out.truncate(mark);
+                *first = was_first;
+            }
+            if flags & OMITEMPTY == 0 {
+                self.member(first, f.key);
+                self.out.extend_from_slice(b"null");
+            }
+            return Ok(());
+        }
+        let child = if meta == Meta::Root && f.name() == "metadata" {
+            Meta::Object
+        } else {
+            Meta::None
+        };
+        let Some(v) = last else {
+            return self.absent(f, depth, first, child);
+        };
+        if v.wire_type() != wire_of(f.kind) {
+            return Err(Self::wrong_wire(msg, f, v.wire_type()));
+        }
+        if flags & POINTER == 0 && flags & OMITEMPTY != 0 && scalar_is_empty(f.kind, &v) {
+            return Ok(());
+        }
+        if matches!(f.kind, Kind::Time | Kind::MicroTime) {
+            let Val::Bytes(b) = v else {
+                return Err(Self::wrong_wire(msg, f, v.wire_type()));
+            };
+            let t = decode_time(b, f.kind == Kind::MicroTime, &mut self.unknown)?;
+            if t.is_none() && flags & OMITZERO != 0 {
+                return Ok(());
+            }
+            self.member(first, f.key);
+            self.time(t, f.kind == Kind::MicroTime);
+            return Ok(());
+        }
+        self.member(first, f.key);
+        let nonempty = self.value(f.kind, f.msg, v, depth, child)?;
+        if !nonempty && flags & OMITEMPTY != 0 && flags & POINTER == 0 {
+            // An empty list wrapper (a non-nil, empty named slice) under omitempty.
+            self.out.truncate(mark);
+            *first = was_first;
+        }
+        Ok(())
+    }
+
+    /// Renders a singular field that is not on the wire: Go's zero value, or nothing.
+    fn absent(&mut self, f: &'static Field, depth: u32, first: &mut bool, meta: Meta) -> R<()> {
+        let flags = f.flags;
+        let omit = flags & OMITEMPTY != 0;
+        if flags & POINTER != 0 {
+            if !omit && flags & OMITZERO == 0 {
+                self.member(first, f.key);
+                self.out.extend_from_slice(b"null");
+            }
+            return Ok(());
+        }
+        let zero: &[u8] = match f.kind {
+            Kind::String if !omit => b"\"\"",
+            Kind::Bool if !omit => b"false",
+            Kind::Int32
+            | Kind::Int64
+            | Kind::Uint32
+            | Kind::Uint64
+            | Kind::Double
+            | Kind::Float
+                if !omit =>
+            {
+                b"0"
+            }
+            Kind::String
+            | Kind::Bool
+            | Kind::Int32
+            | Kind::Int64
+            | Kind::Uint32
+            | Kind::Uint64
+            | Kind::Double
+            | Kind::Float => return Ok(()),
+            Kind::Bytes if omit => return Ok(()),
+            Kind::Bytes => b"null",
+            Kind::Time | Kind::MicroTime if flags & OMITZERO != 0 => return Ok(()),
+            Kind::Time | Kind::MicroTime | Kind::RawExtension | Kind::FieldsV1 => b"null",
+            Kind::Duration => b"\"0s\"",
+            Kind::Quantity => b"\"0\"",
+            Kind::IntOrString => b"0",
+            Kind::Message => {
+                let m = &MSGS[f.msg as usize];
+                if m.flags & LIST_WRAPPER != 0 {
+                    // A nil named slice.
+                    if !omit {
+                        self.member(first, f.key);
+                        self.out.extend_from_slice(b"null");
+                    }
+                    return Ok(());
+                }
+                // A struct is never omitted: render its zero value.
+                self.member(first, f.key);
+                self.object(m, &[], depth + 1, meta)?;
+                return Ok(());
+            }
+        };
+        self.member(first, f.key);
+        self.out.extend_from_slice(zero);
+        Ok(())
+    }
+
+    fn resource_version(
+        &mut self,
+        msg: &'static Msg,
+        f: &'static Field,
+        slot: Slot<'a>,
+        first: &mut bool,
+    ) -> R<()> {
+        let wire: &[u8] = match (slot.count, slot.last) {
+            (0, _) => &[],
+            (_, Val::Bytes(b)) => b,
+            (_, v) => return Err(Self::wrong_wire(msg, f, v.wire_type())),
+        };
+        let value = match self.rv {
+            Some(rv) => rv.as_bytes(),
+            None if wire.is_empty() && f.flags & OMITEMPTY != 0 => return Ok(()),
+            None => wire,
+        };
+        self.member(first, f.key);
+        self.out.push(b'"');
+        let at = self.out.len();
+        text::string_body(&mut self.out, value);
+        self.rv_span = RvSpan {
+            at: u32::try_from(at).unwrap_or(u32::MAX),
+            len: u32::try_from(self.out.len() - at).unwrap_or(u32::MAX),
+        };
+        self.out.push(b'"');
+        Ok(())
+    }
+
+    /// Writes `{...}` for a struct, `[...]` for a list wrapper. Returns whether a list
+    /// wrapper had items (always true for structs).
+    pub fn object(&mut self, msg: &'static Msg, buf: &'a [u8], depth: u32, meta: Meta) -> R<bool> {
+        if depth > MAX_DEPTH {
+            return Err(TranscodeError::TooDeep.into());
+        }
+        if msg.flags & LIST_WRAPPER != 0 {
+            let item = &msg.fields[0];
+            let mut r = Reader::new(buf);
+            let mut n = 0u32;
+            self.out.push(b'[');
+            while !r.done() {
+                let (num, wt) = r.tag()?;
+                let v = r.value(wt)?;
+                if num != u32::from(item.num) {
+                    self.unknown = self.unknown.saturating_add(1);
+                    continue;
+                }
+                n += self.element(msg, item, v, depth, n)?;
+            }
+            self.out.push(b']');
+            return Ok(n > 0);
+        }
+        self.out.push(b'{');
+        let mut first = true;
+        self.members(msg, buf, depth, &mut first, meta)?;
+        self.out.push(b'}');
+        Ok(true)
+    }
+
+    /// Writes one or more elements of a repeated field from one wire occurrence (packed
+    /// scalars hold several); `before` elements were already written. Returns how many.
+    fn element(
+        &mut self,
+        msg: &'static Msg,
+        f: &'static Field,
+        v: Val<'a>,
+        depth: u32,
+        before: u32,
+    ) -> R<u32> {
+        let want = wire_of(f.kind);
+        if let (Val::Bytes(packed), true) = (v, want != BYTES) {
+            let mut r = Reader::new(packed);
+            let mut n = 0;
+            while !r.done() {
+                let e = r.value(want)?;
+                if before + n > 0 {
+                    self.out.push(b',');
+                }
+                self.value(f.kind, f.msg, e, depth, Meta::None)?;
+                n += 1;
+            }
+            return Ok(n);
+        }
+        if v.wire_type() != want {
+            return Err(Self::wrong_wire(msg, f, v.wire_type()));
+        }
+        if before > 0 {
+            self.out.push(b',');
+        }
+        if matches!(f.kind, Kind::Time | Kind::MicroTime) {
+            let Val::Bytes(b) = v else {
+                return Err(Self::wrong_wire(msg, f, v.wire_type()));
+            };
+            let t = decode_time(b, f.kind == Kind::MicroTime, &mut self.unknown)?;
+            self.time(t, f.kind == Kind::MicroTime);
+        } else {
+            self.value(f.kind, f.msg, v, depth, Meta::None)?;
+        }
+        Ok(1)
+    }
+
+    fn repeated(
+        &mut self,
+        msg: &'static Msg,
+        f: &'static Field,
+        slot: Slot<'a>,
+        buf: &'a [u8],
+        depth: u32,
+    ) -> R<u32> {
+        self.out.push(b'[');
+        if slot.count == 1 {
+            let n = self.element(msg, f, slot.last, depth, 0)?;
+            self.out.push(b']');
+            return Ok(n);
+        }
+        let mut r = Reader::at(buf, slot.first);
+        let (mut seen, mut n) = (0u32, 0u32);
+        while seen < slot.count {
+            let (num, wt) = r.tag()?;
+            if num != u32::from(f.num) {
+                r.skip(wt)?;
+                continue;
+            }
+            seen += 1;
+            let v = r.value(wt)?;
+            n += self.element(msg, f, v, depth, n)?;
+        }
+        self.out.push(b']');
+        Ok(n)
+    }
+
+    /// Writes a map as a JSON object with keys sorted (Go sorts map keys) and the last
+    /// entry winning for a repeated key. Returns the number of keys.
+    fn map(
+        &mut self,
+        msg: &'static Msg,
+        f: &'static Field,
+        slot: Slot<'a>,
+        buf: &'a [u8],
+        depth: u32,
+    ) -> R<u32> {
+        let entry_msg = &MSGS[f.msg as usize];
+        let [key_f, val_f] = entry_msg.fields else {
+            return Err(TranscodeError::Invalid("map entry schema").into());
+        };
+        let base = self.entries.len();
+        let mut r = Reader::at(buf, slot.first);
+        let mut seen = 0u32;
+        while seen < slot.count {
+            let (num, wt) = r.tag()?;
+            if num != u32::from(f.num) {
+                r.skip(wt)?;
+                continue;
+            }
+            let Val::Bytes(entry) = r.value(wt)? else {
+                return Err(Self::wrong_wire(msg, f, wt));
+            };
+            let mut e = Entry {
+                key: &[],
+                val: None,
+                seq: seen,
+            };
+            seen += 1;
+            let mut er = Reader::new(entry);
+            while !er.done() {
+                let (n, w) = er.tag()?;
+                let v = er.value(w)?;
+                match n {
+                    1 => match v {
+                        Val::Bytes(k) => e.key = k,
+                        _ => return Err(Self::wrong_wire(entry_msg, key_f, w)),
+                    },
+                    2 => e.val = Some(v),
+                    _ => self.unknown = self.unknown.saturating_add(1),
+                }
+            }
+            self.entries.push(e);
+        }
+        let list = &mut self.entries[base..];
+        if !list.windows(2).all(|w| w[0].key < w[1].key) {
+            list.sort_unstable_by(|a, b| a.key.cmp(b.key).then(a.seq.cmp(&b.seq)));
+        }
+        self.out.push(b'{');
+        let end = self.entries.len();
+        let mut written = 0u32;
+        for i in base..end {
+            let e = self.entries[i];
+            if i + 1 < end && self.entries[i + 1].key == e.key {
+                continue; // a later entry with the same key wins
+            }
+            if written > 0 {
+                self.out.push(b',');
+            }
+            written += 1;
+            text::string(&mut self.out, e.key);
+            self.out.push(b':');
+            let v = e.val.unwrap_or_else(|| empty_val(val_f.kind));
+            if v.wire_type() != wire_of(val_f.kind) {
+                return Err(Self::wrong_wire(entry_msg, val_f, v.wire_type()));
+            }
+            if matches!(val_f.kind, Kind::Time | Kind::MicroTime) {
+                let Val::Bytes(b) = v else {
+                    return Err(Self::wrong_wire(entry_msg, val_f, v.wire_type()));
+                };
+                let t = decode_time(b, val_f.kind == Kind::MicroTime, &mut self.unknown)?;
+                self.time(t, val_f.kind == Kind::MicroTime);
+            } else {
+                self.value(val_f.kind, val_f.msg, v, depth, Meta::None)?;
+            }
+        }
+        self.out.push(b'}');
+        self.entries.truncate(base);
+        Ok(written)
+    }
+
+    /// Writes one present value (not Time/MicroTime, handled by callers for omitzero).
+    /// Returns false only for an empty list wrapper.
+    fn value(&mut self, kind: Kind, msg: u16, v: Val<'a>, depth: u32, meta: Meta) -> R<bool> {
+        match (kind, v) {
+            (Kind::String, Val::Bytes(b)) => text::string(&mut self.out, b),
+            (Kind::Bytes, Val::Bytes(b)) => text::base64(&mut self.out, b),
+            (Kind::Bool, Val::Varint(x)) => {
+                self.out
+                    .extend_from_slice(if x != 0 { b"true" } else { b"false" })
+            }
+            (Kind::Int32, Val::Varint(x)) => text::int(&mut self.out, i64::from(x as i32)),
+            (Kind::Int64, Val::Varint(x)) => text::int(&mut self.out, x as i64),
+            (Kind::Uint32, Val::Varint(x)) => text::uint(&mut self.out, u64::from(x as u32)),
+            (Kind::Uint64, Val::Varint(x)) => text::uint(&mut self.out, x),
+            (Kind::Double, Val::Fixed64(x)) => {
+                if !text::float(&mut self.out, f64::from_bits(x), false) {
+                    return Err(TranscodeError::Invalid("NaN or infinite float").into());
+                }
+            }
+            (Kind::Float, Val::Fixed32(x)) => {
+                if !text::float(&mut self.out, f64::from(f32::from_bits(x)), true) {
+                    return Err(TranscodeError::Invalid("NaN or infinite float").into());
+                }
+            }
+            (Kind::Message, Val::Bytes(b)) => {
+                return self.object(&MSGS[msg as usize], b, depth + 1, meta)
+            }
+            (Kind::Time | Kind::MicroTime, Val::Bytes(b)) => {
+                let t = decode_time(b, kind == Kind::MicroTime, &mut self.unknown)?;
+                self.time(t, kind == Kind::MicroTime);
+            }
+            (Kind::Duration, Val::Bytes(b)) => self.duration(b)?,
+            (Kind::Quantity, Val::Bytes(b)) => self.quantity(b)?,
+            (Kind::IntOrString, Val::Bytes(b)) => self.int_or_string(b)?,
+            (Kind::RawExtension, Val::Bytes(b)) => self.raw_json(b, false)?,
+            (Kind::FieldsV1, Val::Bytes(b)) => self.raw_json(b, true)?,
+            _ => return Err(TranscodeError::Invalid("value with the wrong wire type").into()),
+        }
+        Ok(true)
+    }
+}
