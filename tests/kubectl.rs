@@ -1,0 +1,188 @@
+//! kubectl 1.33, unmodified, against watchd in front of a real etcd: the commands the
+//! issue names (`-o yaml`, `-l`, `--field-selector spec.nodeName=...`, `-w` seeing a change).
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use support::{Etcd, Watchd};
+
+const KUBECTL: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33";
+
+fn pod(name: &str, node: &str, app: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"demo","uid":"u-{name}","creationTimestamp":"2026-01-02T03:04:05Z","labels":{{"app":"{app}"}}}},"spec":{{"nodeName":"{node}","containers":[{{"name":"c","image":"nginx"}}]}},"status":{{"phase":"Running"}}}}"#
+    )
+}
+
+fn kubectl(server: &str, cache: &std::path::Path, args: &[&str]) -> String {
+    assert!(
+        std::path::Path::new(KUBECTL).exists(),
+        "{KUBECTL} is required"
+    );
+    let out = Command::new(KUBECTL)
+        .arg(format!("--server={server}"))
+        .arg(format!("--cache-dir={}", cache.display()))
+        .arg("--request-timeout=30s")
+        .args(args)
+        .env("KUBECONFIG", "/dev/null")
+        .output()
+        .expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+async fn cluster() -> (Etcd, Watchd, tempfile::TempDir) {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    for (name, node, app) in [
+        ("web-1", "node-1", "web"),
+        ("web-2", "node-2", "web"),
+        ("db-1", "node-1", "db"),
+    ] {
+        kv.put(
+            format!("/registry/pods/demo/{name}"),
+            pod(name, node, app),
+            None,
+        )
+        .await
+        .expect("put");
+    }
+    let w = Watchd::start(&etcd.client_url(), &[]);
+    (etcd, w, tempfile::tempdir().expect("tempdir"))
+}
+
+fn names(out: &str) -> Vec<String> {
+    out.lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+#[tokio::test]
+async fn kubectl_get_pods_o_yaml_prints_the_objects() {
+    let (_etcd, w, cache) = cluster().await;
+    let out = kubectl(
+        &w.base_url(),
+        cache.path(),
+        &["get", "pods", "-n", "demo", "-o", "yaml"],
+    );
+    assert!(
+        out.contains("kind: List") || out.contains("kind: PodList"),
+        "{out}"
+    );
+    for n in [
+        "name: web-1",
+        "name: web-2",
+        "name: db-1",
+        "nodeName: node-1",
+        "resourceVersion:",
+    ] {
+        assert!(out.contains(n), "missing {n}: {out}");
+    }
+}
+
+#[tokio::test]
+async fn kubectl_get_pods_with_label_selector() {
+    let (_etcd, w, cache) = cluster().await;
+    let out = kubectl(
+        &w.base_url(),
+        cache.path(),
+        &["get", "pods", "-n", "demo", "-l", "app=web"],
+    );
+    assert_eq!(names(&out), ["web-1", "web-2"], "{out}");
+    let out = kubectl(
+        &w.base_url(),
+        cache.path(),
+        &["get", "pods", "-A", "-l", "app notin (web)"],
+    );
+    assert!(out.contains("db-1") && !out.contains("web-1"), "{out}");
+}
+
+#[tokio::test]
+async fn kubectl_get_pods_with_node_name_field_selector() {
+    let (_etcd, w, cache) = cluster().await;
+    let out = kubectl(
+        &w.base_url(),
+        cache.path(),
+        &[
+            "get",
+            "pods",
+            "-A",
+            "--field-selector",
+            "spec.nodeName=node-1",
+        ],
+    );
+    let rows: Vec<&str> = out.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert!(
+        out.contains("web-1") && out.contains("db-1") && !out.contains("web-2"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn kubectl_get_pods_watch_sees_a_change_made_during_the_test() {
+    let (etcd, w, cache) = cluster().await;
+    assert!(
+        std::path::Path::new(KUBECTL).exists(),
+        "{KUBECTL} is required"
+    );
+    let mut child = Command::new(KUBECTL)
+        .arg(format!("--server={}", w.base_url()))
+        .arg(format!("--cache-dir={}", cache.path().display()))
+        .args(["get", "pods", "-n", "demo", "-w"])
+        .env("KUBECONFIG", "/dev/null")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn kubectl -w");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    // The initial listing: header plus three pods.
+    while seen.len() < 4 {
+        match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(l) => seen.push(l),
+            Err(_) => break,
+        }
+    }
+    let mut kv = etcd.client().await;
+    kv.put(
+        "/registry/pods/demo/web-3",
+        pod("web-3", "node-2", "web"),
+        None,
+    )
+    .await
+    .expect("put");
+    let mut found = false;
+    while let Ok(l) = rx.recv_timeout(Duration::from_secs(20)) {
+        let done = l.starts_with("web-3");
+        seen.push(l);
+        if done {
+            found = true;
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(found, "kubectl -w did not show web-3:\n{}", seen.join("\n"));
+    assert!(
+        seen[0].starts_with("NAME") && seen[0].contains("STATUS"),
+        "{seen:?}"
+    );
+}
