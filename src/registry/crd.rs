@@ -1,21 +1,21 @@
 //! Custom resources, read from the CustomResourceDefinitions that kube-apiserver keeps in
-//! etcd. Only JSON-stored definitions are understood for now; a protobuf-stored one is
-//! reported as unreadable and its resource is not served.
+//! etcd, stored as JSON or (as kube-apiserver writes them) as protobuf.
 
 use serde::Deserialize;
 
 use super::{Origin, PrinterColumn, ResourceInfo};
+use crate::codec::protobuf::{self, FieldReader, WireError, WireValue};
 use crate::codec::FieldSpec;
 
 /// The etcd directory (below the prefix) holding CustomResourceDefinitions.
 pub const CRD_DIR: &str = "apiextensions.k8s.io/customresourcedefinitions";
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct Crd {
     spec: CrdSpec,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct CrdSpec {
     group: String,
@@ -25,7 +25,7 @@ struct CrdSpec {
     versions: Vec<CrdVersion>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct CrdNames {
     plural: String,
@@ -38,7 +38,7 @@ struct CrdNames {
     categories: Vec<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct CrdVersion {
     name: String,
@@ -50,7 +50,7 @@ struct CrdVersion {
     additional_printer_columns: Vec<PrinterColumn>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct SelectableField {
     json_path: String,
@@ -70,7 +70,11 @@ pub enum CrdError {
 /// Reads a JSON CustomResourceDefinition into the resource it defines, served at its
 /// storage version (the version its objects are stored in; watchd does not convert).
 pub fn parse_crd(value: &[u8]) -> Result<ResourceInfo, CrdError> {
-    let crd: Crd = serde_json::from_slice(value).map_err(|e| CrdError::Malformed(e.to_string()))?;
+    let crd = if value.starts_with(protobuf::MAGIC) {
+        crd_from_protobuf(value).map_err(|e| CrdError::Malformed(format!("protobuf: {e}")))?
+    } else {
+        serde_json::from_slice(value).map_err(|e| CrdError::Malformed(e.to_string()))?
+    };
     let spec = crd.spec;
     let valid_name = |s: &str| !s.is_empty() && !s.contains('/');
     if !valid_name(&spec.group) || !valid_name(&spec.names.plural) || spec.names.kind.is_empty() {
@@ -111,6 +115,96 @@ pub fn parse_crd(value: &[u8]) -> Result<ResourceInfo, CrdError> {
     })
 }
 
+// Field numbers of apiextensions.k8s.io/v1 (apiextensions-apiserver's generated.proto):
+// CustomResourceDefinition{spec 2}; Spec{group 1, names 3, scope 4, versions 7};
+// Names{plural 1, singular 2, shortNames 3, kind 4, categories 6};
+// Version{name 1, storage 3, additionalPrinterColumns 6, selectableFields 9};
+// ColumnDefinition{name 1, type 2, format 3, description 4, priority 5, jsonPath 6};
+// SelectableField{jsonPath 1}.
+
+fn text(b: &[u8]) -> Result<String, WireError> {
+    std::str::from_utf8(b)
+        .map(str::to_string)
+        .map_err(|_| WireError::Utf8)
+}
+
+fn fields(b: &[u8]) -> impl Iterator<Item = Result<(u32, WireValue<'_>), WireError>> {
+    FieldReader::new(b)
+}
+
+/// Reads a protobuf-stored CRD (what kube-apiserver writes) into the JSON shape's structs.
+fn crd_from_protobuf(value: &[u8]) -> Result<Crd, WireError> {
+    let env = protobuf::parse_envelope(value)?;
+    let mut crd = Crd::default();
+    for f in fields(env.raw) {
+        if let (2, WireValue::Bytes(spec)) = f? {
+            crd.spec = spec_from_protobuf(spec)?;
+        }
+    }
+    Ok(crd)
+}
+
+fn spec_from_protobuf(b: &[u8]) -> Result<CrdSpec, WireError> {
+    let mut spec = CrdSpec::default();
+    for f in fields(b) {
+        match f? {
+            (1, WireValue::Bytes(v)) => spec.group = text(v)?,
+            (3, WireValue::Bytes(v)) => {
+                for n in fields(v) {
+                    match n? {
+                        (1, WireValue::Bytes(x)) => spec.names.plural = text(x)?,
+                        (2, WireValue::Bytes(x)) => spec.names.singular = text(x)?,
+                        (3, WireValue::Bytes(x)) => spec.names.short_names.push(text(x)?),
+                        (4, WireValue::Bytes(x)) => spec.names.kind = text(x)?,
+                        (6, WireValue::Bytes(x)) => spec.names.categories.push(text(x)?),
+                        _ => {}
+                    }
+                }
+            }
+            (4, WireValue::Bytes(v)) => spec.scope = text(v)?,
+            (7, WireValue::Bytes(v)) => spec.versions.push(version_from_protobuf(v)?),
+            _ => {}
+        }
+    }
+    Ok(spec)
+}
+
+fn version_from_protobuf(b: &[u8]) -> Result<CrdVersion, WireError> {
+    let mut v = CrdVersion::default();
+    for f in fields(b) {
+        match f? {
+            (1, WireValue::Bytes(x)) => v.name = text(x)?,
+            (3, WireValue::Varint(x)) => v.storage = x != 0,
+            (6, WireValue::Bytes(x)) => {
+                let mut c = PrinterColumn::default();
+                for g in fields(x) {
+                    match g? {
+                        (1, WireValue::Bytes(y)) => c.name = text(y)?,
+                        (2, WireValue::Bytes(y)) => c.type_ = text(y)?,
+                        (3, WireValue::Bytes(y)) => c.format = text(y)?,
+                        (4, WireValue::Bytes(y)) => c.description = text(y)?,
+                        (5, WireValue::Varint(y)) => c.priority = y as i32,
+                        (6, WireValue::Bytes(y)) => c.json_path = text(y)?,
+                        _ => {}
+                    }
+                }
+                v.additional_printer_columns.push(c);
+            }
+            (9, WireValue::Bytes(x)) => {
+                for g in fields(x) {
+                    if let (1, WireValue::Bytes(y)) = g? {
+                        v.selectable_fields.push(SelectableField {
+                            json_path: text(y)?,
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +227,56 @@ mod tests {
         assert_eq!(r.origin, Origin::CustomResource);
         assert!(r.supports_field("spec.color"));
         assert_eq!(r.printer_columns[0].json_path, ".spec.color");
+    }
+
+    fn field(n: u32, b: &[u8]) -> Vec<u8> {
+        let mut out = vec![(n << 3 | 2) as u8, b.len() as u8];
+        out.extend_from_slice(b);
+        out
+    }
+
+    #[test]
+    fn protobuf_crd_is_read_like_the_json_one() {
+        let names = [
+            field(1, b"widgets"),
+            field(2, b"widget"),
+            field(3, b"wd"),
+            field(4, b"Widget"),
+        ]
+        .concat();
+        let column = [
+            field(1, b"Color"),
+            field(2, b"string"),
+            field(6, b".spec.color"),
+        ]
+        .concat();
+        let v1 = [
+            field(1, b"v1"),
+            vec![3 << 3, 1],
+            field(6, &column),
+            field(9, &field(1, b".spec.color")),
+        ]
+        .concat();
+        let beta = [field(1, b"v1beta1"), vec![3 << 3, 0]].concat();
+        let spec = [
+            field(1, b"example.com"),
+            field(3, &names),
+            field(4, b"Namespaced"),
+            field(7, &beta),
+            field(7, &v1),
+        ]
+        .concat();
+        let raw = field(2, &spec);
+        let type_meta = [
+            field(1, b"apiextensions.k8s.io/v1"),
+            field(2, b"CustomResourceDefinition"),
+        ]
+        .concat();
+        let mut value = protobuf::MAGIC.to_vec();
+        value.extend(field(1, &type_meta));
+        value.extend(field(2, &raw));
+        let r = parse_crd(&value).unwrap();
+        assert_eq!(r, parse_crd(WIDGETS.as_bytes()).unwrap());
     }
 
     #[test]

@@ -51,7 +51,7 @@ pub struct ResourceInfo {
 }
 
 /// One `additionalPrinterColumns` entry of a CustomResourceDefinition.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PrinterColumn {
     /// Column header.

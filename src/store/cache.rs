@@ -44,6 +44,14 @@ impl ResourceIndex {
             .filter(|s| s.info.version == version)
     }
 
+    fn without(&self, dir: &str) -> ResourceIndex {
+        let mut next = ResourceIndex::default();
+        for s in self.stores.iter().filter(|s| s.info.etcd_dir != dir) {
+            next = next.with(s.clone());
+        }
+        next
+    }
+
     fn with(&self, store: Arc<ResourceStore>) -> ResourceIndex {
         let mut next = ResourceIndex {
             stores: self.stores.clone(),
@@ -107,23 +115,54 @@ impl Cache {
         self.index.load_full()
     }
 
-    /// Adds (or replaces, if its definition changed) a resource, empty as of `revision`.
-    /// Returns the store; an unchanged definition keeps its existing store.
+    /// Adds a resource, empty as of `revision`; or, if its definition changed, replaces its
+    /// store with one of the new definition holding the same objects as of `revision` (the
+    /// old store's watchers are ended, so clients re-list). An unchanged definition keeps
+    /// its existing store. Returns the store.
     pub fn register(&self, info: ResourceInfo, revision: Revision) -> Arc<ResourceStore> {
         let index = self.index.load_full();
-        if let Some(existing) = index.by_dir(&info.etcd_dir) {
+        let existing = index.by_dir(&info.etcd_dir).cloned();
+        if let Some(existing) = &existing {
             if *existing.info == info {
                 return existing.clone();
             }
         }
+        let epoch = self.epoch.load(Ordering::Acquire);
         let store = Arc::new(ResourceStore::new(
             Arc::new(info),
             revision,
-            self.epoch.load(Ordering::Acquire),
+            epoch,
             self.config,
         ));
+        if let Some(old) = &existing {
+            let objects = old
+                .snapshot()
+                .objects
+                .iter()
+                .map(|(k, o)| {
+                    (
+                        k.clone(),
+                        Arc::new(o.reindexed(store.field_names.clone(), &store.info.fields)),
+                    )
+                })
+                .collect();
+            store.reset(revision.max(old.snapshot().revision), epoch, objects);
+        }
         self.index.store(Arc::new(index.with(store.clone())));
+        if let Some(old) = existing {
+            old.retire();
+        }
         store
+    }
+
+    /// Stops serving the resource stored under `etcd_dir` (its CRD was deleted); its
+    /// watchers are ended.
+    pub fn unregister(&self, etcd_dir: &str) -> Option<Arc<ResourceStore>> {
+        let index = self.index.load_full();
+        let old = index.by_dir(etcd_dir).cloned()?;
+        self.index.store(Arc::new(index.without(etcd_dir)));
+        old.retire();
+        Some(old)
     }
 
     /// The newest etcd revision fully applied.

@@ -72,6 +72,7 @@ pub struct WatchEvent {
     at: Instant,
     deleted_view: OnceLock<ObjectRef>,
     json_frames: [OnceLock<Bytes>; 3],
+    protobuf_frames: [OnceLock<Option<Bytes>>; 3],
 }
 
 impl WatchEvent {
@@ -85,6 +86,7 @@ impl WatchEvent {
             at: Instant::now(),
             deleted_view: OnceLock::new(),
             json_frames: Default::default(),
+            protobuf_frames: Default::default(),
         }
     }
 
@@ -104,6 +106,20 @@ impl WatchEvent {
             EventType::Deleted => self.deleted_view(),
             EventType::Added | EventType::Modified => self.object.as_ref(),
         }
+    }
+
+    /// The protobuf watch frame of type `t`, built by `build` once and shared by every
+    /// watcher; None when the event has no object of that type or `build` could not
+    /// encode it.
+    pub fn protobuf_frame(
+        &self,
+        t: EventType,
+        build: impl FnOnce(EventType, &ObjectRef) -> Option<Bytes>,
+    ) -> Option<Bytes> {
+        let obj = self.object_for(t)?;
+        self.protobuf_frames[t.index()]
+            .get_or_init(|| build(t, obj))
+            .clone()
     }
 
     /// The JSON watch frame of type `t`, built once and shared by every watcher.

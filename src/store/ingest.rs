@@ -91,10 +91,17 @@ impl Ingestor {
     fn register_crd(&mut self, key: &[u8], value: &[u8], revision: Revision) {
         match crd::parse_crd(value) {
             Ok(info) => {
-                let known = self.cache.resources().by_dir(&info.etcd_dir).is_some();
-                if !known {
-                    tracing::info!(resource = %info.qualified_name(), version = %info.version, "serving custom resource");
-                    self.cache.register(info, revision);
+                let index = self.cache.resources();
+                match index.by_dir(&info.etcd_dir) {
+                    Some(s) if *s.info == info => {}
+                    Some(_) => {
+                        tracing::info!(resource = %info.qualified_name(), version = %info.version, "custom resource definition changed; its watchers re-list");
+                        self.cache.register(info, revision);
+                    }
+                    None => {
+                        tracing::info!(resource = %info.qualified_name(), version = %info.version, "serving custom resource");
+                        self.cache.register(info, revision);
+                    }
                 }
             }
             Err(e) => {
@@ -104,6 +111,20 @@ impl Ingestor {
                     tracing::warn!(key = %String::from_utf8_lossy(key), error = %e, "cannot serve custom resource");
                 }
             }
+        }
+    }
+
+    /// A CRD was deleted: its name is `<plural>.<group>`, so its objects live under
+    /// `<group>/<plural>`.
+    fn unregister_crd(&mut self, key: &str) {
+        let Some(name) = key.rsplit('/').next() else {
+            return;
+        };
+        let Some((plural, group)) = name.split_once('.') else {
+            return;
+        };
+        if let Some(old) = self.cache.unregister(&format!("{group}/{plural}")) {
+            tracing::info!(resource = %old.info.qualified_name(), "custom resource definition deleted; no longer served");
         }
     }
 
@@ -175,8 +196,9 @@ impl Ingestor {
             return;
         };
         if self.is_crd_key(key_str) {
-            if let Some(value) = &change.value {
-                self.register_crd(&change.key, value, change.revision);
+            match &change.value {
+                Some(value) => self.register_crd(&change.key, value, change.revision),
+                None => self.unregister_crd(key_str),
             }
         }
         let index = self.cache.resources();

@@ -94,6 +94,34 @@ impl CachedObject {
         }
     }
 
+    /// The same object for a resource whose selectable fields changed: field values are
+    /// read again from the cached JSON (absent or unreadable ones take their defaults).
+    pub fn reindexed(
+        &self,
+        field_names: Arc<[String]>,
+        specs: &[crate::codec::FieldSpec],
+    ) -> CachedObject {
+        let values: Box<[Box<str>]> = match crate::codec::extract::extract(&self.json, specs) {
+            Ok(e) => e.fields.into_iter().map(Box::from).collect(),
+            Err(_) => specs
+                .iter()
+                .map(|f| Box::from(f.default.as_str()))
+                .collect(),
+        };
+        CachedObject {
+            key: self.key.clone(),
+            name_at: self.name_at,
+            revision: self.revision,
+            format: self.format,
+            json: self.json.clone(),
+            rv_span: self.rv_span,
+            labels: self.labels.clone(),
+            field_names,
+            field_values: values,
+            protobuf: self.protobuf.clone(),
+        }
+    }
+
     /// Bytes this object keeps alive, for the cache-size metric.
     pub fn cached_bytes(&self) -> usize {
         self.json.len()

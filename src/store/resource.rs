@@ -200,6 +200,13 @@ impl ResourceStore {
         self.wake.wake_all();
     }
 
+    /// Ends every watcher of this store: it is no longer served (its definition changed or
+    /// was removed), so their clients must re-list.
+    pub fn retire(&self) {
+        self.log().close();
+        self.wake.wake_all();
+    }
+
     fn publish(&self, snap: Arc<Snapshot>) {
         metrics::gauge!("watchd_cached_objects", "resource" => self.metric_name.clone())
             .set(snap.objects.len() as f64);
