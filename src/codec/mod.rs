@@ -5,6 +5,7 @@
 //! Values are never trusted: anything unreadable is a [`DecodeError`], counted and
 //! skipped by ingestion.
 
+pub mod civil;
 pub mod extract;
 pub mod json;
 pub mod pbjson;

@@ -256,18 +256,8 @@ pub fn read_object_meta(raw: &[u8]) -> Result<ObjectMetaView<'_>, WireError> {
 /// Formats seconds since the epoch as RFC 3339 in UTC (`2006-01-02T15:04:05Z`), as
 /// `metav1.Time` marshals.
 pub fn format_rfc3339(seconds: i64) -> String {
-    let days = seconds.div_euclid(86_400);
     let secs = seconds.rem_euclid(86_400);
-    // Civil-from-days (proleptic Gregorian), era-based.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = super::civil::civil_from_days(seconds.div_euclid(86_400));
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
         secs / 3600,

@@ -241,18 +241,8 @@ fn pad(out: &mut Vec<u8>, v: i64, width: usize) {
 /// Writes a quoted RFC 3339 UTC timestamp: `"2006-01-02T15:04:05Z"`, with `.ffffff`
 /// microseconds when `micros` is Some (MicroTime).
 pub fn timestamp(out: &mut Vec<u8>, seconds: i64, micros: Option<u32>) {
-    let days = seconds.div_euclid(86_400);
     let secs = seconds.rem_euclid(86_400);
-    // Civil date from days since 1970-01-01 (proleptic Gregorian).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = crate::codec::civil::civil_from_days(seconds.div_euclid(86_400));
     out.push(b'"');
     if year < 0 {
         out.push(b'-');

@@ -88,7 +88,7 @@ impl Instant {
             }
             _ => return None,
         };
-        let days = days_from_civil(year, month, day);
+        let days = crate::codec::civil::days_from_civil(year, month, day);
         let secs = days * 86_400 + hour * 3600 + min * 60 + sec - offset;
         Some(Instant { secs, nanos })
     }
@@ -97,7 +97,7 @@ impl Instant {
     pub(super) fn to_rfc3339_utc(self) -> String {
         let days = self.secs.div_euclid(86_400);
         let rem = self.secs.rem_euclid(86_400);
-        let (y, m, d) = civil_from_days(days);
+        let (y, m, d) = crate::codec::civil::civil_from_days(days);
         format!(
             "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
             rem / 3600,
@@ -128,31 +128,6 @@ fn days_in_month(y: i64, m: i64) -> i64 {
         4 | 6 | 9 | 11 => 30,
         _ => 31,
     }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date.
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The proleptic Gregorian date of a day count since 1970-01-01.
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
 }
 
 #[cfg(test)]
