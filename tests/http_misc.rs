@@ -105,13 +105,50 @@ async fn unknown_paths_and_resources_are_not_found_status() {
 
 #[tokio::test]
 async fn protobuf_only_accept_is_not_acceptable() {
-    let f = Fixture::start(&[]).await;
+    let mut f = Fixture::start(&[]).await;
     let base = f.base();
+    // The fixture's pods are stored as JSON: no protobuf encoding of them exists.
     for accept in ["application/vnd.kubernetes.protobuf", "text/html"] {
         for path in ["/api/v1/pods", "/api/v1/namespaces/default/pods/web"] {
             let resp = http::get(&format!("{base}{path}"), &[("accept", accept)]).await;
             assert_status(&resp, 406, "NotAcceptable");
         }
+    }
+    // A built-in stored as protobuf (as kube-apiserver stores it) is served as protobuf.
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures/k8s-api-testdata/v1.34.0/core.v1.Pod.pb");
+    if let Ok(pb) = std::fs::read(&fixture) {
+        let rev = put_raw(&mut f.kv, "/registry/pods/namespaceValue/nameValue", pb).await;
+        let url = format!("{base}/api/v1/namespaces/namespaceValue/pods/nameValue?resourceVersion={rev}&resourceVersionMatch=NotOlderThan");
+        let resp = http::get(&url, &[("accept", "application/vnd.kubernetes.protobuf")]).await;
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        assert_eq!(
+            resp.header("content-type"),
+            Some("application/vnd.kubernetes.protobuf")
+        );
+        assert!(resp.body.starts_with(b"k8s\0"));
+    } else {
+        eprintln!(
+            "SKIPPED the protobuf-stored case: {} is absent",
+            fixture.display()
+        );
+    }
+    // Custom resources are JSON only.
+    put_json(
+        &mut f.kv,
+        "/registry/apiextensions.k8s.io/customresourcedefinitions/widgets.example.com",
+        &crd("example.com", "widgets", "Widget", "Namespaced"),
+    )
+    .await;
+    let url = format!("{base}/apis/example.com/v1/namespaces/default/widgets");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let resp = http::get(&url, &[("accept", "application/vnd.kubernetes.protobuf")]).await;
+        if resp.status == 406 || Instant::now() > deadline {
+            assert_status(&resp, 406, "NotAcceptable");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

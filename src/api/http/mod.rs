@@ -4,6 +4,7 @@
 pub mod body;
 pub mod discovery;
 pub mod encode;
+pub mod encode_protobuf;
 pub mod encode_table;
 pub mod health;
 pub mod negotiate;
@@ -297,7 +298,9 @@ async fn serve_verb(
 ) -> Result<Response<Body>, ApiError> {
     check_scope(&store, &path)?;
     params.is_watch()?;
-    let output = negotiate::negotiate(accept, !is_watch && path.name.is_none())?;
+    let list = !is_watch && path.name.is_none();
+    let protobuf = store.info.origin == crate::registry::Origin::Builtin;
+    let output = negotiate::negotiate_with(accept, list, protobuf)?;
     if !state.read.cache.is_synced() {
         return Err(ApiError::Unavailable(
             "the cache is still loading from etcd".into(),
@@ -325,6 +328,28 @@ async fn serve_verb(
                     WatchSession::start(&state.read, store, ns, q, MetadataLines::new(v)).await?;
                 watch_response(start, output)
             }
+            // A collection holding JSON-stored objects cannot stream protobuf: the
+            // client's other offers, as for lists.
+            Output::Protobuf
+                if store
+                    .snapshot()
+                    .range(ns.as_deref(), None)
+                    .any(|o| !encode_protobuf::capable(o)) =>
+            {
+                if negotiate::negotiate(accept, false)? != Output::Json {
+                    return Err(ApiError::NotAcceptable(
+                        "objects of this collection are stored as JSON; watch them as application/json".into(),
+                    ));
+                }
+                let start =
+                    WatchSession::start(&state.read, store, ns, q, JsonLines::default()).await?;
+                watch_response(start, Output::Json)
+            }
+            Output::Protobuf => {
+                let enc = encode_protobuf::ProtobufFrames::default();
+                let start = WatchSession::start(&state.read, store, ns, q, enc).await?;
+                watch_response(start, output)
+            }
             _ => {
                 let start =
                     WatchSession::start(&state.read, store, ns, q, JsonLines::default()).await?;
@@ -335,6 +360,13 @@ async fn serve_verb(
     if let Some(name) = &path.name {
         let q = GetQuery::parse(params)?;
         let obj = read::get(&state.read, &store, ns, name, q).await?;
+        // An object stored as JSON cannot be served as protobuf: the client's other offers.
+        let output = match output {
+            Output::Protobuf if !encode_protobuf::capable(&obj) => {
+                negotiate::negotiate(accept, false)?
+            }
+            o => o,
+        };
         let body = match output {
             Output::Metadata(v) => encode::partial_metadata_body(v, &obj),
             Output::Table(v) => {
@@ -342,17 +374,25 @@ async fn serve_verb(
                 encode_table::object_table(&store.info, v, include, &obj)
             }
             Output::Json => Body::full(obj.json.clone()),
+            Output::Protobuf => encode_protobuf::object_body(&obj)?,
         };
         return Ok(typed_response(body, output, false));
     }
     let q = ListQuery::parse(&store.info, params)?;
     let page = read::list_page(&state.read, &store, ns, &q).await?;
+    let output = match output {
+        Output::Protobuf if !page.items.iter().all(|o| encode_protobuf::capable(o)) => {
+            negotiate::negotiate(accept, true)?
+        }
+        o => o,
+    };
     let body = match output {
         Output::Metadata(v) => encode::partial_metadata_list_body(v, &page),
         Output::Table(v) => {
             let include = IncludeObject::parse(params.get("includeObject"))?;
             encode_table::list_table(&store.info, v, include, &page)
         }
+        Output::Protobuf => encode_protobuf::list_body(&store.info, &page)?,
         Output::Json => encode::list_body(&store.info, page),
     };
     Ok(typed_response(body, output, true))
@@ -362,6 +402,7 @@ async fn serve_verb(
 fn content_type(output: Output, list: bool) -> HeaderValue {
     let ct = match output {
         Output::Json => return HeaderValue::from_static("application/json"),
+        Output::Protobuf => return HeaderValue::from_static(encode_protobuf::CONTENT_TYPE),
         Output::Table(v) => format!("application/json;as=Table;v={v};g=meta.k8s.io"),
         Output::Metadata(v) => {
             let kind = if list {
@@ -414,6 +455,9 @@ where
     E: crate::api::watch::WatchEncoder<Frame = body::BufList>,
 {
     let body = match start {
+        WatchStart::Error(e) if output == Output::Protobuf => {
+            Body::full(encode_protobuf::error_frame(&e))
+        }
         WatchStart::Error(e) => Body::full(encode::error_frame(&e)),
         WatchStart::Session(session) => {
             Body::stream(futures_util::stream::unfold(session, |mut s| async move {
@@ -422,6 +466,12 @@ where
         }
     };
     let mut r = typed_response(body, output, false);
+    if output == Output::Protobuf {
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(encode_protobuf::WATCH_CONTENT_TYPE),
+        );
+    }
     r.headers_mut().insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static("no-cache, private"),

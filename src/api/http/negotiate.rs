@@ -12,6 +12,8 @@ pub enum Output {
     Table(&'static str),
     /// `meta.k8s.io` PartialObjectMetadata(List) of the given version.
     Metadata(&'static str),
+    /// Kubernetes protobuf (`application/vnd.kubernetes.protobuf`), built-ins only.
+    Protobuf,
 }
 
 /// What a discovery request (`/api`, `/apis`) is answered with.
@@ -68,10 +70,24 @@ fn meta_version(r: &MediaRange<'_>) -> Option<&'static str> {
 /// The representation of a get, list or watch. `list` distinguishes
 /// `PartialObjectMetadataList` (lists) from `PartialObjectMetadata` (get, watch).
 pub fn negotiate(accept: Option<&str>, list: bool) -> Result<Output, ApiError> {
+    negotiate_with(accept, list, false)
+}
+
+/// Like [`negotiate`]; `protobuf` says whether the resource's objects can be served as
+/// Kubernetes protobuf (built-ins), so that a plain protobuf offer is taken in its turn.
+/// Protobuf Table and PartialObjectMetadata offers are skipped.
+pub fn negotiate_with(
+    accept: Option<&str>,
+    list: bool,
+    protobuf: bool,
+) -> Result<Output, ApiError> {
     let Some(accept) = accept.map(str::trim).filter(|a| !a.is_empty()) else {
         return Ok(Output::Json);
     };
     for r in media_ranges(accept) {
+        if protobuf && r.mime == "application/vnd.kubernetes.protobuf" && r.param("as").is_none() {
+            return Ok(Output::Protobuf);
+        }
         if !is_json(&r.mime) {
             continue;
         }
@@ -87,7 +103,7 @@ pub fn negotiate(accept: Option<&str>, list: bool) -> Result<Output, ApiError> {
         }
     }
     Err(ApiError::NotAcceptable(format!(
-        "only the following media types are accepted: application/json, application/json;as=Table;g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1 (got {accept:?})"
+        "only the following media types are accepted: application/json, application/vnd.kubernetes.protobuf (built-in resources), application/json;as=Table;g=meta.k8s.io;v=v1, application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1 (got {accept:?})"
     )))
 }
 
@@ -177,6 +193,33 @@ mod tests {
             406
         );
         assert_eq!(negotiate(Some("text/html"), false).unwrap_err().code(), 406);
+    }
+
+    #[test]
+    fn protobuf_only_for_protobuf_capable_resources() {
+        let pb = "application/vnd.kubernetes.protobuf";
+        assert_eq!(negotiate_with(Some(pb), true, true), Ok(Output::Protobuf));
+        assert_eq!(negotiate_with(Some(pb), false, true), Ok(Output::Protobuf));
+        assert_eq!(
+            negotiate_with(Some(pb), true, false).unwrap_err().code(),
+            406
+        );
+        let both = "application/vnd.kubernetes.protobuf, application/json";
+        assert_eq!(negotiate_with(Some(both), true, true), Ok(Output::Protobuf));
+        assert_eq!(negotiate_with(Some(both), true, false), Ok(Output::Json));
+        // Offer order wins.
+        let json_first = "application/json, application/vnd.kubernetes.protobuf";
+        assert_eq!(
+            negotiate_with(Some(json_first), true, true),
+            Ok(Output::Json)
+        );
+        // Protobuf Table / metadata offers fall back to later offers.
+        let table =
+            "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io,application/json";
+        assert_eq!(negotiate_with(Some(table), true, true), Ok(Output::Json));
+        let meta = "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/vnd.kubernetes.protobuf";
+        assert_eq!(negotiate_with(Some(meta), true, true), Ok(Output::Protobuf));
+        assert_eq!(negotiate_with(Some("*/*"), true, true), Ok(Output::Json));
     }
 
     #[test]

@@ -1,0 +1,417 @@
+//! Kubernetes protobuf responses (`Accept: application/vnd.kubernetes.protobuf`) for
+//! built-in objects stored as protobuf, against a real etcd: get, list, watch frames, and
+//! the fallbacks for JSON-stored objects and custom resources.
+
+mod support;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use support::kube::*;
+use support::{http, Etcd, Watchd};
+
+const PB: &str = "application/vnd.kubernetes.protobuf";
+const PB_OR_JSON: &str = "application/vnd.kubernetes.protobuf, application/json";
+const POD_KEY: &str = "/registry/pods/namespaceValue/nameValue";
+
+fn fixtures() -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures/k8s-api-testdata/v1.34.0");
+    if dir.is_dir() {
+        Some(dir)
+    } else {
+        eprintln!("SKIPPED: {} is absent", dir.display());
+        None
+    }
+}
+
+/// A minimal protobuf reader: the length-delimited and varint fields of a message.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum F<'a> {
+    Len(&'a [u8]),
+    Int(u64),
+}
+
+fn varint(b: &[u8], pos: &mut usize) -> u64 {
+    let mut v = 0u64;
+    for shift in 0..10 {
+        let byte = b[*pos];
+        *pos += 1;
+        v |= u64::from(byte & 0x7f) << (7 * shift);
+        if byte & 0x80 == 0 {
+            break;
+        }
+    }
+    v
+}
+
+fn fields(b: &[u8]) -> Vec<(u64, F<'_>)> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < b.len() {
+        let tag = varint(b, &mut pos);
+        let v = match tag & 7 {
+            0 => F::Int(varint(b, &mut pos)),
+            2 => {
+                let n = varint(b, &mut pos) as usize;
+                pos += n;
+                F::Len(&b[pos - n..pos])
+            }
+            1 => {
+                pos += 8;
+                F::Int(0)
+            }
+            5 => {
+                pos += 4;
+                F::Int(0)
+            }
+            w => panic!("wire type {w}"),
+        };
+        out.push((tag >> 3, v));
+    }
+    out
+}
+
+fn all_len(b: &[u8], n: u64) -> Vec<&[u8]> {
+    fields(b)
+        .into_iter()
+        .filter_map(|(k, v)| match v {
+            F::Len(x) if k == n => Some(x),
+            _ => None,
+        })
+        .collect()
+}
+
+fn len(b: &[u8], n: u64) -> Option<&[u8]> {
+    all_len(b, n).into_iter().next()
+}
+
+fn string(b: &[u8], n: u64) -> Option<String> {
+    len(b, n).map(|x| String::from_utf8(x.to_vec()).unwrap())
+}
+
+/// (apiVersion, kind, raw) of an enveloped value.
+fn envelope(b: &[u8]) -> (String, String, &[u8]) {
+    let body = b.strip_prefix(b"k8s\0").expect("k8s magic");
+    let tm = len(body, 1).expect("typeMeta");
+    (
+        string(tm, 1).unwrap_or_default(),
+        string(tm, 2).unwrap_or_default(),
+        len(body, 2).expect("raw"),
+    )
+}
+
+/// metadata.resourceVersion of an object's raw message.
+fn object_rv(raw: &[u8]) -> String {
+    string(len(raw, 1).expect("metadata"), 6).expect("resourceVersion")
+}
+
+fn transcoded(body: &[u8]) -> Value {
+    let (v, k, raw) = envelope(body);
+    let r = watchd::codec::pbjson::render(&v, &k, raw, None).expect("transcode");
+    serde_json::from_slice(&r.json).unwrap()
+}
+
+async fn start_with_pods() -> Option<(Etcd, etcd_client::Client, Watchd, i64, i64)> {
+    let dir = fixtures()?;
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let pb = std::fs::read(dir.join("core.v1.Pod.pb")).unwrap();
+    let pod_rv = put_raw(&mut kv, POD_KEY, pb).await;
+    let json_rv = put_pod(&mut kv, "default", "web", &[("app", "web")]).await;
+    let w = Watchd::start(&etcd.client_url(), &[]);
+    Some((etcd, kv, w, pod_rv, json_rv))
+}
+
+#[tokio::test]
+async fn protobuf_get_and_list_of_protobuf_stored_pods() {
+    let Some((_etcd, _kv, w, pod_rv, _)) = start_with_pods().await else {
+        return;
+    };
+    let base = w.base_url();
+    let url = format!("{base}/api/v1/namespaces/namespaceValue/pods/nameValue");
+    let resp = http::get(&url, &[("accept", PB)]).await;
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.header("content-type"), Some(PB));
+    let (v, k, raw) = envelope(&resp.body);
+    assert_eq!((v.as_str(), k.as_str()), ("v1", "Pod"));
+    assert_eq!(object_rv(raw), pod_rv.to_string());
+    let json_get = http::get(&url, &[]).await.json();
+    assert_eq!(transcoded(&resp.body), json_get);
+
+    // Gzip applies to protobuf bodies.
+    let gz = http::get(&url, &[("accept", PB), ("accept-encoding", "gzip")]).await;
+    assert_eq!(gz.header("content-encoding"), Some("gzip"));
+    let mut plain = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz.body[..]), &mut plain)
+        .unwrap();
+    assert_eq!(plain, resp.body);
+
+    // A list of protobuf-stored pods.
+    let list = http::get(
+        &format!("{base}/api/v1/namespaces/namespaceValue/pods"),
+        &[("accept", PB)],
+    )
+    .await;
+    assert_eq!(list.status, 200, "{}", list.text());
+    assert_eq!(list.header("content-type"), Some(PB));
+    let (v, k, raw) = envelope(&list.body);
+    assert_eq!((v.as_str(), k.as_str()), ("v1", "PodList"));
+    let list_json = http::get(
+        &format!("{base}/api/v1/namespaces/namespaceValue/pods"),
+        &[],
+    )
+    .await
+    .json();
+    let list_meta = len(raw, 1).expect("ListMeta");
+    assert_eq!(
+        string(list_meta, 2).unwrap(),
+        list_json["metadata"]["resourceVersion"].as_str().unwrap()
+    );
+    let items = all_len(raw, 2);
+    assert_eq!(items.len(), 1);
+    assert_eq!(object_rv(items[0]), pod_rv.to_string());
+    let whole = transcoded(&list.body);
+    assert_eq!(whole["kind"], "PodList");
+    assert_eq!(
+        whole["metadata"]["resourceVersion"],
+        list_json["metadata"]["resourceVersion"]
+    );
+    assert_eq!(whole["items"][0]["metadata"]["name"], "nameValue");
+    let item = watchd::codec::pbjson::render("v1", "Pod", items[0], None).unwrap();
+    let item: Value = serde_json::from_slice(&item.json).unwrap();
+    assert_eq!(item, json_get);
+
+    // Paging: continue and remainingItemCount are in ListMeta.
+    let dir = fixtures().unwrap();
+    let mut kv = _kv;
+    let pb = std::fs::read(dir.join("core.v1.Pod.pb")).unwrap();
+    put_raw(&mut kv, "/registry/pods/namespaceValue/zzz", pb).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let page = http::get(
+        &format!("{base}/api/v1/namespaces/namespaceValue/pods?limit=1"),
+        &[("accept", PB)],
+    )
+    .await;
+    let (_, _, raw) = envelope(&page.body);
+    let list_meta = len(raw, 1).unwrap();
+    assert!(string(list_meta, 3).is_some_and(|c| !c.is_empty()));
+    assert!(fields(list_meta).contains(&(4, F::Int(1))), "{list_meta:?}");
+    assert_eq!(all_len(raw, 2).len(), 1);
+}
+
+#[test]
+fn rewriting_to_the_stored_resource_version_keeps_the_bytes() {
+    let Some(dir) = fixtures() else { return };
+    for file in ["core.v1.Pod.pb", "core.v1.Node.pb", "apps.v1.Deployment.pb"] {
+        let stored = std::fs::read(dir.join(file)).unwrap();
+        let (_, _, raw) = envelope(&stored);
+        let rv = object_rv(raw);
+        let out = watchd::api::http::encode_protobuf::rewrite_raw(raw, &rv).unwrap();
+        assert!(out == raw, "{file}: bytes changed");
+        let out = watchd::api::http::encode_protobuf::rewrite_raw(raw, "12345678901").unwrap();
+        assert_eq!(object_rv(&out), "12345678901");
+        assert_eq!(out.len(), raw.len() - rv.len() + 11);
+    }
+}
+
+#[tokio::test]
+async fn json_stored_objects_fall_back_to_json_or_406() {
+    let Some((_etcd, _kv, w, _, json_rv)) = start_with_pods().await else {
+        return;
+    };
+    let base = w.base_url();
+    for path in [
+        "/api/v1/namespaces/default/pods/web",
+        "/api/v1/namespaces/default/pods",
+        // A list mixing protobuf- and JSON-stored pods.
+        "/api/v1/pods",
+    ] {
+        let url = format!("{base}{path}");
+        let resp = http::get(&url, &[("accept", PB)]).await;
+        assert_status(&resp, 406, "NotAcceptable");
+        let resp = http::get(&url, &[("accept", PB_OR_JSON)]).await;
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        assert_eq!(resp.header("content-type"), Some("application/json"));
+        resp.json();
+    }
+    let got = http::get(
+        &format!("{base}/api/v1/namespaces/default/pods/web"),
+        &[("accept", PB_OR_JSON)],
+    )
+    .await
+    .json();
+    assert_eq!(rv(&got), json_rv);
+}
+
+fn frames(mut body: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    while body.len() >= 4 {
+        let n = u32::from_be_bytes(body[..4].try_into().unwrap()) as usize;
+        let ev = &body[4..4 + n];
+        let t = string(ev, 1).expect("type");
+        let obj = len(len(ev, 2).expect("object"), 1).expect("raw").to_vec();
+        out.push((t, obj));
+        body = &body[4 + n..];
+    }
+    assert!(body.is_empty(), "trailing bytes");
+    out
+}
+
+#[tokio::test]
+async fn protobuf_watch_frames() {
+    let Some((_etcd, mut kv, w, _, json_rv)) = start_with_pods().await else {
+        return;
+    };
+    let dir = fixtures().unwrap();
+    let base = w.base_url();
+    let url = format!(
+        "{base}/api/v1/namespaces/namespaceValue/pods?watch=true&resourceVersion={json_rv}&allowWatchBookmarks=true&timeoutSeconds=3"
+    );
+    let stream = http::watch(&url, &[("accept", PB)]).await;
+    assert_eq!(stream.status(), 200);
+    assert_eq!(
+        stream
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("application/vnd.kubernetes.protobuf;stream=watch")
+    );
+    let pb = std::fs::read(dir.join("core.v1.Pod.pb")).unwrap();
+    let r2 = put_raw(&mut kv, POD_KEY, pb).await;
+    let r3 = delete_key(&mut kv, POD_KEY).await;
+    let body = stream.rest(Duration::from_secs(20)).await;
+    let events: Vec<_> = frames(&body)
+        .into_iter()
+        .filter(|(t, _)| t != "BOOKMARK")
+        .collect();
+    let got: Vec<(String, String, String)> = events
+        .iter()
+        .map(|(t, obj)| {
+            let (_, kind, raw) = envelope(obj);
+            (t.clone(), kind, object_rv(raw))
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("MODIFIED".into(), "Pod".into(), r2.to_string()),
+            ("DELETED".into(), "Pod".into(), r3.to_string()),
+        ]
+    );
+
+    // A watch from before the cache's window: one ERROR frame carrying a v1 Status.
+    let url = format!("{base}/api/v1/namespaces/namespaceValue/pods?watch=true&resourceVersion=1");
+    let stream = http::watch(&url, &[("accept", PB)]).await;
+    let body = stream.rest(Duration::from_secs(20)).await;
+    let fr = frames(&body);
+    assert_eq!(fr.len(), 1);
+    assert_eq!(fr[0].0, "ERROR");
+    let (v, k, raw) = envelope(&fr[0].1);
+    assert_eq!((v.as_str(), k.as_str()), ("v1", "Status"));
+    assert_eq!(string(raw, 2).as_deref(), Some("Failure"));
+    assert_eq!(string(raw, 4).as_deref(), Some("Expired"));
+    assert!(fields(raw).contains(&(6, F::Int(410))), "{raw:?}");
+}
+
+#[tokio::test]
+async fn bookmarks_carry_the_kind_and_resource_version() {
+    let Some((_etcd, _kv, w, _, _)) = start_with_pods().await else {
+        return;
+    };
+    let base = w.base_url();
+    let url = format!(
+        "{base}/api/v1/namespaces/namespaceValue/pods?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=2"
+    );
+    let stream = http::watch(&url, &[("accept", PB)]).await;
+    assert_eq!(stream.status(), 200);
+    let body = stream.rest(Duration::from_secs(20)).await;
+    let fr = frames(&body);
+    assert_eq!(fr[0].0, "ADDED");
+    let (_, kind, raw) = envelope(&fr[1].1);
+    assert_eq!((fr[1].0.as_str(), kind.as_str()), ("BOOKMARK", "Pod"));
+    let meta = len(raw, 1).unwrap();
+    assert!(string(meta, 6).is_some());
+    let entry = len(meta, 12).expect("annotation");
+    assert_eq!(string(entry, 1).unwrap(), "k8s.io/initial-events-end");
+    assert_eq!(string(entry, 2).unwrap(), "true");
+}
+
+fn crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gizmos.example.net", "uid": "uid-crd-gizmos"},
+        "spec": {
+            "group": "example.net",
+            "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo", "listKind": "GizmoList"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+        },
+    })
+}
+
+#[tokio::test]
+async fn custom_resources_are_json_only() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_json(
+        &mut kv,
+        "/registry/apiextensions.k8s.io/customresourcedefinitions/gizmos.example.net",
+        &crd(),
+    )
+    .await;
+    put_json(
+        &mut kv,
+        "/registry/example.net/gizmos/default/g1",
+        &json!({"apiVersion": "example.net/v1", "kind": "Gizmo",
+            "metadata": {"name": "g1", "namespace": "default", "uid": "uid-g1"}}),
+    )
+    .await;
+    let w = Watchd::start(&etcd.client_url(), &[]);
+    let base = w.base_url();
+    for path in [
+        "/apis/example.net/v1/namespaces/default/gizmos",
+        "/apis/example.net/v1/namespaces/default/gizmos/g1",
+    ] {
+        let url = format!("{base}{path}");
+        let resp = http::get(&url, &[("accept", PB)]).await;
+        assert_status(&resp, 406, "NotAcceptable");
+        let resp = http::get(&url, &[("accept", PB_OR_JSON)]).await;
+        assert_eq!(resp.status, 200, "{}", resp.text());
+        assert_eq!(resp.header("content-type"), Some("application/json"));
+        resp.json();
+    }
+}
+
+#[tokio::test]
+async fn watch_of_json_stored_objects_falls_back_to_json_or_is_not_acceptable() {
+    let Some((_etcd, _kv, w, _, _)) = start_with_pods().await else {
+        return;
+    };
+    // Namespace "default" holds a pod stored as JSON: it cannot be streamed as protobuf.
+    let url = format!(
+        "{}/api/v1/namespaces/default/pods?watch=true&resourceVersion=0&timeoutSeconds=1",
+        w.base_url()
+    );
+    let both = http::watch(
+        &url,
+        &[(
+            "accept",
+            "application/vnd.kubernetes.protobuf, application/json",
+        )],
+    )
+    .await;
+    assert_eq!(both.status(), 200);
+    assert_eq!(
+        both.headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("application/json")
+    );
+    let only_pb = http::get(&url, &[("accept", PB)]).await;
+    assert_eq!(only_pb.status, 406, "{}", only_pb.text());
+}
