@@ -4,7 +4,8 @@
 //! past watchd's resume revision (which ends old watchers with 410 and forces a re-list).
 //!
 //! The expected history is etcd's own: an etcd watch over the same prefix from the same
-//! start revision.
+//! start revision. Each test runs with the ConfigMaps stored as JSON and as protobuf (as
+//! kube-apiserver stores built-in kinds).
 
 mod support;
 
@@ -36,23 +37,39 @@ impl Rng {
     }
 }
 
-fn configmap(ns: &str, name: &str, i: usize) -> String {
-    format!(
+/// How the writer stores the ConfigMaps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Json,
+    Protobuf,
+}
+
+fn configmap(ns: &str, name: &str, i: usize, format: Format) -> Vec<u8> {
+    let json = format!(
         r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"{ns}","uid":"u-{ns}-{name}","labels":{{"churn":"yes"}}}},"data":{{"i":"{i}"}}}}"#
-    )
+    );
+    match format {
+        Format::Json => json.into_bytes(),
+        Format::Protobuf => {
+            let value: Value = serde_json::from_str(&json).expect("valid JSON");
+            watchd::codec::pbjson::encode_stored(&value).expect("encodes as protobuf")
+        }
+    }
 }
 
 /// Random creates, updates and deletes on a fixed set of keys; tracks which exist.
 struct Writer {
     rng: Rng,
+    format: Format,
     exists: BTreeMap<String, bool>,
     ops: usize,
 }
 
 impl Writer {
-    fn new(seed: u64) -> Writer {
+    fn new(seed: u64, format: Format) -> Writer {
         Writer {
             rng: Rng(seed),
+            format,
             exists: BTreeMap::new(),
             ops: 0,
         }
@@ -73,7 +90,11 @@ impl Writer {
                     client.delete(key.clone(), None).await.map(|_| ())
                 } else {
                     client
-                        .put(key.clone(), configmap(&ns, &name, self.ops), None)
+                        .put(
+                            key.clone(),
+                            configmap(&ns, &name, self.ops, self.format),
+                            None,
+                        )
                         .await
                         .map(|_| ())
                 };
@@ -229,9 +250,18 @@ async fn open_watchers(base: &str, from: i64) -> Vec<Watcher> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchers_see_exactly_etcds_history_across_an_etcd_restart() {
+    history_across_an_etcd_restart(Format::Json).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchers_see_exactly_etcds_history_across_an_etcd_restart_protobuf() {
+    history_across_an_etcd_restart(Format::Protobuf).await;
+}
+
+async fn history_across_an_etcd_restart(format: Format) {
     let mut etcd = Etcd::start();
     let mut client = etcd.client().await;
-    let mut writer = Writer::new(0x5eed_0001);
+    let mut writer = Writer::new(0x5eed_0001, format);
     writer.run(&mut client, 100).await;
     let watchd = Watchd::start(&etcd.client_url(), &[]);
     let base = watchd.base_url();
@@ -331,9 +361,18 @@ fn signal(pid: u32, sig: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compaction_past_the_resume_revision_ends_watchers_with_410_and_relists() {
+    compaction_past_the_resume_revision(Format::Json).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compaction_past_the_resume_revision_ends_watchers_with_410_and_relists_protobuf() {
+    compaction_past_the_resume_revision(Format::Protobuf).await;
+}
+
+async fn compaction_past_the_resume_revision(format: Format) {
     let mut etcd = Etcd::start();
     let mut client = etcd.client().await;
-    let mut writer = Writer::new(0x5eed_0002);
+    let mut writer = Writer::new(0x5eed_0002, format);
     writer.run(&mut client, 100).await;
     let watchd = Watchd::start(&etcd.client_url(), &[]);
     let base = watchd.base_url();

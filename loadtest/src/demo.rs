@@ -37,7 +37,8 @@ mod changes;
 mod config;
 
 pub use config::{
-    configmap_name, demo_namespace_names, node_names, DemoConfig, DemoError, StopReason, Summary,
+    configmap_name, demo_namespace_names, node_names, DemoConfig, DemoError, StopReason, Storage,
+    Summary,
 };
 
 use crate::objects::{self, key_for, now_rfc3339, Rng, CONFIGMAPS, NAMESPACES, NODES, PODS};
@@ -217,7 +218,7 @@ impl<'a> Demo<'a> {
             value,
             rev,
         };
-        match store.create(&key, objects::encode(&value)).await {
+        match store.create(&key, self.cfg.storage.encode(&value)).await {
             Outcome::Applied { revision } => {
                 debug!(op = "create", %key, rev = revision, "write");
                 Some(tracked(value, revision))
@@ -327,7 +328,7 @@ impl<'a> Demo<'a> {
             }
             let labels = [("app", app), ("pod-template-hash", hash)];
             let value = objects::pod(ns, &name, node, &labels, phase, &mut self.rng);
-            let (rev, value) = match store.create(&key, objects::encode(&value)).await {
+            let (rev, value) = match store.create(&key, self.cfg.storage.encode(&value)).await {
                 Outcome::Applied { revision } => (revision, value),
                 // Our own earlier attempt landed before the connection broke.
                 Outcome::Conflict { current: Some(cur) } => match parse(&cur) {
@@ -460,10 +461,9 @@ pub fn run_seed(seed: u64, start_revision: i64) -> u64 {
     }
 }
 
+/// A stored value (protobuf or JSON) as a JSON object.
 fn parse(cur: &Current) -> Option<Value> {
-    serde_json::from_slice::<Value>(&cur.value)
-        .ok()
-        .filter(Value::is_object)
+    Storage::decode(&cur.value)
 }
 
 /// Data entries of a demo config map at a given generation.

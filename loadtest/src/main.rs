@@ -15,7 +15,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use tracing::{error, info, warn};
 use tracing_subscriber::EnvFilter;
-use watchd_loadtest::demo::{self, DemoConfig};
+use watchd_loadtest::demo::{self, DemoConfig, Storage};
 
 mod scenarios;
 use scenarios::{ReadLatencyArgs, S1Args, S1CompareArgs};
@@ -75,6 +75,10 @@ struct DemoArgs {
     /// Fill the cluster, then exit without making changes.
     #[arg(long)]
     once: bool,
+    /// How objects are stored: `protobuf` (as kube-apiserver stores built-in kinds) or
+    /// `json`.
+    #[arg(long, default_value = "protobuf")]
+    storage: Storage,
 }
 
 impl From<DemoArgs> for DemoConfig {
@@ -90,6 +94,7 @@ impl From<DemoArgs> for DemoConfig {
             seed: a.seed,
             duration: (a.duration > 0).then(|| Duration::from_secs(a.duration)),
             once: a.once,
+            storage: a.storage,
         }
     }
 }
@@ -194,6 +199,25 @@ mod tests {
         assert_eq!(cfg.seed, 1);
         assert_eq!(cfg.duration, Some(Duration::from_secs(3)));
         assert!(cfg.once);
+        assert_eq!(cfg.storage, Storage::Protobuf);
         assert!(Cli::try_parse_from(["watchd-loadtest", "demo"]).is_err());
+        let cli = Cli::try_parse_from([
+            "watchd-loadtest",
+            "demo",
+            "--etcd-servers=a:1",
+            "--storage=json",
+        ])
+        .expect("parses");
+        let Command::Demo(args) = cli.command else {
+            panic!("not demo");
+        };
+        assert_eq!(DemoConfig::from(args).storage, Storage::Json);
+        assert!(Cli::try_parse_from([
+            "watchd-loadtest",
+            "demo",
+            "--etcd-servers=a:1",
+            "--storage=yaml"
+        ])
+        .is_err());
     }
 }

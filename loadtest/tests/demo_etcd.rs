@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use etcd_client::{Client, GetOptions};
 use serde_json::Value;
-use watchd_loadtest::demo::{self, DemoConfig, StopReason};
+use watchd_loadtest::demo::{self, DemoConfig, StopReason, Storage};
 
 const ETCD: &str = "/usr/bin/etcd";
 
@@ -103,8 +103,13 @@ impl Etcd {
         }
     }
 
-    /// All keys under `/registry/` with their parsed values.
+    /// All keys under `/registry/` with their values as JSON (protobuf is decoded).
     async fn dump(&self) -> BTreeMap<String, Value> {
+        self.dump_as(None).await
+    }
+
+    /// Like [`Etcd::dump`], asserting every value is stored in `storage` when given.
+    async fn dump_as(&self, storage: Option<Storage>) -> BTreeMap<String, Value> {
         let mut client = Client::connect([self.endpoint()], None)
             .await
             .expect("connect");
@@ -116,9 +121,15 @@ impl Etcd {
             .iter()
             .map(|kv| {
                 let key = String::from_utf8(kv.key().to_vec()).expect("utf-8 key");
-                let raw = kv.value_str().expect("utf-8 value");
-                assert!(!raw.contains('\n'), "{key}: value is not a single line");
-                let value = serde_json::from_str(raw).expect("JSON value");
+                let protobuf = kv.value().starts_with(watchd::codec::pbjson::MAGIC);
+                if let Some(storage) = storage {
+                    assert_eq!(protobuf, storage == Storage::Protobuf, "{key}: format");
+                }
+                if !protobuf {
+                    let raw = kv.value_str().expect("utf-8 value");
+                    assert!(!raw.contains('\n'), "{key}: value is not a single line");
+                }
+                let value = Storage::decode(kv.value()).expect("a JSON or protobuf object");
                 (key, value)
             })
             .collect()
@@ -221,15 +232,27 @@ async fn pods_per_namespace(etcd: &Etcd) -> Vec<usize> {
 
 #[tokio::test]
 async fn demo_once_fills_etcd_idempotently_then_churns() {
-    let etcd = Etcd::start("once").await;
-    let cfg = small_config(etcd.endpoint());
+    once_then_churn(Storage::Protobuf).await;
+}
+
+#[tokio::test]
+async fn demo_once_fills_etcd_idempotently_then_churns_json() {
+    once_then_churn(Storage::Json).await;
+}
+
+async fn once_then_churn(storage: Storage) {
+    let etcd = Etcd::start(&format!("once-{storage:?}")).await;
+    let cfg = DemoConfig {
+        storage,
+        ..small_config(etcd.endpoint())
+    };
 
     let first = demo::run(&cfg, std::future::pending()).await.expect("run");
     assert_eq!(first.stop, StopReason::Filled);
     assert_eq!(first.changes, 0);
     // 6 namespaces + 3 nodes + 2 * (5 pods + 2 config maps)
     assert_eq!(first.store.creates, 23);
-    let dump = etcd.dump().await;
+    let dump = etcd.dump_as(Some(storage)).await;
     assert_eq!(dump.len(), 23);
     check_cluster(&dump, &cfg);
 
@@ -252,7 +275,7 @@ async fn demo_once_fills_etcd_idempotently_then_churns() {
     assert_eq!(third.stop, StopReason::Duration);
     assert!(third.changes >= 20, "only {} changes", third.changes);
     assert!(third.store.updates > 0 && third.store.failures == 0);
-    let after = etcd.dump().await;
+    let after = etcd.dump_as(Some(storage)).await;
     check_cluster(&after, &cfg);
     assert_ne!(after, dump);
 
@@ -306,7 +329,27 @@ async fn binary_exits_zero() {
     };
     assert!(status(&["--once"]).success());
     assert!(status(&["--duration=1", "--changes-per-second=20"]).success());
-    check_cluster(&etcd.dump().await, &small_config(etcd.endpoint()));
+    let dump = etcd.dump_as(Some(Storage::Protobuf)).await;
+    check_cluster(&dump, &small_config(etcd.endpoint()));
+    // Objects written as JSON are adopted and kept up to date by a protobuf run.
+    let json = Etcd::start("binary-json").await;
+    let json_endpoint = format!("--etcd-servers={}", json.endpoint());
+    let run = |args: &[&str]| {
+        Command::new(bin)
+            .args(["demo", &json_endpoint, "--namespaces=2", "--nodes=3"])
+            .args(["--pods-per-namespace=5", "--configmaps-per-namespace=2"])
+            .args(args)
+            .stderr(Stdio::null())
+            .status()
+            .expect("run binary")
+    };
+    assert!(run(&["--once", "--storage=json"]).success());
+    check_cluster(
+        &json.dump_as(Some(Storage::Json)).await,
+        &small_config(json.endpoint()),
+    );
+    assert!(run(&["--duration=1", "--changes-per-second=20"]).success());
+    check_cluster(&json.dump().await, &small_config(json.endpoint()));
     let bad = Command::new(bin)
         .args(["demo", "--etcd-servers=https://127.0.0.1:1", "--once"])
         .stderr(Stdio::null())

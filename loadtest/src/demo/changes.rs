@@ -106,7 +106,10 @@ impl Demo<'_> {
             let t = &self.list(which)[i];
             (t.key.clone(), t.rev)
         };
-        match store.update(&key, objects::encode(&value), rev).await {
+        match store
+            .update(&key, self.cfg.storage.encode(&value), rev)
+            .await
+        {
             Outcome::Applied { revision } => {
                 debug!(op = "update", %key, rev = revision, change = what, "change");
                 let t = &mut self.list(which)[i];
@@ -159,7 +162,7 @@ impl Demo<'_> {
             }
             None => {
                 let t = self.list(which).swap_remove(i);
-                warn!(key = %t.key, "object no longer holds JSON; no longer managing it");
+                warn!(key = %t.key, "object is no longer readable; no longer managing it");
             }
         }
     }

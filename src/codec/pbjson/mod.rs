@@ -33,6 +33,7 @@
 //! Kinds without a schema (newer than the table) are [`TranscodeError::UnknownType`];
 //! [`is_known`] tells in advance.
 
+pub mod encode;
 mod rawjson;
 mod render;
 #[rustfmt::skip]
@@ -44,6 +45,8 @@ mod types;
 mod wire;
 
 use crate::codec::json::RvSpan;
+
+pub use encode::{encode_json, encode_stored};
 
 /// Deepest message nesting accepted.
 pub const MAX_DEPTH: u32 = 64;
