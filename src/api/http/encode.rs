@@ -41,49 +41,121 @@ pub fn error_frame(err: &ApiError) -> Bytes {
     Bytes::from(b)
 }
 
-/// The BOOKMARK frame: kind, apiVersion and only `metadata.resourceVersion` (plus the
-/// initial-events-end annotation that ends a streaming list).
-pub fn bookmark_frame(info: &ResourceInfo, rv: Revision, initial_events_end: bool) -> Bytes {
+/// The BOOKMARK frame: the object's kind and apiVersion and only
+/// `metadata.resourceVersion` (plus the initial-events-end annotation that ends a
+/// streaming list).
+fn bookmark_frame(kind: &str, api_version: &str, rv: Revision, initial_events_end: bool) -> Bytes {
     let annotations = if initial_events_end {
         ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}"
     } else {
         ""
     };
     Bytes::from(format!(
-        "{{\"type\":\"BOOKMARK\",\"object\":{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{rv}\"{annotations}}}}}}}\n",
-        info.kind,
-        info.api_version()
+        "{{\"type\":\"BOOKMARK\",\"object\":{{\"kind\":\"{kind}\",\"apiVersion\":\"{api_version}\",\"metadata\":{{\"resourceVersion\":\"{rv}\"{annotations}}}}}}}\n"
     ))
 }
 
-/// Watch events as JSON lines, one body frame per poll.
+/// How a JSON-lines watch writes each object: as stored, as PartialObjectMetadata, or as a
+/// one-row Table. The framing and bookkeeping around it is [`JsonLines`]'s, once.
+pub trait ObjectView: Send + 'static {
+    /// The event's frame built once and shared by every watcher, when this view is the
+    /// object as stored (then nothing is written per watcher).
+    fn shared_frame(&self, _t: EventType, _ev: &WatchEvent) -> Option<Bytes> {
+        None
+    }
+
+    /// Writes `obj` in this view.
+    fn write(&mut self, out: &mut BufList, obj: &ObjectRef);
+
+    /// The kind and apiVersion of a bookmark's object.
+    fn bookmark_type(&self, info: &ResourceInfo) -> (String, String) {
+        (info.kind.clone(), info.api_version())
+    }
+}
+
+/// The object as stored: every event's frame is shared, the initial state is three shared
+/// segments per object.
 #[derive(Default)]
-pub struct JsonLines {
+pub struct WholeObject;
+
+impl ObjectView for WholeObject {
+    fn shared_frame(&self, t: EventType, ev: &WatchEvent) -> Option<Bytes> {
+        ev.json_frame(t)
+    }
+
+    fn write(&mut self, out: &mut BufList, obj: &ObjectRef) {
+        out.push(obj.json.clone());
+    }
+}
+
+/// PartialObjectMetadata of `meta.k8s.io/<version>` (metadata informers).
+pub struct MetadataView(pub &'static str);
+
+impl ObjectView for MetadataView {
+    fn write(&mut self, out: &mut BufList, obj: &ObjectRef) {
+        push_partial_metadata(out, self.0, obj);
+    }
+
+    fn bookmark_type(&self, _info: &ResourceInfo) -> (String, String) {
+        (
+            "PartialObjectMetadata".into(),
+            format!("meta.k8s.io/{}", self.0),
+        )
+    }
+}
+
+/// Watch events as JSON lines, one body frame per poll, objects in view `V`.
+pub struct JsonLines<V: ObjectView = WholeObject> {
+    view: V,
     frame: BufList,
     items: usize,
 }
 
-impl WatchEncoder for JsonLines {
+impl<V: ObjectView> JsonLines<V> {
+    /// An encoder writing objects in `view`.
+    pub fn new(view: V) -> Self {
+        JsonLines {
+            view,
+            frame: BufList::new(),
+            items: 0,
+        }
+    }
+
+    fn push_object(&mut self, t: EventType, obj: &ObjectRef) {
+        self.frame.push_static(t.json_frame_prefix());
+        self.view.write(&mut self.frame, obj);
+        self.frame.push_static(JSON_FRAME_SUFFIX);
+        self.items += 1;
+    }
+}
+
+impl Default for JsonLines<WholeObject> {
+    fn default() -> Self {
+        JsonLines::new(WholeObject)
+    }
+}
+
+impl<V: ObjectView> WatchEncoder for JsonLines<V> {
     type Frame = BufList;
 
     fn event(&mut self, t: EventType, ev: &WatchEvent) {
-        if let Some(f) = ev.json_frame(t) {
+        if let Some(f) = self.view.shared_frame(t, ev) {
             self.frame.push(f);
             self.items += 1;
+        } else if let Some(obj) = ev.object_for(t) {
+            let obj = obj.clone();
+            self.push_object(t, &obj);
         }
     }
 
     fn initial(&mut self, obj: &ObjectRef) {
-        // Three shared segments: nothing is copied for the initial state.
-        self.frame.push_static(EventType::Added.json_frame_prefix());
-        self.frame.push(obj.json.clone());
-        self.frame.push_static(JSON_FRAME_SUFFIX);
-        self.items += 1;
+        self.push_object(EventType::Added, obj);
     }
 
     fn bookmark(&mut self, info: &ResourceInfo, rv: Revision, initial_events_end: bool) {
+        let (kind, api_version) = self.view.bookmark_type(info);
         self.frame
-            .push(bookmark_frame(info, rv, initial_events_end));
+            .push(bookmark_frame(&kind, &api_version, rv, initial_events_end));
         self.items += 1;
     }
 
@@ -149,71 +221,4 @@ pub fn partial_metadata_list_body(version: &str, page: &ListPage) -> Body {
     }
     body.push_static(b"]}");
     Body::segments(body)
-}
-
-/// Watch events with PartialObjectMetadata objects (metadata informers).
-pub struct MetadataLines {
-    version: &'static str,
-    frame: BufList,
-    items: usize,
-}
-
-impl MetadataLines {
-    /// An encoder for `meta.k8s.io/<version>`.
-    pub fn new(version: &'static str) -> Self {
-        MetadataLines {
-            version,
-            frame: BufList::new(),
-            items: 0,
-        }
-    }
-
-    fn push(&mut self, t: EventType, obj: &ObjectRef) {
-        self.frame.push_static(t.json_frame_prefix());
-        push_partial_metadata(&mut self.frame, self.version, obj);
-        self.frame.push_static(JSON_FRAME_SUFFIX);
-        self.items += 1;
-    }
-}
-
-impl WatchEncoder for MetadataLines {
-    type Frame = BufList;
-
-    fn event(&mut self, t: EventType, ev: &WatchEvent) {
-        if let Some(obj) = ev.object_for(t) {
-            let obj = obj.clone();
-            self.push(t, &obj);
-        }
-    }
-
-    fn initial(&mut self, obj: &ObjectRef) {
-        self.push(EventType::Added, obj);
-    }
-
-    fn bookmark(&mut self, _info: &ResourceInfo, rv: Revision, initial_events_end: bool) {
-        let annotations = if initial_events_end {
-            ",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}"
-        } else {
-            ""
-        };
-        self.frame.push(Bytes::from(format!(
-            "{{\"type\":\"BOOKMARK\",\"object\":{{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/{}\",\"metadata\":{{\"resourceVersion\":\"{rv}\"{annotations}}}}}}}\n",
-            self.version
-        )));
-        self.items += 1;
-    }
-
-    fn error(&mut self, err: &ApiError) {
-        self.frame.push(error_frame(err));
-        self.items += 1;
-    }
-
-    fn pending(&self) -> usize {
-        self.items
-    }
-
-    fn take(&mut self) -> BufList {
-        self.items = 0;
-        std::mem::take(&mut self.frame)
-    }
 }

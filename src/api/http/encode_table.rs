@@ -7,14 +7,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 
 use super::body::{Body, BufList};
+use super::encode::ObjectView;
 use super::table;
 use crate::api::read::ListPage;
 use crate::api::status::ApiError;
-use crate::api::watch::WatchEncoder;
 use crate::registry::{ResourceInfo, ResourceRef};
-use crate::store::event_log::JSON_FRAME_SUFFIX;
-use crate::store::{EventType, ObjectRef, WatchEvent};
-use crate::Revision;
+use crate::store::ObjectRef;
 
 /// What each row carries as its `object` (`includeObject`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,79 +153,40 @@ pub fn object_table(
     Body::segments(out)
 }
 
-/// Watch events whose objects are one-row Tables; only the first carries the columns.
-pub struct TableLines {
+/// Watch objects as one-row Tables; only the first event carries the columns.
+pub struct TableView {
     info: ResourceRef,
     version: &'static str,
     include: IncludeObject,
     columns_sent: bool,
-    frame: BufList,
-    items: usize,
 }
 
-impl TableLines {
-    /// An encoder for `meta.k8s.io/<version>` Tables of `info`'s objects.
+impl TableView {
+    /// Tables of `meta.k8s.io/<version>` for `info`'s objects.
     pub fn new(info: ResourceRef, version: &'static str, include: IncludeObject) -> Self {
-        TableLines {
+        TableView {
             info,
             version,
             include,
             columns_sent: false,
-            frame: BufList::new(),
-            items: 0,
         }
     }
+}
 
-    fn push(&mut self, t: EventType, obj: &ObjectRef) {
-        self.frame.push_static(t.json_frame_prefix());
+impl ObjectView for TableView {
+    fn write(&mut self, out: &mut BufList, obj: &ObjectRef) {
         let meta = format!("{{\"resourceVersion\":\"{}\"}}", obj.revision);
         let with_columns = !self.columns_sent;
+        let rows = std::slice::from_ref(obj);
         push_table(
-            &mut self.frame,
+            out,
             &self.info,
             self.version,
             self.include,
             &meta,
             with_columns,
-            std::slice::from_ref(obj),
+            rows,
         );
         self.columns_sent = true;
-        self.frame.push_static(JSON_FRAME_SUFFIX);
-        self.items += 1;
-    }
-}
-
-impl WatchEncoder for TableLines {
-    type Frame = BufList;
-
-    fn event(&mut self, t: EventType, ev: &WatchEvent) {
-        if let Some(obj) = ev.object_for(t) {
-            let obj = obj.clone();
-            self.push(t, &obj);
-        }
-    }
-
-    fn initial(&mut self, obj: &ObjectRef) {
-        self.push(EventType::Added, obj);
-    }
-
-    fn bookmark(&mut self, info: &ResourceInfo, rv: Revision, initial_events_end: bool) {
-        self.frame
-            .push(super::encode::bookmark_frame(info, rv, initial_events_end));
-        self.items += 1;
-    }
-
-    fn error(&mut self, err: &ApiError) {
-        self.frame.push(super::encode::error_frame(err));
-        self.items += 1;
-    }
-
-    fn pending(&self) -> usize {
-        self.items
-    }
-
-    fn take(&mut self) -> BufList {
-        self.items = 0;
-        std::mem::take(&mut self.frame)
     }
 }

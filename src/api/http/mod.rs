@@ -26,8 +26,8 @@ use tokio::net::TcpListener;
 use tokio::sync::watch as signal;
 
 use self::body::Body;
-use self::encode::{JsonLines, MetadataLines};
-use self::encode_table::{IncludeObject, TableLines};
+use self::encode::{JsonLines, MetadataView};
+use self::encode_table::{IncludeObject, TableView};
 use self::negotiate::{DiscoveryOutput, Output};
 use self::query::{ResourcePath, Route};
 use crate::api::query::{GetQuery, ListQuery, Params, WatchQuery};
@@ -319,13 +319,14 @@ async fn serve_verb(
         return Ok(match output {
             Output::Table(v) => {
                 let include = IncludeObject::parse(params.get("includeObject"))?;
-                let enc = TableLines::new(store.info.clone(), v, include);
+                let enc = JsonLines::new(TableView::new(store.info.clone(), v, include));
                 let start = WatchSession::start(&state.read, store, ns, q, enc).await?;
                 watch_response(start, output)
             }
             Output::Metadata(v) => {
                 let start =
-                    WatchSession::start(&state.read, store, ns, q, MetadataLines::new(v)).await?;
+                    WatchSession::start(&state.read, store, ns, q, JsonLines::new(MetadataView(v)))
+                        .await?;
                 watch_response(start, output)
             }
             // A collection holding JSON-stored objects cannot stream protobuf: the
