@@ -226,6 +226,17 @@ fn bench_transcode(c: &mut Criterion, inputs: &[Input]) {
             &input.protobuf,
             |b, v| b.iter(|| pbjson::render_stored(black_box(v), black_box(Some(RV)))),
         );
+        // What ingestion pays instead of rendering: the same pass with the output dropped.
+        g.bench_with_input(
+            BenchmarkId::new("watchd_validate", n),
+            &input.protobuf,
+            |b, v| {
+                b.iter(|| {
+                    let env = pbjson::parse_envelope(black_box(v)).expect("envelope");
+                    pbjson::validate(env.api_version, env.kind, env.raw)
+                })
+            },
+        );
         g.bench_with_input(
             BenchmarkId::new("k8s_openapi_roundtrip", n),
             &input.json,
@@ -243,13 +254,20 @@ fn main() {
     c.final_summary();
     let pairs: Vec<Pair> = inputs
         .iter()
-        .map(|i| {
+        .flat_map(|i| {
             let n = i.protobuf.len();
-            Pair::new(
-                format!("transcode {} ({n} B protobuf)", i.name),
-                format!("pbjson_{}/watchd_transcode/{n}", i.name),
-                format!("pbjson_{}/k8s_openapi_roundtrip/{n}", i.name),
-            )
+            [
+                Pair::new(
+                    format!("transcode {} ({n} B protobuf)", i.name),
+                    format!("pbjson_{}/watchd_transcode/{n}", i.name),
+                    format!("pbjson_{}/k8s_openapi_roundtrip/{n}", i.name),
+                ),
+                Pair::new(
+                    format!("validate-only vs transcode {}", i.name),
+                    format!("pbjson_{}/watchd_validate/{n}", i.name),
+                    format!("pbjson_{}/watchd_transcode/{n}", i.name),
+                ),
+            ]
         })
         .collect();
     common::print_ratios("pbjson", since, &pairs);

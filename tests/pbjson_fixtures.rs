@@ -9,7 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use watchd::codec::pbjson;
+use watchd::codec::{extract, pbjson, FieldSpec};
 
 /// Fixture pairs that may fail, with the reason. Keep it empty unless a fixture records
 /// something kube-apiserver does not serve.
@@ -239,6 +239,88 @@ fn head_fixtures_render_without_errors() {
     );
 }
 
+/// Selector paths checked against every fixture: the built-in resources' selectable
+/// fields, plus paths through inlined structs, lists, maps, numbers and absent parents.
+const FIELD_PATHS: &[&str] = &[
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.hostNetwork",
+    "status.phase",
+    "status.podIP",
+    "status.nominatedNodeName",
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source.component",
+    "type",
+    "spec.unschedulable",
+    "status.replicas",
+    "status.succeeded",
+    "metadata.name",
+    "metadata.generation",
+    "metadata.creationTimestamp",
+    "metadata.labels",
+    "spec.replicas",
+    "spec.containers",
+    "spec.template.spec.nodeName",
+    "spec.selector.matchLabels",
+    "data",
+    "count",
+    "firstTimestamp",
+    "nope.nothing",
+];
+
+#[test]
+fn validate_and_field_values_agree_with_the_rendering() {
+    let Some(root) = fixtures_root() else { return };
+    let specs: Vec<FieldSpec> = FIELD_PATHS.iter().map(|p| FieldSpec::simple(p)).collect();
+    let (mut objects, mut values) = (0, 0);
+    for dir in ["v1.34.0", "HEAD"] {
+        for pb in pb_files(&root.join(dir)) {
+            let value = fs::read(&pb).expect("read .pb");
+            let env = pbjson::parse_envelope(&value).expect("fixture envelope");
+            if env.kind.is_empty() {
+                continue;
+            }
+            let (v, k) = (env.api_version, env.kind);
+            let rendered = pbjson::render(v, k, env.raw, Some("7"));
+            let validated = pbjson::validate(v, k, env.raw);
+            assert_eq!(
+                validated,
+                rendered
+                    .as_ref()
+                    .map(|r| r.unknown_fields)
+                    .map_err(Clone::clone),
+                "{}",
+                pb.display()
+            );
+            let Ok(rendered) = rendered else { continue };
+            let want = extract::extract(&rendered.json, &specs).expect("rendered JSON extracts");
+            let got = pbjson::field_values(v, k, env.raw, FIELD_PATHS.iter().copied())
+                .unwrap_or_else(|e| panic!("{}: {e}", pb.display()));
+            for ((path, got), want) in FIELD_PATHS.iter().zip(got).zip(want.fields) {
+                // extract fills absent fields with the spec's default, "" here.
+                assert_eq!(got.unwrap_or_default(), want, "{} {path}", pb.display());
+                values += usize::from(!want.is_empty());
+            }
+            objects += 1;
+        }
+    }
+    println!("validate and field values: {objects} objects, {values} non-empty values agree");
+    assert!(
+        objects > 300 && values > 300,
+        "{objects} objects, {values} values"
+    );
+}
+
 /// xorshift32: a deterministic pseudo-random sequence.
 fn next(seed: &mut u32) -> u32 {
     *seed ^= *seed << 13;
@@ -295,7 +377,18 @@ fn corrupted_fixtures_never_panic() {
                 }
             }
             runs += 1;
-            match pbjson::render(&api_version, &kind, &m, Some("123")) {
+            let rendered = pbjson::render(&api_version, &kind, &m, Some("123"));
+            // The validate-only pass ingestion runs must agree with rendering exactly.
+            assert_eq!(
+                pbjson::validate(&api_version, &kind, &m),
+                rendered
+                    .as_ref()
+                    .map(|r| r.unknown_fields)
+                    .map_err(Clone::clone),
+                "{}: validate disagrees with render on corrupted input",
+                pb.display()
+            );
+            match rendered {
                 Ok(r) => {
                     if let Err(e) = serde_json::from_slice::<Value>(&r.json) {
                         panic!(

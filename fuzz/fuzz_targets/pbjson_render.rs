@@ -8,7 +8,8 @@
 //! ../shared/fixtures/k8s-api-testdata/v1.34.0 ../shared/fixtures/k8s-api-testdata/HEAD`.
 //!
 //! Properties: never panics; whatever renders is valid JSON; the resourceVersion given
-//! is where `rv_span` says, and is `metadata.resourceVersion`.
+//! is where `rv_span` says, and is `metadata.resourceVersion`; the validate-only pass
+//! ingestion runs fails exactly where rendering fails.
 
 #![no_main]
 
@@ -18,14 +19,24 @@ use watchd::codec::pbjson;
 
 fuzz_target!(|data: &[u8]| {
     let rendered = if data.starts_with(pbjson::MAGIC) {
-        pbjson::render_stored(data, Some("123"))
+        let rendered = pbjson::render_stored(data, Some("123"));
+        if let Ok(env) = pbjson::parse_envelope(data) {
+            if rendered != Err(pbjson::TranscodeError::ContentType) {
+                let validated = pbjson::validate(env.api_version, env.kind, env.raw);
+                assert_eq!(validated, rendered.as_ref().map(|r| r.unknown_fields).map_err(Clone::clone));
+            }
+        }
+        rendered
     } else {
         let kinds: Vec<(&str, &str)> = pbjson::kinds().collect();
         let (Some(&a), Some(&b)) = (data.first(), data.get(1)) else {
             return;
         };
         let (api_version, kind) = kinds[usize::from(u16::from_le_bytes([a, b])) % kinds.len()];
-        pbjson::render(api_version, kind, &data[2..], Some("123"))
+        let rendered = pbjson::render(api_version, kind, &data[2..], Some("123"));
+        let validated = pbjson::validate(api_version, kind, &data[2..]);
+        assert_eq!(validated, rendered.as_ref().map(|r| r.unknown_fields).map_err(Clone::clone));
+        rendered
     };
     let Ok(r) = rendered else { return };
     let v: Value = serde_json::from_slice(&r.json).expect("rendered output is valid JSON");

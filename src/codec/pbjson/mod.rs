@@ -34,6 +34,7 @@
 //! [`is_known`] tells in advance.
 
 pub mod encode;
+mod fields;
 mod rawjson;
 mod render;
 #[rustfmt::skip]
@@ -175,6 +176,35 @@ pub fn is_known(api_version: &str, kind: &str) -> bool {
     root(api_version, kind).is_some()
 }
 
+fn root_of(api_version: &str, kind: &str) -> Result<&'static types::Msg, TranscodeError> {
+    root(api_version, kind).ok_or_else(|| TranscodeError::UnknownType {
+        api_version: api_version.to_string(),
+        kind: kind.to_string(),
+    })
+}
+
+/// The one pass behind [`render`] and [`validate`]: `kind` and `apiVersion` first, then
+/// the fields in Go order, into `out`.
+fn run<'a, O: text::Sink>(
+    out: O,
+    api_version: &str,
+    kind: &str,
+    raw: &'a [u8],
+    resource_version: Option<&'a str>,
+) -> Result<render::Ctx<'a, O>, TranscodeError> {
+    let msg = root_of(api_version, kind)?;
+    let mut ctx = render::Ctx::new(out, resource_version);
+    ctx.out.push(b'{');
+    let mut first = true;
+    if msg.flags & types::TYPE_META != 0 {
+        ctx.type_meta(&mut first, api_version, kind);
+    }
+    ctx.members(msg, raw, 0, &mut first, render::Meta::Root)
+        .map_err(|e| *e)?;
+    ctx.out.push(b'}');
+    Ok(ctx)
+}
+
 /// Renders `raw` (the object's protobuf, from the envelope) of `kind` in `api_version`
 /// as JSON. `resource_version` replaces `metadata.resourceVersion` when Some; None keeps
 /// the wire's value. `kind` and `apiVersion` come first, then the fields in Go order.
@@ -184,24 +214,36 @@ pub fn render(
     raw: &[u8],
     resource_version: Option<&str>,
 ) -> Result<Rendered, TranscodeError> {
-    let msg = root(api_version, kind).ok_or_else(|| TranscodeError::UnknownType {
-        api_version: api_version.to_string(),
-        kind: kind.to_string(),
-    })?;
-    let mut ctx = render::Ctx::new(raw.len() * 2 + 64, resource_version);
-    ctx.out.push(b'{');
-    let mut first = true;
-    if msg.flags & types::TYPE_META != 0 {
-        ctx.type_meta(&mut first, api_version, kind);
-    }
-    ctx.members(msg, raw, 0, &mut first, render::Meta::Root)
-        .map_err(|e| *e)?;
-    ctx.out.push(b'}');
+    let out = Vec::with_capacity(raw.len() * 2 + 64);
+    let ctx = run(out, api_version, kind, raw, resource_version)?;
     Ok(Rendered {
         json: ctx.out,
         rv_span: ctx.rv_span,
         unknown_fields: ctx.unknown,
     })
+}
+
+/// Checks that `raw` renders, without rendering it: the same pass as [`render`] with the
+/// output discarded, so it fails exactly where `render` would. Returns the number of
+/// fields this schema does not know (skipped, as `render` skips them).
+pub fn validate(api_version: &str, kind: &str, raw: &[u8]) -> Result<u32, TranscodeError> {
+    Ok(run(text::Discard, api_version, kind, raw, None)?.unknown)
+}
+
+/// The values at the dot-separated JSON `paths` of the object `raw`, as field selectors
+/// read them from its JSON rendering (string text, `true`/`false`, digits), without
+/// rendering the object; None where the rendering omits the field or has no scalar.
+pub fn field_values<'p>(
+    api_version: &str,
+    kind: &str,
+    raw: &[u8],
+    paths: impl IntoIterator<Item = &'p str>,
+) -> Result<Vec<Option<String>>, TranscodeError> {
+    let msg = root_of(api_version, kind)?;
+    paths
+        .into_iter()
+        .map(|p| fields::value_at(msg, raw, p).map_err(|e| *e))
+        .collect()
 }
 
 /// Renders a whole stored value (magic and envelope included) under the envelope's own

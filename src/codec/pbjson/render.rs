@@ -9,7 +9,7 @@
 
 use super::schema::MSGS;
 use super::special::decode_time;
-use super::text;
+use super::text::{self, Sink};
 use super::types::*;
 use super::wire::{Reader, Val, BYTES, FIXED32, FIXED64, VARINT};
 use super::{TranscodeError, MAX_DEPTH};
@@ -52,10 +52,10 @@ pub(super) enum Meta {
     Object,
 }
 
-/// Rendering state for one object.
-pub(super) struct Ctx<'a> {
+/// Rendering state for one object; `O` is where the JSON goes ([`Discard`] validates).
+pub(super) struct Ctx<'a, O: Sink = Vec<u8>> {
     /// The JSON written so far.
-    pub out: Vec<u8>,
+    pub out: O,
     slots: Vec<Slot<'a>>,
     entries: Vec<Entry<'a>>,
     pub(super) json_stack: Vec<u8>,
@@ -98,11 +98,11 @@ fn scalar_is_empty(kind: Kind, v: &Val<'_>) -> bool {
     }
 }
 
-impl<'a> Ctx<'a> {
-    /// A fresh context; `rv` overrides `metadata.resourceVersion` when set.
-    pub fn new(capacity: usize, rv: Option<&'a str>) -> Self {
+impl<'a, O: Sink> Ctx<'a, O> {
+    /// A fresh context writing to `out`; `rv` overrides `metadata.resourceVersion` when set.
+    pub fn new(out: O, rv: Option<&'a str>) -> Self {
         Ctx {
-            out: Vec::with_capacity(capacity),
+            out,
             slots: Vec::with_capacity(64),
             entries: Vec::new(),
             json_stack: Vec::new(),
@@ -174,6 +174,29 @@ impl<'a> Ctx<'a> {
         }
         self.slots.truncate(base);
         Ok(())
+    }
+
+    /// Writes one field of `msg` as a member (`"name":value`, or nothing where Go omits
+    /// it), read from the message bytes `buf`: what [`Ctx::members`] writes for it.
+    pub fn one_field(&mut self, msg: &'static Msg, f: &'static Field, buf: &'a [u8]) -> R<()> {
+        let mut slot = NO_SLOT;
+        let mut r = Reader::new(buf);
+        while !r.done() {
+            let pos = r.pos();
+            let (num, wt) = r.tag()?;
+            if num != u32::from(f.num) {
+                r.skip(wt)?;
+                continue;
+            }
+            let v = r.value(wt)?;
+            if slot.count == 0 {
+                slot.first = pos;
+            }
+            slot.last = v;
+            slot.count += 1;
+        }
+        let mut first = true;
+        self.field(msg, f, slot, buf, 0, &mut first, Meta::None)
     }
 
     #[cold]

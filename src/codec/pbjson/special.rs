@@ -3,7 +3,7 @@
 //! `runtime.RawExtension` and `metav1.FieldsV1`.
 
 use super::render::{Ctx, R};
-use super::text;
+use super::text::{self, Sink};
 use super::wire::{Reader, Val};
 use super::TranscodeError;
 
@@ -40,7 +40,7 @@ pub(super) fn decode_time(b: &[u8], micro: bool, unknown: &mut u32) -> R<Option<
     Ok(Some((secs, (n / 1000) as u32)))
 }
 
-impl<'a> Ctx<'a> {
+impl<'a, O: Sink> Ctx<'a, O> {
     /// Writes a decoded time: `null` for Go's zero time, else the RFC 3339 string.
     pub(super) fn time(&mut self, t: Option<(i64, u32)>, micro: bool) {
         match t {
@@ -151,7 +151,15 @@ impl<'a> Ctx<'a> {
         if !fields_v1 && !json_start {
             return Err(TranscodeError::Invalid("embedded object is not JSON").into());
         }
-        if !super::rawjson::embed(&mut self.out, raw, &mut self.json_stack) {
+        let ok = match self.out.vec() {
+            Some(out) => super::rawjson::embed(out, raw, &mut self.json_stack),
+            // Validating: the compactor is the validator, so it writes to a scratch buffer.
+            None => {
+                let mut scratch = Vec::new();
+                super::rawjson::embed(&mut scratch, raw, &mut self.json_stack)
+            }
+        };
+        if !ok {
             return Err(TranscodeError::Invalid("embedded JSON is invalid").into());
         }
         Ok(())

@@ -497,7 +497,7 @@ fn malformed_bytes_are_errors() {
 
 #[test]
 fn nesting_is_bounded() {
-    let mut ctx = render::Ctx::new(16, None);
+    let mut ctx = render::Ctx::new(Vec::with_capacity(16), None);
     let msg = root("v1", "Pod").unwrap();
     assert_eq!(
         ctx.object(msg, &[], MAX_DEPTH + 1, render::Meta::None),

@@ -17,6 +17,65 @@ static SAFE: [bool; 256] = {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// Where rendered JSON goes: a `Vec<u8>`, or [`Discard`] for a validate-only pass that
+/// makes every decision a render makes (and fails exactly where it fails) but writes
+/// nothing. Decisions never depend on what was written, only on the wire bytes.
+pub trait Sink {
+    /// The buffer to write into; None discards.
+    fn vec(&mut self) -> Option<&mut Vec<u8>>;
+    /// Bytes written so far (0 when discarding).
+    fn len(&self) -> usize;
+    /// Appends one byte.
+    #[inline(always)]
+    fn push(&mut self, b: u8) {
+        if let Some(v) = self.vec() {
+            v.push(b);
+        }
+    }
+    /// Appends bytes.
+    #[inline(always)]
+    fn extend_from_slice(&mut self, s: &[u8]) {
+        if let Some(v) = self.vec() {
+            v.extend_from_slice(s);
+        }
+    }
+    /// Drops what was written after `len`.
+    #[inline(always)]
+    fn truncate(&mut self, len: usize) {
+        if let Some(v) = self.vec() {
+            v.truncate(len);
+        }
+    }
+}
+
+impl Sink for Vec<u8> {
+    #[inline(always)]
+    fn vec(&mut self) -> Option<&mut Vec<u8>> {
+        Some(self)
+    }
+
+    #[inline(always)]
+    fn len(&self) -> usize {
+        Vec::len(self)
+    }
+}
+
+/// A sink that keeps nothing: for validating without rendering.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Discard;
+
+impl Sink for Discard {
+    #[inline(always)]
+    fn vec(&mut self) -> Option<&mut Vec<u8>> {
+        None
+    }
+
+    #[inline(always)]
+    fn len(&self) -> usize {
+        0
+    }
+}
+
 /// Length of the well-formed UTF-8 sequence starting at `s[i]` (a byte >= 0x80), or 0.
 #[inline]
 pub fn utf8_len(s: &[u8], i: usize) -> usize {
@@ -53,7 +112,10 @@ fn unsafe_bytes(w: u64) -> u64 {
 
 /// Writes `s` as a quoted JSON string.
 #[inline]
-pub fn string(out: &mut Vec<u8>, s: &[u8]) {
+pub fn string<O: Sink + ?Sized>(out: &mut O, s: &[u8]) {
+    let Some(out) = out.vec() else {
+        return;
+    };
     out.push(b'"');
     string_body(out, s);
     out.push(b'"');
@@ -62,7 +124,10 @@ pub fn string(out: &mut Vec<u8>, s: &[u8]) {
 /// Writes the escaped contents of a JSON string (no quotes), as Go does: `\"`, `\\`,
 /// `\n`, `\r`, `\t`, `\b`, `\f`, other control characters and `<`, `>`, `&` as `\u00XX`,
 /// U+2028/U+2029 as `\u2028`/`\u2029`, and every byte of invalid UTF-8 as `\ufffd`.
-pub fn string_body(out: &mut Vec<u8>, s: &[u8]) {
+pub fn string_body<O: Sink + ?Sized>(out: &mut O, s: &[u8]) {
+    let Some(out) = out.vec() else {
+        return;
+    };
     // Most strings need no escaping: find the first byte that does, copy what precedes it
     // in one go, and return if that is all.
     let mut i = 0;
@@ -147,7 +212,10 @@ pub fn string_body(out: &mut Vec<u8>, s: &[u8]) {
 
 /// Writes an unsigned integer.
 #[inline]
-pub fn uint(out: &mut Vec<u8>, mut v: u64) {
+pub fn uint<O: Sink + ?Sized>(out: &mut O, mut v: u64) {
+    let Some(out) = out.vec() else {
+        return;
+    };
     if v < 10 {
         out.push(b'0' + v as u8);
         return;
@@ -164,7 +232,10 @@ pub fn uint(out: &mut Vec<u8>, mut v: u64) {
 
 /// Writes a signed integer.
 #[inline]
-pub fn int(out: &mut Vec<u8>, v: i64) {
+pub fn int<O: Sink + ?Sized>(out: &mut O, v: i64) {
+    let Some(out) = out.vec() else {
+        return;
+    };
     if v < 0 {
         out.push(b'-');
     }
@@ -173,11 +244,14 @@ pub fn int(out: &mut Vec<u8>, v: i64) {
 
 /// Writes a float as Go's `encoding/json` does (shortest representation; exponent form
 /// below 1e-6 and from 1e21). NaN and infinities cannot be written: returns false.
-pub fn float(out: &mut Vec<u8>, v: f64, bits32: bool) -> bool {
-    use std::io::Write as _;
+pub fn float<O: Sink + ?Sized>(out: &mut O, v: f64, bits32: bool) -> bool {
     if !v.is_finite() {
         return false;
     }
+    let Some(out) = out.vec() else {
+        return true;
+    };
+    use std::io::Write as _;
     let abs = v.abs();
     let exp_form = abs != 0.0
         && if bits32 {
@@ -210,7 +284,10 @@ pub fn float(out: &mut Vec<u8>, v: f64, bits32: bool) -> bool {
 }
 
 /// Writes `bytes` as a quoted standard base64 string.
-pub fn base64(out: &mut Vec<u8>, bytes: &[u8]) {
+pub fn base64<O: Sink + ?Sized>(out: &mut O, bytes: &[u8]) {
+    let Some(out) = out.vec() else {
+        return;
+    };
     out.push(b'"');
     let start = out.len();
     let n = base64::encoded_len(bytes.len(), true).unwrap_or(0);
@@ -225,7 +302,10 @@ pub fn base64(out: &mut Vec<u8>, bytes: &[u8]) {
 /// Seconds from 0001-01-01T00:00:00Z to the Unix epoch: a Go zero `time.Time`.
 pub const ZERO_TIME_UNIX: i64 = -62_135_596_800;
 
-fn pad(out: &mut Vec<u8>, v: i64, width: usize) {
+fn pad<O: Sink + ?Sized>(out: &mut O, v: i64, width: usize) {
+    let Some(out) = out.vec() else {
+        return;
+    };
     let mut buf = [b'0'; 20];
     let mut i = buf.len();
     let mut u = v.unsigned_abs();
@@ -240,7 +320,10 @@ fn pad(out: &mut Vec<u8>, v: i64, width: usize) {
 
 /// Writes a quoted RFC 3339 UTC timestamp: `"2006-01-02T15:04:05Z"`, with `.ffffff`
 /// microseconds when `micros` is Some (MicroTime).
-pub fn timestamp(out: &mut Vec<u8>, seconds: i64, micros: Option<u32>) {
+pub fn timestamp<O: Sink + ?Sized>(out: &mut O, seconds: i64, micros: Option<u32>) {
+    let Some(out) = out.vec() else {
+        return;
+    };
     let secs = seconds.rem_euclid(86_400);
     let (year, month, day) = crate::codec::civil::civil_from_days(seconds.div_euclid(86_400));
     out.push(b'"');
@@ -266,7 +349,10 @@ pub fn timestamp(out: &mut Vec<u8>, seconds: i64, micros: Option<u32>) {
 }
 
 /// Writes a quoted Go `time.Duration.String()` of `nanos` (`"1h2m3.5s"`, `"1.5ms"`, `"0s"`).
-pub fn duration(out: &mut Vec<u8>, nanos: i64) {
+pub fn duration<O: Sink + ?Sized>(out: &mut O, nanos: i64) {
+    let Some(out) = out.vec() else {
+        return;
+    };
     let mut buf = [0u8; 32];
     let mut w = buf.len();
     let mut u = nanos.unsigned_abs();
