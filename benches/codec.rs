@@ -8,6 +8,10 @@
 //! from the built-in registry, as ingestion passes them), and splices the
 //! resourceVersion into the original bytes.
 //!
+//! A protobuf Pod (the same Pod, stored as kube-apiserver stores built-ins) is decoded
+//! too: ingestion validates it and reads its fields from the wire, and renders its JSON
+//! only on first use. Its baseline is eager ingestion: decode and render at once.
+//!
 //! Run: `cargo bench --bench codec` (add `-- --quick` for a fast pass). The last lines
 //! printed are the ratios baseline ÷ watchd.
 
@@ -53,7 +57,8 @@ fn bench_decode(c: &mut Criterion) {
     for (name, value, fields) in inputs() {
         // Both paths must produce the same object before their speed is compared.
         let decoded = codec::decode(&value, REVISION, &fields).expect("bench input decodes");
-        let ours: Value = serde_json::from_slice(&decoded.json).expect("decode emits JSON");
+        let ours: Value =
+            serde_json::from_slice(&decoded.json(REVISION).bytes).expect("decode emits JSON");
         let theirs: Value =
             serde_json::from_slice(&json_value_roundtrip(&value, REVISION)).expect("JSON");
         assert_eq!(ours, theirs, "decode and the baseline disagree on {name}");
@@ -75,12 +80,44 @@ fn bench_decode(c: &mut Criterion) {
     }
 }
 
+fn bench_protobuf(c: &mut Criterion) {
+    let json: Value =
+        serde_json::from_slice(&common::pod("default", "web-7d9f8b6c5-x2x9q", 3)).expect("JSON");
+    let value = codec::pbjson::encode_stored(&json).expect("the pod encodes as protobuf");
+    let fields = common::builtin("pods").fields;
+    let lazy = codec::decode(&value, REVISION, &fields).expect("bench input decodes");
+    assert!(
+        lazy.json.is_none(),
+        "protobuf JSON is rendered on first use"
+    );
+    println!("codec input pod_protobuf: {} bytes", value.len());
+    let mut g = c.benchmark_group("codec_pod_protobuf");
+    g.throughput(Throughput::Bytes(value.len() as u64));
+    g.bench_with_input(
+        BenchmarkId::new("watchd_decode", value.len()),
+        &value,
+        |b, v| b.iter(|| codec::decode(black_box(v), black_box(REVISION), &fields)),
+    );
+    g.bench_with_input(
+        BenchmarkId::new("eager_render", value.len()),
+        &value,
+        |b, v| {
+            b.iter(|| {
+                let d = codec::decode(black_box(v), black_box(REVISION), &fields).expect("decodes");
+                d.json(REVISION)
+            })
+        },
+    );
+    g.finish();
+}
+
 fn main() {
     let since = SystemTime::now();
     let mut c = common::criterion();
     bench_decode(&mut c);
+    bench_protobuf(&mut c);
     c.final_summary();
-    let pairs: Vec<Pair> = inputs()
+    let mut pairs: Vec<Pair> = inputs()
         .into_iter()
         .map(|(name, value, _)| {
             let n = value.len();
@@ -91,5 +128,13 @@ fn main() {
             )
         })
         .collect();
+    let json: Value =
+        serde_json::from_slice(&common::pod("default", "web-7d9f8b6c5-x2x9q", 3)).expect("JSON");
+    let n = codec::pbjson::encode_stored(&json).expect("encodes").len();
+    pairs.push(Pair::new(
+        format!("lazy vs eager protobuf pod ({n} B)"),
+        format!("codec_pod_protobuf/watchd_decode/{n}"),
+        format!("codec_pod_protobuf/eager_render/{n}"),
+    ));
     common::print_ratios("codec", since, &pairs);
 }

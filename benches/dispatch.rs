@@ -102,9 +102,9 @@ fn bench_fanout(c: &mut Criterion, object: &ObjectRef) {
 /// The frame `WatchEvent::json_frame` builds, built by hand once per watcher.
 fn frame_copy(t: EventType, object: &ObjectRef) -> Bytes {
     let prefix = t.json_frame_prefix();
-    let mut b = Vec::with_capacity(prefix.len() + object.json.len() + JSON_FRAME_SUFFIX.len());
+    let mut b = Vec::with_capacity(prefix.len() + object.json().len() + JSON_FRAME_SUFFIX.len());
     b.extend_from_slice(prefix);
-    b.extend_from_slice(&object.json);
+    b.extend_from_slice(object.json());
     b.extend_from_slice(JSON_FRAME_SUFFIX);
     Bytes::from(b)
 }

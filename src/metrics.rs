@@ -40,6 +40,22 @@ fn describe() {
         "etcd values skipped because they could not be read, per resource and reason."
     );
     describe_counter!(
+        "watchd_protobuf_json_renders_total",
+        "JSON renderings of protobuf-stored object revisions: at most one per revision, on first use by a JSON reader."
+    );
+    describe_counter!(
+        "watchd_protobuf_render_failures_total",
+        "Protobuf values that validated at ingest but failed to render (served as metadata only); always 0 unless there is a bug."
+    );
+    describe_counter!(
+        "watchd_protobuf_unknown_fields_total",
+        "Protobuf fields skipped because the schema (Kubernetes 1.34) does not know them, per kind."
+    );
+    describe_counter!(
+        "watchd_protobuf_unknown_kinds_total",
+        "Protobuf objects of kinds newer than the schema, served with metadata only, per kind."
+    );
+    describe_counter!(
         "watchd_etcd_reconnects_total",
         "Times the etcd connection was re-established."
     );

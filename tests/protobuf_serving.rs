@@ -209,9 +209,9 @@ fn rewriting_to_the_stored_resource_version_keeps_the_bytes() {
         let stored = std::fs::read(dir.join(file)).unwrap();
         let (_, _, raw) = envelope(&stored);
         let rv = object_rv(raw);
-        let out = watchd::api::http::encode_protobuf::rewrite_raw(raw, &rv).unwrap();
+        let out = watchd::codec::pbwire::rewrite_raw(raw, &rv).unwrap();
         assert!(out == raw, "{file}: bytes changed");
-        let out = watchd::api::http::encode_protobuf::rewrite_raw(raw, "12345678901").unwrap();
+        let out = watchd::codec::pbwire::rewrite_raw(raw, "12345678901").unwrap();
         assert_eq!(object_rv(&out), "12345678901");
         assert_eq!(out.len(), raw.len() - rv.len() + 11);
     }
@@ -414,4 +414,74 @@ async fn watch_of_json_stored_objects_falls_back_to_json_or_is_not_acceptable() 
     );
     let only_pb = http::get(&url, &[("accept", PB)]).await;
     assert_eq!(only_pb.status, 406, "{}", only_pb.text());
+}
+
+/// `watchd_protobuf_json_renders_total` from `/metrics` (0 before the first render).
+async fn json_renders(base: &str) -> f64 {
+    let text = http::get(&format!("{base}/metrics"), &[]).await.text();
+    metric(&text, "watchd_protobuf_json_renders_total", &[]).unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn json_of_protobuf_objects_is_rendered_once_on_first_use() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    for name in ["a", "b", "c"] {
+        let value = watchd::codec::pbjson::encode_stored(&pod("lazy", name, &[("app", name)]))
+            .expect("pod encodes");
+        put_raw(&mut kv, &pod_key("lazy", name), value).await;
+    }
+    let w = Watchd::start(&etcd.client_url(), &[]);
+    let base = w.base_url();
+    let pods = format!("{base}/api/v1/namespaces/lazy/pods");
+
+    // Protobuf readers (a list and a watch with events) never need the JSON.
+    let list = http::get(&pods, &[("accept", PB)]).await;
+    assert_eq!(list.status, 200, "{}", list.text());
+    let (_, _, raw) = envelope(&list.body);
+    assert_eq!(all_len(raw, 2).len(), 3);
+    let list_rv = string(len(raw, 1).expect("ListMeta"), 2).expect("resourceVersion");
+    let stream = http::watch(
+        &format!("{pods}?watch=true&resourceVersion={list_rv}&timeoutSeconds=2"),
+        &[("accept", PB)],
+    )
+    .await;
+    let value = watchd::codec::pbjson::encode_stored(&pod("lazy", "b", &[("app", "b2")]))
+        .expect("pod encodes");
+    let b2 = put_raw(&mut kv, &pod_key("lazy", "b"), value).await;
+    let gone = delete_key(&mut kv, &pod_key("lazy", "c")).await;
+    let got: Vec<(String, String)> = frames(&stream.rest(Duration::from_secs(20)).await)
+        .into_iter()
+        .map(|(t, obj)| (t, object_rv(envelope(&obj).2)))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("MODIFIED".to_string(), b2.to_string()),
+            ("DELETED".to_string(), gone.to_string())
+        ]
+    );
+    assert_eq!(
+        json_renders(&base).await,
+        0.0,
+        "protobuf reads rendered JSON"
+    );
+
+    // The first JSON read of a revision renders it; later reads share that rendering.
+    let a = get_json(&format!("{pods}/a")).await;
+    assert_eq!(a["metadata"]["labels"]["app"], "a");
+    assert_eq!(json_renders(&base).await, 1.0);
+    get_json(&format!("{pods}/a")).await;
+    assert_eq!(json_renders(&base).await, 1.0);
+    let list = get_json(&pods).await;
+    assert_eq!(item_names(&list), ["a", "b"]);
+    assert_eq!(item(&list, "b")["metadata"]["labels"]["app"], "b2");
+    assert_eq!(rv(item(&list, "b")), b2);
+    assert_eq!(
+        json_renders(&base).await,
+        2.0,
+        "only b's new revision was new"
+    );
+    get_json(&pods).await;
+    assert_eq!(json_renders(&base).await, 2.0);
 }

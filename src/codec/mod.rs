@@ -9,6 +9,7 @@ pub mod civil;
 pub mod extract;
 pub mod json;
 pub mod pbjson;
+pub mod pbwire;
 pub mod protobuf;
 
 use std::collections::BTreeMap;
@@ -70,21 +71,41 @@ impl Labels {
     }
 }
 
+/// An object's JSON as served: compact, single-line, `metadata.resourceVersion` set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Json {
+    /// The JSON bytes.
+    pub bytes: Bytes,
+    /// Where the resourceVersion digits are in `bytes`.
+    pub rv_span: RvSpan,
+}
+
 /// A decoded value, ready to become a cached object.
 #[derive(Debug, Clone)]
 pub struct Decoded {
     /// The storage format it was read from.
     pub format: StorageFormat,
-    /// Compact single-line JSON with `metadata.resourceVersion` set.
-    pub json: Bytes,
-    /// Where the resourceVersion digits are in `json`.
-    pub rv_span: RvSpan,
+    /// The JSON, when ingestion produced it (JSON-stored values, kinds without a
+    /// schema); None for protobuf values, rendered on first use by [`render_json`].
+    pub json: Option<Json>,
     /// The object's labels.
     pub labels: Labels,
     /// Values of the resource's selectable fields, in the resource's order.
     pub fields: Box<[Box<str>]>,
-    /// The stored protobuf value (envelope included), kept for protobuf clients.
-    pub protobuf: Option<Bytes>,
+    /// The stored protobuf value with the resourceVersion set, for protobuf clients and
+    /// for rendering the JSON.
+    pub protobuf: Option<pbwire::StoredProtobuf>,
+}
+
+impl Decoded {
+    /// The JSON, rendering it now if ingestion did not.
+    pub fn json(&self, revision: Revision) -> Json {
+        match (&self.json, &self.protobuf) {
+            (Some(j), _) => j.clone(),
+            (None, Some(pb)) => render_json(pb, revision),
+            (None, None) => empty_json(),
+        }
+    }
 }
 
 /// Why a value cannot be served.
@@ -157,14 +178,19 @@ fn decode_json(
         json::render_with_resource_version(compact, &place, &revision.to_resource_version());
     Ok(Decoded {
         format: StorageFormat::Json,
-        json: Bytes::from(rendered),
-        rv_span,
+        json: Some(Json {
+            bytes: Bytes::from(rendered),
+            rv_span,
+        }),
         labels: Labels::from_pairs(head.labels),
         fields: head.fields.into_iter().map(Box::from).collect(),
         protobuf: None,
     })
 }
 
+/// Reads a protobuf value without rendering it: the envelope, ObjectMeta (labels), one
+/// validate-only transcoding pass (so every value that is accepted renders later, and a
+/// corrupt one is refused now), and the selectable fields straight from the wire.
 fn decode_protobuf(
     value: &[u8],
     revision: Revision,
@@ -187,39 +213,86 @@ fn decode_protobuf(
         ));
     }
     let meta = protobuf::read_object_meta(env.raw).map_err(perr)?;
-    let rv = revision.to_resource_version();
-    let (json, rv_span) = match pbjson::render(env.api_version, env.kind, env.raw, Some(&rv)) {
-        Ok(r) => {
-            if r.unknown_fields > 0 {
-                metrics::counter!("watchd_protobuf_unknown_fields_total", "kind" => env.kind.to_string())
-                    .increment(u64::from(r.unknown_fields));
+    let labels = Labels::from_pairs(meta.labels.iter().map(|(k, v)| (*k, *v)));
+    let stored =
+        pbwire::with_resource_version(value, &revision.to_resource_version()).map_err(perr)?;
+    let (v, k) = (env.api_version, env.kind);
+    let perr = |e: pbjson::TranscodeError| DecodeError::Protobuf(e.to_string());
+    match pbjson::validate(v, k, env.raw) {
+        Ok(unknown) => {
+            if unknown > 0 {
+                metrics::counter!("watchd_protobuf_unknown_fields_total", "kind" => k.to_string())
+                    .increment(u64::from(unknown));
             }
-            (r.json, r.rv_span)
+            let values = pbjson::field_values(v, k, env.raw, fields.iter().map(|f| &*f.path))
+                .map_err(perr)?;
+            Ok(Decoded {
+                format: StorageFormat::Protobuf,
+                json: None,
+                labels,
+                fields: values
+                    .into_iter()
+                    .zip(fields)
+                    .map(|(v, f)| Box::from(v.as_deref().unwrap_or(&f.default)))
+                    .collect(),
+                protobuf: Some(stored),
+            })
         }
         // A kind newer than the schema: serve what is known of every object, its metadata.
         Err(pbjson::TranscodeError::UnknownType { .. }) => {
-            metrics::counter!("watchd_protobuf_unknown_kinds_total", "kind" => env.kind.to_string())
+            metrics::counter!("watchd_protobuf_unknown_kinds_total", "kind" => k.to_string())
                 .increment(1);
-            render_metadata_only(&env, &meta, revision)
+            let (bytes, rv_span) = render_metadata_only(v, k, &meta, revision);
+            Ok(Decoded {
+                format: StorageFormat::Protobuf,
+                json: Some(Json {
+                    bytes: Bytes::from(bytes),
+                    rv_span,
+                }),
+                labels,
+                fields: fields
+                    .iter()
+                    .map(|f| Box::from(f.default.as_str()))
+                    .collect(),
+                protobuf: Some(stored),
+            })
         }
-        Err(e) => return Err(DecodeError::Protobuf(e.to_string())),
-    };
-    // Selectable fields come from the rendered JSON (labels already came from ObjectMeta).
-    let field_values = if fields.is_empty() {
-        Vec::new()
-    } else {
-        extract::extract(&json, fields)
-            .map_err(|e| DecodeError::Protobuf(format!("rendered JSON: {e}")))?
-            .fields
-    };
-    Ok(Decoded {
-        format: StorageFormat::Protobuf,
-        json: Bytes::from(json),
-        rv_span,
-        labels: Labels::from_pairs(meta.labels.iter().map(|(k, v)| (*k, *v))),
-        fields: field_values.into_iter().map(Box::from).collect(),
-        protobuf: Some(Bytes::copy_from_slice(value)),
-    })
+        Err(e) => Err(perr(e)),
+    }
+}
+
+/// Renders a protobuf value accepted by [`decode`] as JSON at `revision`. Decoding
+/// validated it with the renderer's own pass, so this cannot fail; were it ever to, the
+/// object's type and metadata are served and `watchd_protobuf_render_failures_total`
+/// counts it.
+pub fn render_json(stored: &pbwire::StoredProtobuf, revision: Revision) -> Json {
+    let rv = revision.to_resource_version();
+    match pbjson::render_stored(&stored.value, Some(&rv)) {
+        Ok(r) => Json {
+            bytes: Bytes::from(r.json),
+            rv_span: r.rv_span,
+        },
+        Err(e) => {
+            metrics::counter!("watchd_protobuf_render_failures_total").increment(1);
+            tracing::error!(error = %e, "protobuf value accepted at ingest failed to render; serving its metadata only");
+            let Ok(env) = protobuf::parse_envelope(&stored.value) else {
+                return empty_json();
+            };
+            let meta = protobuf::read_object_meta(env.raw).unwrap_or_default();
+            let (bytes, rv_span) = render_metadata_only(env.api_version, env.kind, &meta, revision);
+            Json {
+                bytes: Bytes::from(bytes),
+                rv_span,
+            }
+        }
+    }
+}
+
+fn empty_json() -> Json {
+    Json {
+        bytes: Bytes::from_static(b"{}"),
+        rv_span: RvSpan::default(),
+    }
 }
 
 fn push_json_str(out: &mut String, s: &str) {
@@ -246,15 +319,16 @@ fn push_json_map(out: &mut String, name: &str, map: &BTreeMap<&str, &str>) {
 /// Renders a protobuf object as JSON with its type and metadata only: what is served for
 /// kinds newer than the transcoder's schema.
 fn render_metadata_only(
-    env: &protobuf::Envelope<'_>,
+    api_version: &str,
+    kind: &str,
     meta: &protobuf::ObjectMetaView<'_>,
     revision: Revision,
 ) -> (Vec<u8>, RvSpan) {
     let mut out = String::with_capacity(256);
     out.push_str("{\"kind\":");
-    push_json_str(&mut out, env.kind);
+    push_json_str(&mut out, kind);
     out.push_str(",\"apiVersion\":");
-    push_json_str(&mut out, env.api_version);
+    push_json_str(&mut out, api_version);
     out.push_str(",\"metadata\":{\"name\":");
     push_json_str(&mut out, meta.name);
     for (field, value) in [
@@ -312,7 +386,7 @@ mod tests {
             &[],
         )
         .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&d.json).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&d.json(Revision(17)).bytes).unwrap();
         assert_eq!(v["metadata"]["resourceVersion"], "17");
         assert_eq!(d.labels.get("x"), Some("1"));
         assert_eq!(d.format, StorageFormat::Json);
@@ -350,22 +424,74 @@ mod tests {
         ));
     }
 
+    fn rv_of(json: &Json) -> &[u8] {
+        let at = json.rv_span.at as usize;
+        &json.bytes[at..at + json.rv_span.len as usize]
+    }
+
     #[test]
-    fn protobuf_value_is_kept_and_served_as_metadata() {
+    fn protobuf_value_is_validated_now_and_rendered_later() {
+        let pod = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"}},
+            "spec": {"nodeName": "n1", "hostNetwork": true, "containers": [{"name": "c"}]},
+        });
+        let value = pbjson::encode_stored(&pod).unwrap();
+        let specs = [
+            FieldSpec::simple("spec.nodeName"),
+            FieldSpec {
+                name: "spec.hostNetwork".into(),
+                path: "spec.hostNetwork".into(),
+                default: "false".into(),
+            },
+            FieldSpec::simple("status.phase"),
+        ];
+        let d = decode(&value, Revision(5), &specs).unwrap();
+        assert_eq!(d.format, StorageFormat::Protobuf);
+        assert!(
+            d.json.is_none(),
+            "JSON is rendered on first use, not at ingest"
+        );
+        assert_eq!(d.labels.get("app"), Some("web"));
+        let fields: Vec<&str> = d.fields.iter().map(|f| &**f).collect();
+        assert_eq!(fields, ["n1", "true", ""]);
+        // The kept value is the stored one with resourceVersion "5" on the wire.
+        let pb = d.protobuf.as_ref().unwrap();
+        let env = protobuf::parse_envelope(&pb.value).unwrap();
+        assert_eq!(env.raw, &pb.raw()[..]);
+        assert_eq!(protobuf::read_object_meta(env.raw).unwrap().name, "web");
+        let json = d.json(Revision(5));
+        let v: serde_json::Value = serde_json::from_slice(&json.bytes).unwrap();
+        assert_eq!(v["metadata"]["resourceVersion"], "5");
+        assert_eq!(v["spec"]["nodeName"], "n1");
+        assert_eq!(rv_of(&json), b"5");
+
+        // A corrupt value is refused at ingest, not when first served.
+        let mut bad = value.clone();
+        let n = bad.len();
+        bad[n - 3] = 0xff;
+        assert!(matches!(
+            decode(&bad[..n - 1], Revision(5), &specs),
+            Err(DecodeError::Protobuf(_))
+        ));
+    }
+
+    #[test]
+    fn protobuf_value_of_an_unknown_kind_is_served_as_metadata() {
         let raw = b"\x0a\x0e\x0a\x03web\x1a\x07default\x12\x00";
         let mut value = protobuf::MAGIC.to_vec();
-        value.extend_from_slice(b"\x0a\x09\x0a\x02v1\x12\x03Pod\x12");
+        value.extend_from_slice(b"\x0a\x0d\x0a\x02v1\x12\x07Unknown\x12");
         value.push(raw.len() as u8);
         value.extend_from_slice(raw);
-        let d = decode(&value, Revision(5), &[]).unwrap();
+        let d = decode(&value, Revision(5), &[FieldSpec::simple("spec.x")]).unwrap();
         assert_eq!(d.format, StorageFormat::Protobuf);
-        assert_eq!(d.protobuf.as_deref(), Some(&value[..]));
-        let v: serde_json::Value = serde_json::from_slice(&d.json).unwrap();
-        assert_eq!(v["kind"], "Pod");
+        assert_eq!(&*d.fields[0], "");
+        let json = d.json.clone().expect("rendered at ingest");
+        let v: serde_json::Value = serde_json::from_slice(&json.bytes).unwrap();
+        assert_eq!(v["kind"], "Unknown");
         assert_eq!(v["metadata"]["name"], "web");
         assert_eq!(v["metadata"]["namespace"], "default");
         assert_eq!(v["metadata"]["resourceVersion"], "5");
-        let span = &d.json[d.rv_span.at as usize..(d.rv_span.at + d.rv_span.len) as usize];
-        assert_eq!(span, b"5");
+        assert_eq!(rv_of(&json), b"5");
     }
 }

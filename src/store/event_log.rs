@@ -127,9 +127,10 @@ impl WatchEvent {
         let obj = self.object_for(t)?;
         let frame = self.json_frames[t.index()].get_or_init(|| {
             let prefix = t.json_frame_prefix();
-            let mut b = Vec::with_capacity(prefix.len() + obj.json.len() + JSON_FRAME_SUFFIX.len());
+            let mut b =
+                Vec::with_capacity(prefix.len() + obj.json().len() + JSON_FRAME_SUFFIX.len());
             b.extend_from_slice(prefix);
-            b.extend_from_slice(&obj.json);
+            b.extend_from_slice(obj.json());
             b.extend_from_slice(JSON_FRAME_SUFFIX);
             Bytes::from(b)
         });

@@ -1,13 +1,18 @@
 //! One cached object revision: its encoded bytes and what selectors need, nothing decoded.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
-use crate::codec::{json, Decoded, Labels, RvSpan, StorageFormat};
+use crate::codec::pbwire::{self, StoredProtobuf};
+use crate::codec::{json, Decoded, Json, Labels, StorageFormat};
 use crate::Revision;
 
 /// An object as the cache holds it: encoded once, shared by every list and watcher.
+///
+/// A JSON-stored object has its JSON from ingestion. A protobuf-stored one keeps its
+/// stored bytes (resourceVersion set) and renders its JSON on first use, once: watchers
+/// and lists that ask only for protobuf never pay for JSON.
 #[derive(Debug)]
 pub struct CachedObject {
     key: Arc<str>,
@@ -17,20 +22,26 @@ pub struct CachedObject {
     pub revision: Revision,
     /// How it was stored.
     pub format: StorageFormat,
-    /// Compact single-line JSON with `metadata.resourceVersion` = `revision`.
-    pub json: Bytes,
-    rv_span: RvSpan,
+    json: OnceLock<Json>,
     /// Labels, for label selectors.
     pub labels: Labels,
     /// Selectable field names of the resource (shared) and this object's values.
     field_names: Arc<[String]>,
     field_values: Box<[Box<str>]>,
-    /// The stored protobuf value, for protobuf clients.
-    pub protobuf: Option<Bytes>,
+    /// The stored protobuf value with the resourceVersion set, for protobuf clients.
+    pub protobuf: Option<StoredProtobuf>,
 }
 
 /// A shared cached object.
 pub type ObjectRef = Arc<CachedObject>;
+
+fn once(json: Option<Json>) -> OnceLock<Json> {
+    let cell = OnceLock::new();
+    if let Some(j) = json {
+        let _ = cell.set(j);
+    }
+    cell
+}
 
 impl CachedObject {
     /// Builds a cached object from its object key (`ns/name` or `name`), the resource's
@@ -47,13 +58,36 @@ impl CachedObject {
             name_at,
             revision,
             format: decoded.format,
-            json: decoded.json,
-            rv_span: decoded.rv_span,
+            json: once(decoded.json),
             labels: decoded.labels,
             field_names,
             field_values: decoded.fields,
             protobuf: decoded.protobuf,
         }
+    }
+
+    /// Compact single-line JSON with `metadata.resourceVersion` = `revision`; rendered
+    /// from the stored protobuf on first use and kept.
+    pub fn json(&self) -> &Bytes {
+        &self.json_with_span().bytes
+    }
+
+    fn json_with_span(&self) -> &Json {
+        self.json.get_or_init(|| {
+            metrics::counter!("watchd_protobuf_json_renders_total").increment(1);
+            match &self.protobuf {
+                Some(pb) => crate::codec::render_json(pb, self.revision),
+                None => Json {
+                    bytes: Bytes::from_static(b"{}"),
+                    rv_span: Default::default(),
+                },
+            }
+        })
+    }
+
+    /// Whether the JSON has been rendered (or came from ingestion).
+    pub fn json_ready(&self) -> bool {
+        self.json.get().is_some()
     }
 
     /// The object key: `namespace/name`, or `name` for cluster-scoped objects.
@@ -73,48 +107,63 @@ impl CachedObject {
     }
 
     /// The same object served at another resourceVersion (a DELETED event's last state).
-    /// Costs one copy of the JSON.
+    /// Costs one copy of each encoding present; JSON not yet rendered stays lazy.
     pub fn at_revision(&self, revision: Revision) -> CachedObject {
-        let (json, rv_span) = json::replace_resource_version(
-            &self.json,
-            self.rv_span,
-            &revision.to_resource_version(),
-        );
+        let rv = revision.to_resource_version();
+        let protobuf = self.protobuf.as_ref().map(|pb| {
+            // The bytes were rewritten once already, so they rewrite again.
+            pbwire::with_resource_version(&pb.value, &rv).unwrap_or_else(|_| pb.clone())
+        });
+        let json = match (self.json.get(), &protobuf) {
+            // Not rendered yet: the new state renders its own on first use.
+            (None, Some(_)) => None,
+            (j, _) => {
+                let j = j.unwrap_or_else(|| self.json_with_span());
+                let (bytes, rv_span) = json::replace_resource_version(&j.bytes, j.rv_span, &rv);
+                Some(Json {
+                    bytes: Bytes::from(bytes),
+                    rv_span,
+                })
+            }
+        };
         CachedObject {
             key: self.key.clone(),
             name_at: self.name_at,
             revision,
             format: self.format,
-            json: Bytes::from(json),
-            rv_span,
+            json: once(json),
             labels: self.labels.clone(),
             field_names: self.field_names.clone(),
             field_values: self.field_values.clone(),
-            protobuf: self.protobuf.clone(),
+            protobuf,
         }
     }
 
     /// The same object for a resource whose selectable fields changed: field values are
-    /// read again from the cached JSON (absent or unreadable ones take their defaults).
+    /// read again from the stored bytes (absent or unreadable ones take their defaults).
     pub fn reindexed(
         &self,
         field_names: Arc<[String]>,
         specs: &[crate::codec::FieldSpec],
     ) -> CachedObject {
-        let values: Box<[Box<str>]> = match crate::codec::extract::extract(&self.json, specs) {
-            Ok(e) => e.fields.into_iter().map(Box::from).collect(),
-            Err(_) => specs
+        let values = match &self.protobuf {
+            Some(pb) => protobuf_field_values(pb, specs),
+            None => crate::codec::extract::extract(self.json(), specs)
+                .ok()
+                .map(|e| e.fields.into_iter().map(Box::from).collect()),
+        };
+        let values = values.unwrap_or_else(|| {
+            specs
                 .iter()
                 .map(|f| Box::from(f.default.as_str()))
-                .collect(),
-        };
+                .collect()
+        });
         CachedObject {
             key: self.key.clone(),
             name_at: self.name_at,
             revision: self.revision,
             format: self.format,
-            json: self.json.clone(),
-            rv_span: self.rv_span,
+            json: once(self.json.get().cloned()),
             labels: self.labels.clone(),
             field_names,
             field_values: values,
@@ -122,10 +171,10 @@ impl CachedObject {
         }
     }
 
-    /// Bytes this object keeps alive, for the cache-size metric.
+    /// Bytes this object keeps alive, for the cache-size metric (JSON once rendered).
     pub fn cached_bytes(&self) -> usize {
-        self.json.len()
-            + self.protobuf.as_ref().map_or(0, |p| p.len())
+        self.json.get().map_or(0, |j| j.bytes.len())
+            + self.protobuf.as_ref().map_or(0, |p| p.value.len())
             + self.labels.heap_bytes()
             + self
                 .field_values
@@ -135,10 +184,11 @@ impl CachedObject {
             + std::mem::size_of::<Self>()
     }
 
-    /// The object's `metadata` as a slice of its cached JSON (no copy); `{}` if absent.
+    /// The object's `metadata` as a slice of its JSON (no copy); `{}` if absent.
     pub fn metadata_json(&self) -> Bytes {
-        match json::top_level_member(&self.json, b"metadata") {
-            Some(r) => self.json.slice(r),
+        let json = self.json();
+        match json::top_level_member(json, b"metadata") {
+            Some(r) => json.slice(r),
             None => Bytes::from_static(b"{}"),
         }
     }
@@ -154,6 +204,24 @@ impl CachedObject {
             }
         }
     }
+}
+
+/// Selectable field values of a protobuf object, read from the wire; None if unreadable.
+fn protobuf_field_values(
+    pb: &StoredProtobuf,
+    specs: &[crate::codec::FieldSpec],
+) -> Option<Box<[Box<str>]>> {
+    let env = crate::codec::pbjson::parse_envelope(&pb.value).ok()?;
+    let paths = specs.iter().map(|f| &*f.path);
+    let values =
+        crate::codec::pbjson::field_values(env.api_version, env.kind, env.raw, paths).ok()?;
+    Some(
+        values
+            .into_iter()
+            .zip(specs)
+            .map(|(v, f)| Box::from(v.as_deref().unwrap_or(&f.default)))
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -176,7 +244,7 @@ mod tests {
         let d = decode(br#"{"metadata":{"name":"a"}}"#, Revision(3), &[]).unwrap();
         let o = CachedObject::new(Arc::from("ns1/a"), Revision(3), Arc::from([]), d);
         let gone = o.at_revision(Revision(1000));
-        let v: serde_json::Value = serde_json::from_slice(&gone.json).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(gone.json()).unwrap();
         assert_eq!(v["metadata"]["resourceVersion"], "1000");
         assert_eq!(gone.revision, Revision(1000));
     }

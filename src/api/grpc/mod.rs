@@ -122,7 +122,7 @@ impl Watchd for GrpcApi {
         };
         match result.await {
             Ok(obj) => Ok(Response::new(pb::GetResponse {
-                object: obj.json.clone(),
+                object: obj.json().clone(),
             })),
             Err(e) => Err(to_status(&e)),
         }
@@ -156,7 +156,7 @@ impl Watchd for GrpcApi {
         match result.await {
             Ok(page) => Ok(Response::new(pb::ListResponse {
                 resource_version: page.revision.0,
-                items: page.items.iter().map(|o| o.json.clone()).collect(),
+                items: page.items.iter().map(|o| o.json().clone()).collect(),
                 r#continue: page.continue_token.unwrap_or_default(),
                 remaining_item_count: page.remaining_item_count.map(|n| n as i64),
             })),
@@ -223,7 +223,7 @@ impl GrpcEvents {
         self.events.push(pb::WatchEvent {
             r#type: t as i32,
             resource_version: obj.revision.0,
-            object: obj.json.clone(),
+            object: obj.json().clone(),
             initial_events_end: false,
         });
     }

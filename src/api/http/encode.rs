@@ -27,7 +27,7 @@ pub fn list_body(info: &ResourceInfo, page: ListPage) -> Body {
         if i > 0 {
             body.push_static(b",");
         }
-        body.push(obj.json.clone());
+        body.push(obj.json().clone());
     }
     body.push_static(b"]}");
     Body::segments(body)
@@ -84,7 +84,7 @@ impl ObjectView for WholeObject {
     }
 
     fn write(&mut self, out: &mut BufList, obj: &ObjectRef) {
-        out.push(obj.json.clone());
+        out.push(obj.json().clone());
     }
 }
 

@@ -3,8 +3,10 @@
 //! the lengths enclosing it are rebuilt; nothing else is decoded), `<Kind>List` bodies and
 //! length-prefixed `WatchEvent` frames.
 //!
-//! The rewritten bytes are computed on demand per request (get, list), and once per watch
-//! event and type (shared by every watcher through [`WatchEvent::protobuf_frame`]).
+//! The rewritten bytes are computed once, at ingestion (see [`crate::codec::pbwire`]): a
+//! get sends them as they are, a list and a watch frame embed their `raw` slice; a watch
+//! frame is built once per event and type and shared by every watcher through
+//! [`WatchEvent::protobuf_frame`].
 
 use bytes::Bytes;
 
@@ -12,7 +14,8 @@ use super::body::{Body, BufList};
 use crate::api::read::ListPage;
 use crate::api::status::ApiError;
 use crate::api::watch::WatchEncoder;
-use crate::codec::protobuf::{parse_envelope, WireError, MAGIC};
+use crate::codec::pbwire::{put_len, put_uint};
+use crate::codec::protobuf::MAGIC;
 use crate::registry::ResourceInfo;
 use crate::store::{CachedObject, EventType, ObjectRef, WatchEvent};
 use crate::Revision;
@@ -21,138 +24,6 @@ use crate::Revision;
 pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
 /// The media type of protobuf watch streams.
 pub const WATCH_CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
-
-const WIRE_VARINT: u8 = 0;
-const WIRE_LEN: u8 = 2;
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn put_tag(out: &mut Vec<u8>, field: u32, wire: u8) {
-    put_varint(out, (u64::from(field) << 3) | u64::from(wire));
-}
-
-fn put_len(out: &mut Vec<u8>, field: u32, value: &[u8]) {
-    put_tag(out, field, WIRE_LEN);
-    put_varint(out, value.len() as u64);
-    out.extend_from_slice(value);
-}
-
-fn put_uint(out: &mut Vec<u8>, field: u32, value: u64) {
-    put_tag(out, field, WIRE_VARINT);
-    put_varint(out, value);
-}
-
-/// One field of a message as byte offsets: the whole field and, for length-delimited
-/// fields, the value.
-struct Span {
-    number: u32,
-    wire: u8,
-    field: std::ops::Range<usize>,
-    value: std::ops::Range<usize>,
-}
-
-fn read_varint(buf: &[u8], pos: &mut usize) -> Result<u64, WireError> {
-    let mut value = 0u64;
-    for shift in 0..10 {
-        let byte = *buf.get(*pos).ok_or(WireError::Truncated)?;
-        *pos += 1;
-        value |= u64::from(byte & 0x7f) << (7 * shift);
-        if byte & 0x80 == 0 {
-            return Ok(value);
-        }
-    }
-    Err(WireError::Varint)
-}
-
-/// The top-level fields of a message, in wire order.
-fn spans(buf: &[u8]) -> Result<Vec<Span>, WireError> {
-    let mut out = Vec::new();
-    let mut pos = 0;
-    while pos < buf.len() {
-        let start = pos;
-        let tag = read_varint(buf, &mut pos)?;
-        let wire = (tag & 7) as u8;
-        let value_start;
-        match wire {
-            0 => {
-                value_start = pos;
-                read_varint(buf, &mut pos)?;
-            }
-            1 => {
-                value_start = pos;
-                pos += 8;
-            }
-            2 => {
-                let len = usize::try_from(read_varint(buf, &mut pos)?)
-                    .map_err(|_| WireError::Truncated)?;
-                value_start = pos;
-                pos = pos.checked_add(len).ok_or(WireError::Truncated)?;
-            }
-            5 => {
-                value_start = pos;
-                pos += 4;
-            }
-            other => return Err(WireError::WireType(other)),
-        }
-        if pos > buf.len() {
-            return Err(WireError::Truncated);
-        }
-        out.push(Span {
-            number: (tag >> 3) as u32,
-            wire,
-            field: start..pos,
-            value: value_start..pos,
-        });
-    }
-    Ok(out)
-}
-
-/// ObjectMeta with field 6 (resourceVersion) set to `rv`, in field order.
-fn rewrite_meta(meta: &[u8], rv: &str) -> Result<Vec<u8>, WireError> {
-    let mut out = Vec::with_capacity(meta.len() + rv.len() + 2);
-    let mut written = false;
-    for s in spans(meta)? {
-        if s.number == 6 {
-            continue;
-        }
-        if s.number > 6 && !written {
-            put_len(&mut out, 6, rv.as_bytes());
-            written = true;
-        }
-        out.extend_from_slice(&meta[s.field]);
-    }
-    if !written {
-        put_len(&mut out, 6, rv.as_bytes());
-    }
-    Ok(out)
-}
-
-/// An object's own message (`raw`) with ObjectMeta (field 1) rewritten.
-pub fn rewrite_raw(raw: &[u8], rv: &str) -> Result<Vec<u8>, WireError> {
-    let mut out = Vec::with_capacity(raw.len() + rv.len() + 8);
-    let mut seen = false;
-    for s in spans(raw)? {
-        if s.number == 1 && s.wire == WIRE_LEN && !seen {
-            put_len(&mut out, 1, &rewrite_meta(&raw[s.value], rv)?);
-            seen = true;
-        } else {
-            out.extend_from_slice(&raw[s.field]);
-        }
-    }
-    if !seen {
-        let mut with_meta = Vec::with_capacity(out.len() + rv.len() + 4);
-        put_len(&mut with_meta, 1, &rewrite_meta(&[], rv)?);
-        with_meta.extend_from_slice(&out);
-        out = with_meta;
-    }
-    Ok(out)
-}
 
 /// Whether an object can be served as protobuf: stored as an unencoded protobuf envelope.
 pub fn capable(obj: &CachedObject) -> bool {
@@ -167,36 +38,14 @@ fn not_protobuf(obj: &CachedObject) -> ApiError {
     ))
 }
 
-fn wire_error(obj: &CachedObject, e: WireError) -> ApiError {
-    ApiError::Internal(format!("object {}: {e}", obj.key()))
-}
-
-/// The object's raw message (no envelope) with resourceVersion = its revision.
-fn object_raw(obj: &CachedObject) -> Result<Vec<u8>, ApiError> {
-    let stored = obj.protobuf.as_deref().ok_or_else(|| not_protobuf(obj))?;
-    let env = parse_envelope(stored).map_err(|e| wire_error(obj, e))?;
-    rewrite_raw(env.raw, &obj.revision.to_resource_version()).map_err(|e| wire_error(obj, e))
-}
-
-/// The stored value (magic, envelope) with the object's resourceVersion rewritten; the
-/// envelope's other fields are kept as stored.
-pub fn enveloped(obj: &CachedObject) -> Result<Vec<u8>, ApiError> {
-    let stored = obj.protobuf.as_deref().ok_or_else(|| not_protobuf(obj))?;
-    let body = stored
-        .strip_prefix(MAGIC)
-        .ok_or_else(|| not_protobuf(obj))?;
-    let rv = obj.revision.to_resource_version();
-    let mut out = Vec::with_capacity(stored.len() + 16);
-    out.extend_from_slice(MAGIC);
-    for s in spans(body).map_err(|e| wire_error(obj, e))? {
-        if s.number == 2 && s.wire == WIRE_LEN {
-            let raw = rewrite_raw(&body[s.value], &rv).map_err(|e| wire_error(obj, e))?;
-            put_len(&mut out, 2, &raw);
-        } else {
-            out.extend_from_slice(&body[s.field]);
-        }
-    }
-    Ok(out)
+/// The stored value (magic, envelope) with the object's resourceVersion.
+pub fn enveloped(obj: &CachedObject) -> Result<Bytes, ApiError> {
+    Ok(obj
+        .protobuf
+        .as_ref()
+        .ok_or_else(|| not_protobuf(obj))?
+        .value
+        .clone())
 }
 
 /// `k8s\0` + Unknown{typeMeta{apiVersion, kind}, raw, contentEncoding: "", contentType: ""}
@@ -236,7 +85,8 @@ pub fn list_body(info: &ResourceInfo, page: &ListPage) -> Result<Body, ApiError>
     let mut raw = Vec::new();
     put_len(&mut raw, 1, &list_meta);
     for obj in &page.items {
-        put_len(&mut raw, 2, &object_raw(obj)?);
+        let pb = obj.protobuf.as_ref().ok_or_else(|| not_protobuf(obj))?;
+        put_len(&mut raw, 2, &pb.value[pb.raw.clone()]);
     }
     Ok(Body::full(envelope(
         &info.api_version(),
@@ -358,39 +208,13 @@ impl WatchEncoder for ProtobufFrames {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::protobuf::{FieldReader, WireValue};
+    use crate::codec::protobuf::{parse_envelope, FieldReader, WireValue};
 
     fn field(msg: &[u8], n: u32) -> Option<&[u8]> {
         FieldReader::new(msg).find_map(|f| match f.ok()? {
             (k, WireValue::Bytes(b)) if k == n => Some(b),
             _ => None,
         })
-    }
-
-    #[test]
-    fn resource_version_is_replaced_inserted_and_lengths_grow() {
-        // ObjectMeta{1: "a", 6: "1", 11: label}, then a spec field 2.
-        let mut meta = Vec::new();
-        put_len(&mut meta, 1, b"a");
-        put_len(&mut meta, 6, b"1");
-        put_len(&mut meta, 11, b"\x0a\x01k\x12\x01v");
-        let mut raw = Vec::new();
-        put_len(&mut raw, 1, &meta);
-        put_len(&mut raw, 2, &[0x55; 200]);
-        let long = "9".repeat(130);
-        let out = rewrite_raw(&raw, &long).unwrap();
-        let m = field(&out, 1).unwrap();
-        assert_eq!(field(m, 6), Some(long.as_bytes()));
-        assert_eq!(field(m, 1), Some(&b"a"[..]));
-        assert_eq!(field(m, 11), Some(&b"\x0a\x01k\x12\x01v"[..]));
-        assert_eq!(field(&out, 2), Some(&[0x55; 200][..]));
-
-        // No resourceVersion and no metadata at all.
-        let mut bare = Vec::new();
-        put_len(&mut bare, 2, b"x");
-        let out = rewrite_raw(&bare, "7").unwrap();
-        assert_eq!(field(field(&out, 1).unwrap(), 6), Some(&b"7"[..]));
-        assert_eq!(field(&out, 2), Some(&b"x"[..]));
     }
 
     #[test]
