@@ -219,6 +219,10 @@ fn decode_protobuf(
     let (v, k) = (env.api_version, env.kind);
     let perr = |e: pbjson::TranscodeError| DecodeError::Protobuf(e.to_string());
     match pbjson::validate(v, k, env.raw) {
+        // Lists, options and reviews are never stored: there is no metadata to serve.
+        Ok(_) if !pbjson::has_object_meta(v, k) => Err(DecodeError::Protobuf(format!(
+            "{v} {k} is not a kind with object metadata"
+        ))),
         Ok(unknown) => {
             if unknown > 0 {
                 metrics::counter!("watchd_protobuf_unknown_fields_total", "kind" => k.to_string())
@@ -420,6 +424,11 @@ mod tests {
         ));
         assert!(matches!(
             decode(b"k8s\x00\xff", Revision(1), &[]),
+            Err(DecodeError::Protobuf(_))
+        ));
+        let options = serde_json::json!({"apiVersion": "v1", "kind": "PodPortForwardOptions"});
+        assert!(matches!(
+            decode(&pbjson::encode_stored(&options).unwrap(), Revision(1), &[]),
             Err(DecodeError::Protobuf(_))
         ));
     }

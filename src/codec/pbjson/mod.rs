@@ -205,6 +205,18 @@ fn run<'a, O: text::Sink>(
     Ok(ctx)
 }
 
+/// Whether `kind` in `api_version` is an object kube-apiserver can store: one with an
+/// ObjectMeta `metadata` (not a list, an options kind or a review).
+pub fn has_object_meta(api_version: &str, kind: &str) -> bool {
+    root(api_version, kind).is_some_and(|m| {
+        m.fields.iter().any(|f| {
+            f.name() == "metadata"
+                && f.kind == types::Kind::Message
+                && schema::MSGS[f.msg as usize].name == "meta/v1.ObjectMeta"
+        })
+    })
+}
+
 /// Renders `raw` (the object's protobuf, from the envelope) of `kind` in `api_version`
 /// as JSON. `resource_version` replaces `metadata.resourceVersion` when Some; None keeps
 /// the wire's value. `kind` and `apiVersion` come first, then the fields in Go order.
