@@ -33,7 +33,7 @@ storage_tests! {
 /// The guard of the two formats: a built-in object is stored in the format the test's name
 /// says (`json::...` or `protobuf::...`), so a parametrization that wrote JSON twice fails
 /// here; a custom resource is JSON in both; watchd serves the object exactly as
-/// kube-apiserver would for what is stored.
+/// kube-apiserver would for what is stored, in a get, a list and watch events.
 async fn stored_values_take_the_scenarios_format_and_are_served_as_kube_apiserver_would() {
     // libtest runs each test on a thread named after it; a current-thread runtime polls
     // the test's future on that thread.
@@ -69,6 +69,23 @@ async fn stored_values_take_the_scenarios_format_and_are_served_as_kube_apiserve
 
     let got = get_json(&format!("{base}/api/v1/namespaces/guard/pods/web")).await;
     assert_eq!(got, expected(&written, r));
+    let list = get_json(&format!("{base}/api/v1/namespaces/guard/pods")).await;
+    assert_eq!(list["items"], json!([expected(&written, r)]));
+    let mut stream = open_watch(&format!(
+        "{base}/api/v1/namespaces/guard/pods?watch=1&resourceVersion={}",
+        rv(&list)
+    ))
+    .await;
+    let changed = pod("guard", "web", &[("app", "v2")]);
+    let r2 = put_object(&mut kv, &key, &changed).await;
+    let gone = delete_key(&mut kv, &key).await;
+    let ev = next_event(&mut stream).await;
+    assert_eq!(ev["type"], "MODIFIED", "{ev}");
+    assert_eq!(ev["object"], expected(&changed, r2));
+    // The last state, at the revision of the deletion.
+    let ev = next_event(&mut stream).await;
+    assert_eq!(ev["type"], "DELETED", "{ev}");
+    assert_eq!(ev["object"], expected(&changed, gone));
     // The two renderings differ where Go's JSON writes zero values of the decoded object.
     let resources = &got["spec"]["containers"][0]["resources"];
     match storage {
