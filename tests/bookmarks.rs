@@ -7,7 +7,14 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::http;
-use support::{Etcd, Watchd};
+use support::kube::{assert_stored_in_current_format, put_object_text, Storage};
+use support::{storage_tests, Etcd, Watchd};
+
+// Each scenario runs with built-in objects stored as JSON and as protobuf.
+storage_tests! {
+    multi_thread:
+    bookmarks_arrive_periodically_and_never_run_ahead_of_unsent_events,
+}
 
 fn configmap(ns: &str, name: &str, i: usize) -> String {
     format!(
@@ -22,17 +29,15 @@ fn rv(ev: &serde_json::Value) -> i64 {
         .unwrap_or(-1)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bookmarks_arrive_periodically_and_never_run_ahead_of_unsent_events() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
-    kv.put(
+    put_object_text(
+        &mut kv,
         "/registry/configmaps/a/seed",
-        configmap("a", "seed", 0),
-        None,
+        &configmap("a", "seed", 0),
     )
-    .await
-    .expect("put");
+    .await;
     let w = Watchd::start(&etcd.client_url(), &["--bookmark-interval=200ms"]);
     let list = http::get(
         &format!("{}/api/v1/namespaces/a/configmaps", w.base_url()),
@@ -50,22 +55,22 @@ async fn bookmarks_arrive_periodically_and_never_run_ahead_of_unsent_events() {
         w.base_url()
     );
     let mut stream = http::watch(&url, &[]).await;
-    let writer = tokio::spawn(async move {
+    // A spawned task does not inherit the scenario's storage format: it is passed on.
+    let writer = tokio::spawn(Storage::current().scope(async move {
         // Writes in the watched namespace and in another one, racing the bookmarks.
         for i in 0..150 {
             let ns = if i % 3 == 0 { "b" } else { "a" };
-            kv.put(
-                format!("/registry/configmaps/{ns}/c{}", i % 7),
-                configmap(ns, &format!("c{}", i % 7), i),
-                None,
+            put_object_text(
+                &mut kv,
+                &format!("/registry/configmaps/{ns}/c{}", i % 7),
+                &configmap(ns, &format!("c{}", i % 7), i),
             )
-            .await
-            .expect("put");
+            .await;
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let r = kv.get("x", None).await.expect("get");
         r.header().expect("header").revision()
-    });
+    }));
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(15);
     while !writer.is_finished() && Instant::now() < deadline {
@@ -74,6 +79,7 @@ async fn bookmarks_arrive_periodically_and_never_run_ahead_of_unsent_events() {
         }
     }
     let last_write = writer.await.expect("writer");
+    assert_stored_in_current_format(&mut etcd.client().await, "/registry/configmaps/a/c1").await;
     // Drain until a bookmark covers the last write.
     while Instant::now() < deadline {
         match stream.next_event(Duration::from_secs(2)).await {
@@ -117,6 +123,7 @@ async fn bookmarks_arrive_periodically_and_never_run_ahead_of_unsent_events() {
     assert!(rv(&seen[*bookmarks.last().expect("bookmark")]) >= last_write);
 }
 
+// One storage format: it writes no objects.
 #[tokio::test]
 async fn no_bookmarks_unless_allowed_even_with_a_short_interval() {
     let etcd = Etcd::start();

@@ -22,9 +22,21 @@ use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, watcher, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Client, ResourceExt};
-use support::kube::{delete_key, etcd_revision, pod, pod_key, put_json};
+use support::kube::{delete_key, etcd_revision, pod, pod_key, put_object};
 use support::proxy::RecordingProxy;
-use support::{Etcd, Watchd};
+use support::{storage_tests, Etcd, Watchd};
+
+// Each scenario runs with the pods stored as JSON and as protobuf.
+storage_tests! {
+    multi_thread:
+    kube_rs_watcher_lists_then_watches_init_apply_done_then_apply_and_delete,
+    kube_rs_watcher_streaming_list_sends_initial_events_then_apply_and_delete,
+    kube_rs_reflector_store_equals_etcd_after_random_creates_updates_deletes,
+    kube_rs_reflector_with_paginated_initial_list_equals_etcd_after_random_changes,
+    kube_rs_streaming_list_reflector_store_equals_etcd_after_random_changes,
+    kube_rs_watcher_relists_after_410_for_changes_made_while_watchd_was_down,
+    kube_rs_metadata_watcher_lists_and_watches_partial_object_metadata,
+}
 
 /// How long a test waits for one watcher event.
 const EVENT_WAIT: Duration = Duration::from_secs(15);
@@ -86,22 +98,21 @@ where
 
 /// Seeds pods `a`, `b` in `ns` and one in another namespace; returns their revisions.
 async fn seed(kv: &mut etcd_client::Client, ns: &str) -> (i64, i64) {
-    let a = put_json(kv, &pod_key(ns, "a"), &pod(ns, "a", &[])).await;
-    let b = put_json(kv, &pod_key(ns, "b"), &pod(ns, "b", &[])).await;
-    put_json(kv, &pod_key("elsewhere", "z"), &pod("elsewhere", "z", &[])).await;
+    let a = put_object(kv, &pod_key(ns, "a"), &pod(ns, "a", &[])).await;
+    let b = put_object(kv, &pod_key(ns, "b"), &pod(ns, "b", &[])).await;
+    put_object(kv, &pod_key("elsewhere", "z"), &pod("elsewhere", "z", &[])).await;
     (a, b)
 }
 
 /// Creates `c`, updates `a`, deletes `b` in `ns`; returns the three revisions.
 async fn change(kv: &mut etcd_client::Client, ns: &str) -> (i64, i64, i64) {
-    let c = put_json(kv, &pod_key(ns, "c"), &pod(ns, "c", &[])).await;
-    let a = put_json(kv, &pod_key(ns, "a"), &pod(ns, "a", &[("v", "2")])).await;
-    put_json(kv, &pod_key("elsewhere", "y"), &pod("elsewhere", "y", &[])).await;
+    let c = put_object(kv, &pod_key(ns, "c"), &pod(ns, "c", &[])).await;
+    let a = put_object(kv, &pod_key(ns, "a"), &pod(ns, "a", &[("v", "2")])).await;
+    put_object(kv, &pod_key("elsewhere", "y"), &pod("elsewhere", "y", &[])).await;
     let b = delete_key(kv, &pod_key(ns, "b")).await;
     (c, a, b)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_rs_watcher_lists_then_watches_init_apply_done_then_apply_and_delete() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -154,7 +165,6 @@ async fn kube_rs_watcher_lists_then_watches_init_apply_done_then_apply_and_delet
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_rs_watcher_streaming_list_sends_initial_events_then_apply_and_delete() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -261,7 +271,7 @@ async fn random_changes(kv: &mut etcd_client::Client, rng: &mut Rng, count: usiz
             delete_key(kv, &key).await;
         } else {
             let step = i.to_string();
-            put_json(kv, &key, &pod(ns, &name, &[("step", step.as_str())])).await;
+            put_object(kv, &key, &pod(ns, &name, &[("step", step.as_str())])).await;
         }
     }
 }
@@ -323,13 +333,11 @@ async fn reflector_matches_etcd_after_random_changes(config: watcher::Config, se
     assert!(errors.is_empty(), "watcher errors: {errors:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_rs_reflector_store_equals_etcd_after_random_creates_updates_deletes() {
     reflector_matches_etcd_after_random_changes(watcher::Config::default(), 0x9E37_79B9_7F4A_7C15)
         .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_rs_reflector_with_paginated_initial_list_equals_etcd_after_random_changes() {
     // Pages of 5 items: the initial list follows `continue` tokens, all of one snapshot.
     reflector_matches_etcd_after_random_changes(
@@ -339,7 +347,6 @@ async fn kube_rs_reflector_with_paginated_initial_list_equals_etcd_after_random_
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_rs_streaming_list_reflector_store_equals_etcd_after_random_changes() {
     reflector_matches_etcd_after_random_changes(
         watcher::Config::default().streaming_lists(),
@@ -348,7 +355,6 @@ async fn kube_rs_streaming_list_reflector_store_equals_etcd_after_random_changes
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_rs_watcher_relists_after_410_for_changes_made_while_watchd_was_down() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -367,7 +373,7 @@ async fn kube_rs_watcher_relists_after_410_for_changes_made_while_watchd_was_dow
             "InitDone".to_string(),
         ]
     );
-    let c = put_json(&mut kv, &pod_key("kr", "c"), &pod("kr", "c", &[])).await;
+    let c = put_object(&mut kv, &pod_key("kr", "c"), &pod("kr", "c", &[])).await;
     assert_eq!(
         next_events(&mut stream, 1, &proxy).await,
         vec![format!("Apply(c@{c})")]
@@ -375,7 +381,7 @@ async fn kube_rs_watcher_relists_after_410_for_changes_made_while_watchd_was_dow
 
     // watchd goes away; etcd changes meanwhile; a new watchd has no history of them.
     watchd.kill9();
-    let d = put_json(&mut kv, &pod_key("kr", "d"), &pod("kr", "d", &[])).await;
+    let d = put_object(&mut kv, &pod_key("kr", "d"), &pod("kr", "d", &[])).await;
     delete_key(&mut kv, &pod_key("kr", "a")).await;
     watchd.restart();
 
@@ -413,14 +419,13 @@ async fn kube_rs_watcher_relists_after_410_for_changes_made_while_watchd_was_dow
         proxy.describe()
     );
     // And it keeps watching.
-    let e = put_json(&mut kv, &pod_key("kr", "e"), &pod("kr", "e", &[])).await;
+    let e = put_object(&mut kv, &pod_key("kr", "e"), &pod("kr", "e", &[])).await;
     assert_eq!(
         next_events(&mut stream, 1, &proxy).await,
         vec![format!("Apply(e@{e})")]
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kube_rs_metadata_watcher_lists_and_watches_partial_object_metadata() {
     // kube-rs asks for PartialObjectMetadataList / PartialObjectMetadata (Accept
     // `application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1`, no fallback).

@@ -13,9 +13,16 @@ use std::time::Duration;
 use etcd_client::GetOptions;
 use serde_json::{json, Value};
 use support::clients::{node_command, ClientProcess};
-use support::kube::{delete_key, etcd_revision, pod, pod_key, put_json};
+use support::kube::{delete_key, etcd_revision, pod, pod_key, put_object};
 use support::proxy::RecordingProxy;
-use support::{Etcd, Watchd};
+use support::{storage_tests, Etcd, Watchd};
+
+// Each scenario runs with the pods stored as JSON and as protobuf.
+storage_tests! {
+    multi_thread:
+    node_informer_reports_add_update_delete_for_changes_made_in_etcd,
+    node_informer_starts_on_an_empty_namespace_and_sees_first_pod,
+}
 
 /// Bound for the informer to start, and for each expected batch of events.
 const WAIT: Duration = Duration::from_secs(30);
@@ -69,13 +76,12 @@ async fn etcd_pods(kv: &mut etcd_client::Client, ns: &str) -> Vec<(String, Strin
     pods
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_informer_reports_add_update_delete_for_changes_made_in_etcd() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
-    let a = put_json(&mut kv, &pod_key("web", "a"), &pod("web", "a", &[])).await;
-    let b = put_json(&mut kv, &pod_key("web", "b"), &pod("web", "b", &[])).await;
-    put_json(&mut kv, &pod_key("other", "z"), &pod("other", "z", &[])).await;
+    let a = put_object(&mut kv, &pod_key("web", "a"), &pod("web", "a", &[])).await;
+    let b = put_object(&mut kv, &pod_key("web", "b"), &pod("web", "b", &[])).await;
+    put_object(&mut kv, &pod_key("other", "z"), &pod("other", "z", &[])).await;
     let watchd = Watchd::start(&etcd.client_url(), &[]);
     let proxy = RecordingProxy::start(watchd.http_addr()).await;
     let listed_at = etcd_revision(&mut kv).await;
@@ -93,16 +99,16 @@ async fn node_informer_reports_add_update_delete_for_changes_made_in_etcd() {
     assert_eq!(ready["resourceVersion"], listed_at.to_string(), "{ready}");
 
     // Changes in etcd after the informer has listed and started its watch.
-    let created = put_json(&mut kv, &pod_key("web", "c"), &pod("web", "c", &[])).await;
-    let updated = put_json(
+    let created = put_object(&mut kv, &pod_key("web", "c"), &pod("web", "c", &[])).await;
+    let updated = put_object(
         &mut kv,
         &pod_key("web", "a"),
         &pod("web", "a", &[("version", "2")]),
     )
     .await;
     let deleted = delete_key(&mut kv, &pod_key("web", "b")).await;
-    put_json(&mut kv, &pod_key("other", "y"), &pod("other", "y", &[])).await;
-    let updated_c = put_json(
+    put_object(&mut kv, &pod_key("other", "y"), &pod("other", "y", &[])).await;
+    let updated_c = put_object(
         &mut kv,
         &pod_key("web", "c"),
         &pod("web", "c", &[("version", "2")]),
@@ -168,11 +174,10 @@ async fn node_informer_reports_add_update_delete_for_changes_made_in_etcd() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_informer_starts_on_an_empty_namespace_and_sees_first_pod() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
-    put_json(&mut kv, &pod_key("other", "z"), &pod("other", "z", &[])).await;
+    put_object(&mut kv, &pod_key("other", "z"), &pod("other", "z", &[])).await;
     let watchd = Watchd::start(&etcd.client_url(), &[]);
     let proxy = RecordingProxy::start(watchd.http_addr()).await;
 
@@ -181,7 +186,7 @@ async fn node_informer_starts_on_an_empty_namespace_and_sees_first_pod() {
     assert!(events(&before).is_empty(), "{before:?}");
     assert_eq!(ready["names"], json!([]), "{ready}");
 
-    let created = put_json(
+    let created = put_object(
         &mut kv,
         &pod_key("empty", "first"),
         &pod("empty", "first", &[]),

@@ -11,9 +11,16 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use support::clients::{python_command, ClientProcess};
-use support::kube::{delete_key, etcd_revision, pod, pod_key, put_json};
+use support::kube::{delete_key, etcd_revision, pod, pod_key, put_json, put_object};
 use support::proxy::RecordingProxy;
-use support::{Etcd, Watchd};
+use support::{storage_tests, Etcd, Watchd};
+
+// The list and watch scenarios run with the pods stored as JSON and as protobuf.
+storage_tests! {
+    multi_thread:
+    python_client_lists_pods_in_all_namespaces_and_in_one_namespace,
+    python_watch_stream_receives_added_modified_deleted_then_bookmark_before_timeout,
+}
 
 /// Bound for one client run (the watch scenario lasts its 5 s timeout plus start-up).
 const RUN_WAIT: Duration = Duration::from_secs(45);
@@ -55,13 +62,12 @@ fn pod_in_phase(ns: &str, name: &str, phase: &str) -> Value {
     p
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_client_lists_pods_in_all_namespaces_and_in_one_namespace() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
-    let a = put_json(&mut kv, &pod_key("apps", "a"), &pod("apps", "a", &[])).await;
-    let b = put_json(&mut kv, &pod_key("apps", "b"), &pod("apps", "b", &[])).await;
-    let c = put_json(&mut kv, &pod_key("other", "c"), &pod("other", "c", &[])).await;
+    let a = put_object(&mut kv, &pod_key("apps", "a"), &pod("apps", "a", &[])).await;
+    let b = put_object(&mut kv, &pod_key("apps", "b"), &pod("apps", "b", &[])).await;
+    let c = put_object(&mut kv, &pod_key("other", "c"), &pod("other", "c", &[])).await;
     let watchd = Watchd::start(&etcd.client_url(), &[]);
     let proxy = RecordingProxy::start(watchd.http_addr()).await;
     let now = etcd_revision(&mut kv).await;
@@ -126,11 +132,10 @@ async fn python_client_lists_pods_in_all_namespaces_and_in_one_namespace() {
     assert!(seen.iter().all(|r| r.method == "GET"), "{requests}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_watch_stream_receives_added_modified_deleted_then_bookmark_before_timeout() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
-    let seed = put_json(&mut kv, &pod_key("apps", "seed"), &pod("apps", "seed", &[])).await;
+    let seed = put_object(&mut kv, &pod_key("apps", "seed"), &pod("apps", "seed", &[])).await;
     let watchd = Watchd::start(&etcd.client_url(), &[]);
     let proxy = RecordingProxy::start(watchd.http_addr()).await;
 
@@ -141,11 +146,11 @@ async fn python_watch_stream_receives_added_modified_deleted_then_bookmark_befor
 
     // Changes made while the client streams (from the list's resourceVersion).
     let key = pod_key("apps", "web-1");
-    let added = put_json(&mut kv, &key, &pod_in_phase("apps", "web-1", "Pending")).await;
-    let modified = put_json(&mut kv, &key, &pod_in_phase("apps", "web-1", "Running")).await;
+    let added = put_object(&mut kv, &key, &pod_in_phase("apps", "web-1", "Pending")).await;
+    let modified = put_object(&mut kv, &key, &pod_in_phase("apps", "web-1", "Running")).await;
     let deleted = delete_key(&mut kv, &key).await;
     // Another namespace: not part of this watch, but it moves the revision on.
-    let elsewhere = put_json(&mut kv, &pod_key("other", "x"), &pod("other", "x", &[])).await;
+    let elsewhere = put_object(&mut kv, &pod_key("other", "x"), &pod("other", "x", &[])).await;
 
     let (end, lines) = client.expect_op("watch_end", RUN_WAIT).await;
     client.finish(RUN_WAIT).await;
@@ -219,6 +224,7 @@ async fn expired_resource_version() -> (Etcd, Watchd, i64) {
     (etcd, watchd, from)
 }
 
+// One storage format: the 410 path is the same whatever the objects' format.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_watch_from_expired_resource_version_raises_api_exception_410() {
     let (_etcd, watchd, from) = expired_resource_version().await;
@@ -246,6 +252,7 @@ async fn python_watch_from_expired_resource_version_raises_api_exception_410() {
     );
 }
 
+// One storage format: the 410 path is the same whatever the objects' format.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_watch_without_timeout_retries_once_after_410_then_raises() {
     let (_etcd, watchd, from) = expired_resource_version().await;

@@ -20,7 +20,41 @@ use serde_json::{json, Value};
 
 use support::http;
 use support::kube::*;
-use support::{Etcd, Watchd};
+use support::{storage_tests, Etcd, Watchd};
+
+// Each scenario runs with built-in objects stored as JSON and as protobuf (custom
+// resources are JSON in both); the tests marked below run once.
+storage_tests! {
+    builtin_group_names_are_omitted_from_etcd_keys,
+    services_endpoints_controllers_ingress_keys_are_served,
+    etcd_prefix_is_configurable,
+    encrypted_values_are_logged_once_per_key,
+    list_rv_0_serves_any,
+    list_rv_n_serves_not_older_than_n,
+    list_rv_0_with_limit_may_ignore_limit_and_serves_any,
+    list_rv_n_with_limit_is_exact_n,
+    list_exact_rv_n_with_limit_pages_at_n,
+    list_not_older_than_rv_0_serves_any,
+    list_not_older_than_rv_n_serves_at_least_n,
+    continue_token_is_urlsafe_base64_json_with_rv_and_start,
+    list_items_always_present_with_kind_and_api_version,
+    get_rv_n_waits_for_not_older_than,
+    watch_rv_empty_is_like_unset_synthetic_added_at_consistent_revision,
+    watch_rv_0_synthetic_added_from_cache,
+    watch_body_is_chunked_single_line_json_per_event_flushed_per_event,
+    deleted_carries_delete_revision,
+    bookmark_object_has_kind_api_version_and_only_resource_version,
+    bookmark_is_sent_shortly_before_timeout_seconds_expires,
+    streaming_list_rv_n_serves_at_least_n,
+    closed_watch_resumes_from_last_resource_version,
+    label_selector_allows_whitespace_around_tokens,
+    metadata_name_and_namespace_field_selectors_work_for_every_resource,
+    pod_field_selectors_scheduler_name_service_account_name_and_pod_ip,
+    event_involved_object_field_selectors,
+    protobuf_accept_with_json_fallback_is_answered_with_labelled_json,
+    table_default_columns_are_name_and_created_at,
+    gzip_applies_to_gets_but_never_to_watch_streams,
+}
 
 // ---- helpers ----------------------------------------------------------------------------
 
@@ -146,7 +180,7 @@ fn crd(group: &str, plural: &str, kind: &str, scope: &str) -> Value {
 
 /// Registers the namespaced `widgets.example.com` CRD (kind `Widget`) under `prefix`.
 async fn put_widget_crd(kv: &mut etcd_client::Client, prefix: &str) {
-    put_json(
+    put_object(
         kv,
         &format!("{prefix}/apiextensions.k8s.io/customresourcedefinitions/widgets.example.com"),
         &crd("example.com", "widgets", "Widget", "Namespaced"),
@@ -255,17 +289,16 @@ fn pb_envelope(api_version: &str, kind: &str, m: &PbMeta<'_>) -> Vec<u8> {
 
 // ---- Storage format in etcd -----------------------------------------------------------------
 
-#[tokio::test]
 async fn builtin_group_names_are_omitted_from_etcd_keys() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
-    let d = put_json(
+    let d = put_object(
         &mut kv,
         "/registry/deployments/prod/web",
         &object("apps/v1", "Deployment", Some("prod"), "web"),
     )
     .await;
-    let l = put_json(
+    let l = put_object(
         &mut kv,
         "/registry/leases/kube-node-lease/n1",
         &object(
@@ -276,14 +309,14 @@ async fn builtin_group_names_are_omitted_from_etcd_keys() {
         ),
     )
     .await;
-    let r = put_json(
+    let r = put_object(
         &mut kv,
         "/registry/clusterroles/admin",
         &object("rbac.authorization.k8s.io/v1", "ClusterRole", None, "admin"),
     )
     .await;
     // With the group in the key it is not where kube-apiserver keeps deployments.
-    put_json(
+    put_object(
         &mut kv,
         "/registry/apps/deployments/prod/wrong",
         &object("apps/v1", "Deployment", Some("prod"), "wrong"),
@@ -311,7 +344,6 @@ async fn builtin_group_names_are_omitted_from_etcd_keys() {
     assert_eq!(item_names(&list), ["web"], "{list}");
 }
 
-#[tokio::test]
 async fn services_endpoints_controllers_ingress_keys_are_served() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -339,7 +371,7 @@ async fn services_endpoints_controllers_ingress_keys_are_served() {
     ];
     let mut revisions = Vec::new();
     for (key, obj, _) in &cases {
-        revisions.push(put_json(&mut kv, key, obj).await);
+        revisions.push(put_object(&mut kv, key, obj).await);
     }
     let watchd = Watchd::start(&etcd.client_url(), &[]);
     let base = watchd.base_url();
@@ -349,7 +381,7 @@ async fn services_endpoints_controllers_ingress_keys_are_served() {
         let mut late = obj.clone();
         late["metadata"]["name"] = json!(format!("{name}-late"));
         let late_key = format!("{key}-late");
-        let after = put_json(&mut kv, &late_key, &late).await;
+        let after = put_object(&mut kv, &late_key, &late).await;
 
         let list = get_json(&format!("{base}{path}")).await;
         assert_eq!(
@@ -377,14 +409,13 @@ async fn services_endpoints_controllers_ingress_keys_are_served() {
         .all(|s| s["kind"] == "Service"));
 }
 
-#[tokio::test]
 async fn etcd_prefix_is_configurable() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
     let ours = put_pod_at(&mut kv, "/kube/pods/p/ours", "p", "ours").await;
     put_pod_at(&mut kv, "/registry/pods/p/not-ours", "p", "not-ours").await;
     put_widget_crd(&mut kv, "/kube").await;
-    let w = put_json(
+    let w = put_object(
         &mut kv,
         "/kube/example.com/widgets/p/w1",
         &widget("p", "w1"),
@@ -411,9 +442,10 @@ async fn etcd_prefix_is_configurable() {
 }
 
 async fn put_pod_at(kv: &mut etcd_client::Client, key: &str, ns: &str, name: &str) -> i64 {
-    put_json(kv, key, &pod(ns, name, &[])).await
+    put_object(kv, key, &pod(ns, name, &[])).await
 }
 
+// One run: it stores one object in each format itself (JSON v1beta2, protobuf v1beta1).
 #[tokio::test]
 async fn stored_api_version_is_served_as_stored_without_conversion() {
     let etcd = Etcd::start();
@@ -460,6 +492,7 @@ async fn stored_api_version_is_served_as_stored_without_conversion() {
     assert_eq!(got["spec"]["replicas"], 2, "stored fields are kept: {got}");
 }
 
+// One run: it stores a stale resourceVersion in each format itself.
 #[tokio::test]
 async fn resource_version_is_served_as_mod_revision_even_if_stored() {
     let etcd = Etcd::start();
@@ -501,7 +534,6 @@ async fn resource_version_is_served_as_mod_revision_even_if_stored() {
     }
 }
 
-#[tokio::test]
 async fn encrypted_values_are_logged_once_per_key() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -548,7 +580,6 @@ async fn five_pods(kv: &mut etcd_client::Client, ns: &str) -> Vec<i64> {
     revs
 }
 
-#[tokio::test]
 async fn list_rv_0_serves_any() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -573,7 +604,6 @@ async fn list_rv_0_serves_any() {
     );
 }
 
-#[tokio::test]
 async fn list_rv_n_serves_not_older_than_n() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -594,7 +624,6 @@ async fn list_rv_n_serves_not_older_than_n() {
     assert_eq!(item(&list, "a")["metadata"]["labels"]["v"], "2");
 }
 
-#[tokio::test]
 async fn list_rv_0_with_limit_may_ignore_limit_and_serves_any() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -647,17 +676,14 @@ async fn check_pages_at_exact_revision(first_query: &str) {
     );
 }
 
-#[tokio::test]
 async fn list_rv_n_with_limit_is_exact_n() {
     check_pages_at_exact_revision("resourceVersion={at}&limit=2").await;
 }
 
-#[tokio::test]
 async fn list_exact_rv_n_with_limit_pages_at_n() {
     check_pages_at_exact_revision("resourceVersion={at}&resourceVersionMatch=Exact&limit=2").await;
 }
 
-#[tokio::test]
 async fn list_not_older_than_rv_0_serves_any() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -682,7 +708,6 @@ async fn list_not_older_than_rv_0_serves_any() {
     assert!(pages.iter().all(|p| rv(p) == rv(&pages[0])));
 }
 
-#[tokio::test]
 async fn list_not_older_than_rv_n_serves_at_least_n() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -730,7 +755,6 @@ async fn list_not_older_than_rv_n_serves_at_least_n() {
     );
 }
 
-#[tokio::test]
 async fn continue_token_is_urlsafe_base64_json_with_rv_and_start() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -769,12 +793,11 @@ async fn continue_token_is_urlsafe_base64_json_with_rv_and_start() {
     assert_eq!(names_of_pages(&pages), ["a", "b", "c"]);
 }
 
-#[tokio::test]
 async fn list_items_always_present_with_kind_and_api_version() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
     put_pod(&mut kv, "full", "p", &[("app", "x")]).await;
-    put_json(
+    put_object(
         &mut kv,
         "/registry/leases/full/l",
         &object("coordination.k8s.io/v1", "Lease", Some("full"), "l"),
@@ -840,6 +863,7 @@ async fn list_items_always_present_with_kind_and_api_version() {
     }
 }
 
+// One storage format: custom resources are JSON in both (protobuf CRDs: http_misc, crds).
 #[tokio::test]
 async fn custom_resources_keep_kind_and_api_version_in_list_items() {
     let etcd = Etcd::start();
@@ -888,7 +912,6 @@ async fn custom_resources_keep_kind_and_api_version_in_list_items() {
 
 // ---- get ------------------------------------------------------------------------------------
 
-#[tokio::test]
 async fn get_rv_n_waits_for_not_older_than() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -939,7 +962,6 @@ async fn get_rv_n_waits_for_not_older_than() {
 
 // ---- watch ----------------------------------------------------------------------------------
 
-#[tokio::test]
 async fn watch_rv_empty_is_like_unset_synthetic_added_at_consistent_revision() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -961,7 +983,6 @@ async fn watch_rv_empty_is_like_unset_synthetic_added_at_consistent_revision() {
     check_event(&next_event(&mut stream).await, "MODIFIED", "a", ra2);
 }
 
-#[tokio::test]
 async fn watch_rv_0_synthetic_added_from_cache() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -985,7 +1006,6 @@ async fn watch_rv_0_synthetic_added_from_cache() {
     check_event(&next_event(&mut stream).await, "DELETED", "a", gone);
 }
 
-#[tokio::test]
 async fn watch_body_is_chunked_single_line_json_per_event_flushed_per_event() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -1036,7 +1056,6 @@ async fn watch_body_is_chunked_single_line_json_per_event_flushed_per_event() {
     }
 }
 
-#[tokio::test]
 async fn deleted_carries_delete_revision() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -1054,7 +1073,7 @@ async fn deleted_carries_delete_revision() {
 
     let last = put_pod(&mut kv, "d", "p", &[("state", "last")]).await;
     let pod_gone = delete_key(&mut kv, &pod_key("d", "p")).await;
-    let node_last = put_json(&mut kv, "/registry/minions/n", &node("n")).await;
+    let node_last = put_object(&mut kv, "/registry/minions/n", &node("n")).await;
     let node_gone = delete_key(&mut kv, "/registry/minions/n").await;
 
     check_event(&next_event(&mut pods).await, "ADDED", "p", last);
@@ -1073,12 +1092,11 @@ async fn deleted_carries_delete_revision() {
     assert_eq!(ev["object"]["status"]["conditions"][0]["type"], "Ready");
 }
 
-#[tokio::test]
 async fn bookmark_object_has_kind_api_version_and_only_resource_version() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
     put_pod(&mut kv, "bm", "a", &[]).await;
-    put_json(
+    put_object(
         &mut kv,
         "/registry/deployments/bm/d",
         &object("apps/v1", "Deployment", Some("bm"), "d"),
@@ -1110,7 +1128,6 @@ async fn bookmark_object_has_kind_api_version_and_only_resource_version() {
     }
 }
 
-#[tokio::test]
 async fn bookmark_is_sent_shortly_before_timeout_seconds_expires() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -1131,7 +1148,6 @@ async fn bookmark_is_sent_shortly_before_timeout_seconds_expires() {
     assert!(rv(&last["object"]) >= ra, "{last}");
 }
 
-#[tokio::test]
 async fn streaming_list_rv_n_serves_at_least_n() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -1173,7 +1189,6 @@ async fn streaming_list_rv_n_serves_at_least_n() {
     assert!(rc > rv(object));
 }
 
-#[tokio::test]
 async fn closed_watch_resumes_from_last_resource_version() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -1199,7 +1214,6 @@ async fn closed_watch_resumes_from_last_resource_version() {
 
 // ---- selectors ------------------------------------------------------------------------------
 
-#[tokio::test]
 async fn label_selector_allows_whitespace_around_tokens() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -1229,12 +1243,11 @@ async fn label_selector_allows_whitespace_around_tokens() {
     }
 }
 
-#[tokio::test]
 async fn metadata_name_and_namespace_field_selectors_work_for_every_resource() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
     for (ns, name) in [("a", "one"), ("b", "one"), ("a", "two")] {
-        put_json(
+        put_object(
             &mut kv,
             &format!("/registry/configmaps/{ns}/{name}"),
             &configmap(ns, name, "x"),
@@ -1242,16 +1255,16 @@ async fn metadata_name_and_namespace_field_selectors_work_for_every_resource() {
         .await;
     }
     for name in ["n1", "n2"] {
-        put_json(&mut kv, &format!("/registry/minions/{name}"), &node(name)).await;
+        put_object(&mut kv, &format!("/registry/minions/{name}"), &node(name)).await;
     }
     put_widget_crd(&mut kv, "/registry").await;
-    put_json(
+    put_object(
         &mut kv,
         "/registry/example.com/widgets/a/w1",
         &widget("a", "w1"),
     )
     .await;
-    put_json(
+    put_object(
         &mut kv,
         "/registry/example.com/widgets/b/w2",
         &widget("b", "w2"),
@@ -1327,7 +1340,6 @@ async fn metadata_name_and_namespace_field_selectors_work_for_every_resource() {
     assert!(checked >= 30, "only {checked} resources discovered");
 }
 
-#[tokio::test]
 async fn pod_field_selectors_scheduler_name_service_account_name_and_pod_ip() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -1339,7 +1351,7 @@ async fn pod_field_selectors_scheduler_name_service_account_name_and_pod_ip() {
         p["spec"]["schedulerName"] = json!(scheduler);
         p["spec"]["serviceAccountName"] = json!(sa);
         p["status"]["podIP"] = json!(ip);
-        put_json(&mut kv, &pod_key("fs", name), &p).await;
+        put_object(&mut kv, &pod_key("fs", name), &p).await;
     }
     let watchd = Watchd::start(&etcd.client_url(), &[]);
     let base = watchd.base_url();
@@ -1360,7 +1372,6 @@ async fn pod_field_selectors_scheduler_name_service_account_name_and_pod_ip() {
     }
 }
 
-#[tokio::test]
 async fn event_involved_object_field_selectors() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -1371,12 +1382,12 @@ async fn event_involved_object_field_selectors() {
             "apiVersion": "v1", "resourceVersion": "42", "fieldPath": "spec.containers{c}"},
         "reason": "BackOff", "type": "Warning",
     });
-    put_json(&mut kv, "/registry/events/a/e1", &event).await;
+    put_object(&mut kv, "/registry/events/a/e1", &event).await;
     let mut other = event.clone();
     other["metadata"]["name"] = json!("e2");
     other["involvedObject"] = json!({"kind": "Node", "name": "n1"});
     other["type"] = json!("Normal");
-    put_json(&mut kv, "/registry/events/a/e2", &other).await;
+    put_object(&mut kv, "/registry/events/a/e2", &other).await;
     let watchd = Watchd::start(&etcd.client_url(), &[]);
     let base = watchd.base_url();
 
@@ -1399,7 +1410,6 @@ async fn event_involved_object_field_selectors() {
 
 // ---- content negotiation --------------------------------------------------------------------
 
-#[tokio::test]
 async fn protobuf_accept_with_json_fallback_is_answered_with_labelled_json() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -1445,6 +1455,7 @@ async fn protobuf_accept_with_json_fallback_is_answered_with_labelled_json() {
     }
 }
 
+// One storage format: custom resources are JSON in both (protobuf CRDs: http_misc, crds).
 #[tokio::test]
 async fn custom_resources_are_json_only() {
     let etcd = Etcd::start();
@@ -1477,11 +1488,10 @@ async fn custom_resources_are_json_only() {
     }
 }
 
-#[tokio::test]
 async fn table_default_columns_are_name_and_created_at() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
-    put_json(
+    put_object(
         &mut kv,
         "/registry/leases/t/l1",
         &object("coordination.k8s.io/v1", "Lease", Some("t"), "l1"),
@@ -1527,7 +1537,6 @@ async fn table_default_columns_are_name_and_created_at() {
     }
 }
 
-#[tokio::test]
 async fn gzip_applies_to_gets_but_never_to_watch_streams() {
     use std::io::Read as _;
     let etcd = Etcd::start();
@@ -1565,6 +1574,7 @@ async fn gzip_applies_to_gets_but_never_to_watch_streams() {
 
 // ---- discovery and other endpoints ----------------------------------------------------------
 
+// One storage format: discovery does not depend on stored objects.
 #[tokio::test]
 async fn discovery_resources_carry_verbs_namespaced_kind_short_names_and_categories() {
     let etcd = Etcd::start();
@@ -1607,6 +1617,7 @@ async fn discovery_resources_carry_verbs_namespaced_kind_short_names_and_categor
     assert_eq!(deployments["verbs"], json!(["get", "list", "watch"]));
 }
 
+// One storage format: discovery does not depend on stored objects.
 #[tokio::test]
 async fn aggregated_discovery_is_labelled_with_the_version_served() {
     let etcd = Etcd::start();
@@ -1651,6 +1662,7 @@ async fn aggregated_discovery_is_labelled_with_the_version_served() {
     }
 }
 
+// One storage format: no objects.
 #[tokio::test]
 async fn openapi_paths_are_not_found() {
     let etcd = Etcd::start();
@@ -1662,6 +1674,7 @@ async fn openapi_paths_are_not_found() {
     }
 }
 
+// One storage format: health checks do not depend on how objects are stored.
 #[tokio::test]
 async fn healthz_verbose_ends_with_check_passed() {
     let etcd = Etcd::start();
@@ -1699,6 +1712,7 @@ async fn healthz_verbose_ends_with_check_passed() {
     }
 }
 
+// One storage format: health checks do not depend on how objects are stored.
 #[tokio::test]
 async fn readyz_exclude_and_per_check_paths() {
     let etcd = Etcd::start();
@@ -1731,6 +1745,7 @@ async fn readyz_exclude_and_per_check_paths() {
     }
 }
 
+// One storage format: health checks do not depend on how objects are stored.
 #[tokio::test]
 async fn readyz_exclude_may_be_repeated_as_kube_apiserver_accepts() {
     // kube-apiserver reads every `exclude` parameter (`?exclude=a&exclude=b`).
@@ -1756,6 +1771,7 @@ async fn readyz_exclude_may_be_repeated_as_kube_apiserver_accepts() {
     }
 }
 
+// One storage format: readiness follows the etcd watch, not the objects.
 #[tokio::test]
 async fn readyz_fails_while_the_etcd_watch_is_down() {
     let mut etcd = Etcd::start();
@@ -1785,6 +1801,7 @@ async fn readyz_fails_while_the_etcd_watch_is_down() {
     assert_eq!(rv(item(&list, "b")), rb);
 }
 
+// One storage format: there is no etcd to store anything.
 #[tokio::test]
 async fn not_ready_and_service_unavailable_until_initial_sync() {
     // An etcd that never answers: the initial sync cannot finish.
@@ -1812,6 +1829,7 @@ async fn not_ready_and_service_unavailable_until_initial_sync() {
     }
 }
 
+// One storage format: it checks the metrics' text format, not objects.
 #[tokio::test]
 async fn metrics_are_prometheus_text() {
     let etcd = Etcd::start();
@@ -1873,6 +1891,7 @@ async fn metrics_are_prometheus_text() {
 /// A request that must fail: method, URL, headers, HTTP status (= `code`), `reason`.
 type ErrorCase<'a> = (&'a str, String, &'a [(&'a str, &'a str)], u16, &'a str);
 
+// One storage format: the error Statuses do not depend on how objects are stored.
 #[tokio::test]
 async fn status_objects_have_kind_status_api_version_v1_metadata_and_code_equal_to_http_status() {
     let etcd = Etcd::start();
@@ -1939,6 +1958,7 @@ async fn status_objects_have_kind_status_api_version_v1_metadata_and_code_equal_
 
 // ---- Rendering protobuf as JSON -------------------------------------------------------------
 
+// One run: it writes hand-made protobuf values raw.
 #[tokio::test]
 async fn protobuf_zero_creation_timestamp_is_omitted_and_empty_omitempty_fields_are_omitted() {
     let etcd = Etcd::start();

@@ -7,7 +7,16 @@ use std::time::Duration;
 
 use serde_json::Value;
 use support::http;
-use support::{Etcd, Watchd};
+use support::kube::put_object_text;
+use support::{storage_tests, Etcd, Watchd};
+
+// Each scenario runs with built-in objects stored as JSON and as protobuf (custom
+// resources are JSON in both).
+storage_tests! {
+    pods_list_by_node_name_and_phase,
+    node_scoped_pod_watch_sees_pods_arrive_and_leave_its_node,
+    events_secrets_nodes_and_custom_resources_have_their_fields,
+}
 
 fn pod(ns: &str, name: &str, node: &str, phase: &str) -> String {
     format!(
@@ -29,38 +38,33 @@ fn names(list: &Value) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
 async fn pods_list_by_node_name_and_phase() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
-    kv.put(
+    put_object_text(
+        &mut kv,
         "/registry/pods/a/p1",
-        pod("a", "p1", "node-1", "Running"),
-        None,
+        &pod("a", "p1", "node-1", "Running"),
     )
-    .await
-    .expect("put");
-    kv.put(
+    .await;
+    put_object_text(
+        &mut kv,
         "/registry/pods/a/p2",
-        pod("a", "p2", "node-2", "Running"),
-        None,
+        &pod("a", "p2", "node-2", "Running"),
     )
-    .await
-    .expect("put");
-    kv.put(
+    .await;
+    put_object_text(
+        &mut kv,
         "/registry/pods/b/p3",
-        pod("b", "p3", "node-1", "Pending"),
-        None,
+        &pod("b", "p3", "node-1", "Pending"),
     )
-    .await
-    .expect("put");
-    kv.put(
+    .await;
+    put_object_text(
+        &mut kv,
         "/registry/pods/b/p4",
         r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p4","namespace":"b"},"spec":{}}"#,
-        None,
     )
-    .await
-    .expect("put");
+    .await;
     let w = Watchd::start(&etcd.client_url(), &[]);
     let base = w.base_url();
     let list = |q: &str| {
@@ -97,52 +101,45 @@ async fn pods_list_by_node_name_and_phase() {
     );
 }
 
-#[tokio::test]
 async fn node_scoped_pod_watch_sees_pods_arrive_and_leave_its_node() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
-    kv.put(
+    put_object_text(
+        &mut kv,
         "/registry/pods/a/p1",
-        pod("a", "p1", "node-2", "Pending"),
-        None,
+        &pod("a", "p1", "node-2", "Pending"),
     )
-    .await
-    .expect("put");
+    .await;
     let w = Watchd::start(&etcd.client_url(), &[]);
     let url = format!(
         "{}/api/v1/pods?watch=1&fieldSelector=spec.nodeName%3Dnode-1",
         w.base_url()
     );
     let mut stream = http::watch(&url, &[]).await;
-    let moved = kv
-        .put(
-            "/registry/pods/a/p1",
-            pod("a", "p1", "node-1", "Running"),
-            None,
-        )
-        .await
-        .expect("put");
-    kv.put(
-        "/registry/pods/a/other",
-        pod("a", "other", "node-2", "Running"),
-        None,
+    let moved = put_object_text(
+        &mut kv,
+        "/registry/pods/a/p1",
+        &pod("a", "p1", "node-1", "Running"),
     )
-    .await
-    .expect("put");
-    let left = kv
-        .put(
-            "/registry/pods/a/p1",
-            pod("a", "p1", "node-3", "Running"),
-            None,
-        )
-        .await
-        .expect("put");
+    .await;
+    put_object_text(
+        &mut kv,
+        "/registry/pods/a/other",
+        &pod("a", "other", "node-2", "Running"),
+    )
+    .await;
+    let left = put_object_text(
+        &mut kv,
+        "/registry/pods/a/p1",
+        &pod("a", "p1", "node-3", "Running"),
+    )
+    .await;
     let wait = Duration::from_secs(10);
     let added = stream.next_event(wait).await.expect("ADDED");
     assert_eq!(added["type"], "ADDED");
     assert_eq!(
         added["object"]["metadata"]["resourceVersion"],
-        moved.header().expect("h").revision().to_string()
+        moved.to_string()
     );
     let gone = stream.next_event(wait).await.expect("DELETED");
     assert_eq!(gone["type"], "DELETED");
@@ -151,7 +148,7 @@ async fn node_scoped_pod_watch_sees_pods_arrive_and_leave_its_node() {
     assert_eq!(gone["object"]["spec"]["nodeName"], "node-1");
     assert_eq!(
         gone["object"]["metadata"]["resourceVersion"],
-        left.header().expect("h").revision().to_string()
+        left.to_string()
     );
     assert!(
         stream
@@ -162,43 +159,37 @@ async fn node_scoped_pod_watch_sees_pods_arrive_and_leave_its_node() {
     );
 }
 
-#[tokio::test]
 async fn events_secrets_nodes_and_custom_resources_have_their_fields() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
     let event = r#"{"apiVersion":"v1","kind":"Event","metadata":{"name":"e1","namespace":"a"},"involvedObject":{"kind":"Pod","name":"p1","namespace":"a"},"reason":"Started","type":"Normal","source":{"component":"kubelet"}}"#;
-    kv.put("/registry/events/a/e1", event, None)
-        .await
-        .expect("put");
+    put_object_text(&mut kv, "/registry/events/a/e1", event).await;
     let secret = r#"{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s1","namespace":"a"},"type":"kubernetes.io/tls"}"#;
-    kv.put("/registry/secrets/a/s1", secret, None)
-        .await
-        .expect("put");
-    kv.put(
+    put_object_text(&mut kv, "/registry/secrets/a/s1", secret).await;
+    put_object_text(
+        &mut kv,
         "/registry/minions/n1",
         r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"},"spec":{}}"#,
-        None,
     )
-    .await
-    .expect("put");
-    kv.put("/registry/minions/n2", r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n2"},"spec":{"unschedulable":true}}"#, None)
-        .await
-        .expect("put");
+    .await;
+    put_object_text(&mut kv, "/registry/minions/n2", r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n2"},"spec":{"unschedulable":true}}"#).await;
     let crd = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"widgets.example.com"},"spec":{"group":"example.com","scope":"Namespaced","names":{"plural":"widgets","singular":"widget","kind":"Widget"},"versions":[{"name":"v1","served":true,"storage":true,"selectableFields":[{"jsonPath":".spec.color"}]}]}}"#;
-    kv.put(
+    put_object_text(
+        &mut kv,
         "/registry/apiextensions.k8s.io/customresourcedefinitions/widgets.example.com",
         crd,
-        None,
     )
-    .await
-    .expect("put");
+    .await;
     for (name, color) in [("w1", "red"), ("w2", "blue")] {
         let w = format!(
             r#"{{"apiVersion":"example.com/v1","kind":"Widget","metadata":{{"name":"{name}","namespace":"a"}},"spec":{{"color":"{color}"}}}}"#
         );
-        kv.put(format!("/registry/example.com/widgets/a/{name}"), w, None)
-            .await
-            .expect("put");
+        put_object_text(
+            &mut kv,
+            &format!("/registry/example.com/widgets/a/{name}"),
+            &w,
+        )
+        .await;
     }
     let w = Watchd::start(&etcd.client_url(), &[]);
     let get = |path: String| async move { http::get(&path, &[]).await.json() };

@@ -9,7 +9,14 @@ use serde_json::Value;
 use watchd::api::grpc::pb::watchd_client::WatchdClient;
 use watchd::api::grpc::pb::{self, Collection, EventType, GetRequest, ListRequest, WatchRequest};
 
-use support::{Etcd, Watchd};
+use support::kube::{delete_key, put_object_text};
+use support::{storage_tests, Etcd, Watchd};
+
+// Each scenario runs with built-in objects stored as JSON and as protobuf.
+storage_tests! {
+    grpc_get_and_list_serve_the_cached_objects_with_their_revisions,
+    grpc_watch_streams_initial_state_then_changes_in_order,
+}
 
 fn configmap(ns: &str, name: &str, v: &str) -> String {
     format!(
@@ -36,33 +43,27 @@ async fn client(w: &Watchd) -> WatchdClient<tonic::transport::Channel> {
         .expect("gRPC connect")
 }
 
-#[tokio::test]
 async fn grpc_get_and_list_serve_the_cached_objects_with_their_revisions() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
-    let put = kv
-        .put(
-            "/registry/configmaps/a/one",
-            configmap("a", "one", "1"),
-            None,
-        )
-        .await
-        .expect("put");
-    let one_rev = put.header().expect("header").revision();
-    kv.put(
+    let one_rev = put_object_text(
+        &mut kv,
+        "/registry/configmaps/a/one",
+        &configmap("a", "one", "1"),
+    )
+    .await;
+    put_object_text(
+        &mut kv,
         "/registry/configmaps/a/two",
-        configmap("a", "two", "2"),
-        None,
+        &configmap("a", "two", "2"),
     )
-    .await
-    .expect("put");
-    kv.put(
+    .await;
+    put_object_text(
+        &mut kv,
         "/registry/configmaps/b/three",
-        configmap("b", "three", "3"),
-        None,
+        &configmap("b", "three", "3"),
     )
-    .await
-    .expect("put");
+    .await;
     let watchd = Watchd::start(&etcd.client_url(), &[]);
     let mut c = client(&watchd).await;
 
@@ -121,6 +122,7 @@ async fn grpc_get_and_list_serve_the_cached_objects_with_their_revisions() {
     assert_eq!(selected.items.len(), 2);
 }
 
+// One storage format: no objects; the errors come from the request alone.
 #[tokio::test]
 async fn grpc_errors_carry_the_kubernetes_status() {
     let etcd = Etcd::start();
@@ -161,17 +163,15 @@ async fn grpc_errors_carry_the_kubernetes_status() {
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
 }
 
-#[tokio::test]
 async fn grpc_watch_streams_initial_state_then_changes_in_order() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
-    kv.put(
+    put_object_text(
+        &mut kv,
         "/registry/configmaps/a/one",
-        configmap("a", "one", "1"),
-        None,
+        &configmap("a", "one", "1"),
     )
-    .await
-    .expect("put");
+    .await;
     let watchd = Watchd::start(&etcd.client_url(), &[]);
     let mut c = client(&watchd).await;
     let mut stream = c
@@ -185,18 +185,13 @@ async fn grpc_watch_streams_initial_state_then_changes_in_order() {
         .await
         .expect("watch")
         .into_inner();
-    let updated = kv
-        .put(
-            "/registry/configmaps/a/one",
-            configmap("a", "one", "9"),
-            None,
-        )
-        .await
-        .expect("put");
-    let deleted = kv
-        .delete("/registry/configmaps/a/one", None)
-        .await
-        .expect("delete");
+    let updated = put_object_text(
+        &mut kv,
+        "/registry/configmaps/a/one",
+        &configmap("a", "one", "9"),
+    )
+    .await;
+    let deleted = delete_key(&mut kv, "/registry/configmaps/a/one").await;
     let mut events: Vec<pb::WatchEvent> = Vec::new();
     while events.len() < 4 {
         let msg = tokio::time::timeout(Duration::from_secs(10), stream.message())
@@ -217,13 +212,7 @@ async fn grpc_watch_streams_initial_state_then_changes_in_order() {
         ]
     );
     assert!(events[1].initial_events_end);
-    assert_eq!(
-        events[2].resource_version,
-        updated.header().expect("header").revision()
-    );
-    assert_eq!(
-        events[3].resource_version,
-        deleted.header().expect("header").revision()
-    );
+    assert_eq!(events[2].resource_version, updated);
+    assert_eq!(events[3].resource_version, deleted);
     assert_eq!(json(&events[3].object)["data"]["v"], "9");
 }

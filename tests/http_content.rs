@@ -9,7 +9,19 @@ use std::time::Duration;
 
 use serde_json::Value;
 use support::http;
-use support::{Etcd, Watchd};
+use support::kube::put_object_text;
+use support::{storage_tests, Etcd, Watchd};
+
+// Each scenario runs with built-in objects stored as JSON and as protobuf.
+storage_tests! {
+    table_list_has_columns_rows_and_partial_metadata_objects,
+    table_include_object_controls_the_row_object,
+    table_watch_sends_column_definitions_only_in_the_first_event,
+    metadata_informers_get_partial_object_metadata_lists_gets_and_watches,
+    gzip_is_used_for_lists_and_gets_when_accepted,
+    kubectl_1_27_and_1_33_discover_resources,
+    kubectl_get_pods_prints_kubectls_usual_columns,
+}
 
 const TABLE: &str = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";
 const METADATA_LIST: &str =
@@ -28,15 +40,17 @@ async fn fixture() -> (Etcd, Watchd) {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
     for n in ["c1", "c2", "c3"] {
-        kv.put(format!("/registry/configmaps/a/{n}"), configmap(n), None)
-            .await
-            .expect("put");
+        put_object_text(
+            &mut kv,
+            &format!("/registry/configmaps/a/{n}"),
+            &configmap(n),
+        )
+        .await;
     }
     let w = Watchd::start(&etcd.client_url(), &[]);
     (etcd, w)
 }
 
-#[tokio::test]
 async fn table_list_has_columns_rows_and_partial_metadata_objects() {
     let (_etcd, w) = fixture().await;
     let r = http::get(
@@ -67,7 +81,6 @@ async fn table_list_has_columns_rows_and_partial_metadata_objects() {
     assert!(rows[0]["object"].get("data").is_none());
 }
 
-#[tokio::test]
 async fn table_include_object_controls_the_row_object() {
     let (_etcd, w) = fixture().await;
     let base = w.base_url();
@@ -95,7 +108,6 @@ async fn table_include_object_controls_the_row_object() {
     assert_eq!(bad.status, 400);
 }
 
-#[tokio::test]
 async fn table_watch_sends_column_definitions_only_in_the_first_event() {
     let (_etcd, w) = fixture().await;
     let mut s = http::watch(
@@ -112,7 +124,6 @@ async fn table_watch_sends_column_definitions_only_in_the_first_event() {
     }
 }
 
-#[tokio::test]
 async fn metadata_informers_get_partial_object_metadata_lists_gets_and_watches() {
     let (etcd, w) = fixture().await;
     let base = w.base_url();
@@ -152,16 +163,13 @@ async fn metadata_informers_get_partial_object_metadata_lists_gets_and_watches()
     )
     .await;
     let mut kv = etcd.client().await;
-    kv.put("/registry/configmaps/a/c4", configmap("c4"), None)
-        .await
-        .expect("put");
+    put_object_text(&mut kv, "/registry/configmaps/a/c4", &configmap("c4")).await;
     let ev = s.next_event(Duration::from_secs(10)).await.expect("event");
     assert_eq!(ev["type"], "ADDED");
     assert_eq!(ev["object"]["kind"], "PartialObjectMetadata");
     assert_eq!(ev["object"]["metadata"]["name"], "c4");
 }
 
-#[tokio::test]
 async fn gzip_is_used_for_lists_and_gets_when_accepted() {
     let (_etcd, w) = fixture().await;
     let r = http::get(
@@ -182,6 +190,7 @@ async fn gzip_is_used_for_lists_and_gets_when_accepted() {
     assert_eq!(identity.header("content-encoding"), None);
 }
 
+// One storage format: discovery does not depend on stored objects.
 #[tokio::test]
 async fn aggregated_discovery_is_served_only_in_the_offered_version() {
     let (_etcd, w) = fixture().await;
@@ -244,7 +253,6 @@ fn kubectl(bin: &str, server: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-#[tokio::test]
 async fn kubectl_1_27_and_1_33_discover_resources() {
     let (_etcd, w) = fixture().await;
     for bin in [
@@ -261,14 +269,11 @@ async fn kubectl_1_27_and_1_33_discover_resources() {
     }
 }
 
-#[tokio::test]
 async fn kubectl_get_pods_prints_kubectls_usual_columns() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
     let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"web-1","namespace":"a","creationTimestamp":"2026-01-02T03:04:05Z"},"spec":{"nodeName":"node-1","containers":[{"name":"c","image":"i"},{"name":"d","image":"i"}]},"status":{"phase":"Running","podIP":"10.1.2.3","containerStatuses":[{"name":"c","ready":true,"restartCount":2,"state":{"running":{}}},{"name":"d","ready":false,"restartCount":1,"state":{"waiting":{"reason":"CrashLoopBackOff"}}}]}}"#;
-    kv.put("/registry/pods/a/web-1", pod, None)
-        .await
-        .expect("put");
+    put_object_text(&mut kv, "/registry/pods/a/web-1", pod).await;
     let w = Watchd::start(&etcd.client_url(), &[]);
     let out = kubectl(
         "/usr/lib/google-cloud-sdk/bin/kubectl.1.33",

@@ -11,7 +11,23 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use support::kube::*;
-use support::{http, Etcd, Watchd};
+use support::{http, storage_tests, Etcd, Watchd};
+
+// Each scenario runs with built-in objects stored as JSON and as protobuf (custom
+// resources are JSON in both).
+storage_tests! {
+    table_accept_with_json_fallback_returns_json,
+    metrics_expose_the_applied_revision,
+    encrypted_values_are_skipped_and_counted,
+    corrupt_json_values_are_skipped_and_counted,
+    custom_resources_of_a_crd_stored_before_start_are_served,
+    crd_created_after_start_becomes_served,
+    kubectl_get_pods_in_all_namespaces_lists_them,
+    kubectl_get_pods_as_json_has_the_items,
+    kubectl_get_pods_in_chunks_returns_every_pod,
+    kubectl_get_nodes_lists_them,
+    kubectl_get_one_pod_by_name,
+}
 
 /// kubectl as installed on these machines (Google Cloud SDK component).
 const KUBECTL: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33";
@@ -19,7 +35,8 @@ const KUBECTL: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33";
 /// Upper bound for one kubectl run.
 const KUBECTL_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// An etcd with a few pods, nodes and namespaces, and a watchd serving it.
+/// An etcd with a few pods, nodes and namespaces (in the scenario's storage format), and
+/// a watchd serving it.
 struct Fixture {
     watchd: Watchd,
     kv: etcd_client::Client,
@@ -33,8 +50,8 @@ impl Fixture {
         let mut kv = etcd.client().await;
         put_pod(&mut kv, "default", "web", &[("app", "web")]).await;
         put_pod(&mut kv, "kube-system", "dns", &[]).await;
-        put_json(&mut kv, "/registry/minions/node-1", &node("node-1")).await;
-        put_json(
+        put_object(&mut kv, "/registry/minions/node-1", &node("node-1")).await;
+        put_object(
             &mut kv,
             "/registry/namespaces/default",
             &namespace("default"),
@@ -53,6 +70,7 @@ impl Fixture {
     }
 }
 
+// One storage format: the 405s come before any object is read.
 #[tokio::test]
 async fn write_methods_are_method_not_allowed() {
     let f = Fixture::start(&[]).await;
@@ -84,6 +102,7 @@ async fn write_methods_are_method_not_allowed() {
     assert_eq!(rv(&web), stored);
 }
 
+// One storage format: paths that name no resource read no object.
 #[tokio::test]
 async fn unknown_paths_and_resources_are_not_found_status() {
     let f = Fixture::start(&[]).await;
@@ -103,6 +122,7 @@ async fn unknown_paths_and_resources_are_not_found_status() {
     }
 }
 
+// JSON storage only: its 406s are for JSON-stored pods (the protobuf case writes a fixture raw).
 #[tokio::test]
 async fn protobuf_only_accept_is_not_acceptable() {
     let mut f = Fixture::start(&[]).await;
@@ -152,7 +172,6 @@ async fn protobuf_only_accept_is_not_acceptable() {
     }
 }
 
-#[tokio::test]
 async fn table_accept_with_json_fallback_returns_json() {
     let f = Fixture::start(&[]).await;
     let base = f.base();
@@ -177,6 +196,7 @@ async fn table_accept_with_json_fallback_returns_json() {
     }
 }
 
+// One storage format: the 400s come from the query alone, before any object is read.
 #[tokio::test]
 async fn malformed_query_parameters_are_bad_requests() {
     let f = Fixture::start(&[]).await;
@@ -224,6 +244,7 @@ async fn raw_get(addr: std::net::SocketAddr, target: &str) -> (u16, Vec<u8>) {
     (code, response[split + 4..].to_vec())
 }
 
+// One storage format: it is about the request line's length, not objects.
 #[tokio::test]
 async fn oversized_query_string_is_bad_request() {
     let f = Fixture::start(&[]).await;
@@ -256,6 +277,7 @@ async fn oversized_query_string_is_bad_request() {
     get_json(&format!("{}/api/v1/pods", f.base())).await;
 }
 
+// One storage format: discovery does not depend on stored objects.
 #[tokio::test]
 async fn discovery_documents_list_served_groups_and_resources() {
     let f = Fixture::start(&[]).await;
@@ -332,6 +354,7 @@ async fn discovery_documents_list_served_groups_and_resources() {
     );
 }
 
+// One storage format: health checks do not depend on how objects are stored.
 #[tokio::test]
 async fn health_endpoints_report_their_checks() {
     let f = Fixture::start(&[]).await;
@@ -367,7 +390,6 @@ async fn health_endpoints_report_their_checks() {
     get_status(&format!("{base}/readyz/nope"), 404, "NotFound").await;
 }
 
-#[tokio::test]
 async fn metrics_expose_the_applied_revision() {
     let f = Fixture::start(&[]).await;
     let base = f.base();
@@ -436,14 +458,12 @@ async fn check_unreadable_pods_are_skipped(bad: &[u8], reason: &str) {
     assert!(http::get(&format!("{base}/readyz"), &[]).await.status == 200);
 }
 
-#[tokio::test]
 async fn encrypted_values_are_skipped_and_counted() {
     let mut bad = b"k8s:enc:aescbc:v1:key1:".to_vec();
     bad.extend_from_slice(&[0x8f, 0x00, 0x13, 0xfe, 0x42, 0x7a, 0x00, 0xc1]);
     check_unreadable_pods_are_skipped(&bad, "encrypted").await;
 }
 
-#[tokio::test]
 async fn corrupt_json_values_are_skipped_and_counted() {
     check_unreadable_pods_are_skipped(
         br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"bad""#,
@@ -498,6 +518,7 @@ fn protobuf_pod(ns: &str, name: &str, labels: &[(&str, &str)], created: u64) -> 
     value
 }
 
+// One storage format: it writes its protobuf pods raw, next to no other objects.
 #[tokio::test]
 async fn protobuf_pod_is_served_with_its_metadata() {
     let etcd = Etcd::start();
@@ -572,19 +593,18 @@ fn custom_object(api_version: &str, kind: &str, ns: Option<&str>, name: &str) ->
     o
 }
 
-#[tokio::test]
 async fn custom_resources_of_a_crd_stored_before_start_are_served() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
     let crd_key = "/registry/apiextensions.k8s.io/customresourcedefinitions/widgets.example.com";
-    put_json(
+    put_object(
         &mut kv,
         crd_key,
         &crd("example.com", "widgets", "Widget", "Namespaced"),
     )
     .await;
     let w1_key = "/registry/example.com/widgets/default/w1";
-    let r1 = put_json(
+    let r1 = put_object(
         &mut kv,
         w1_key,
         &custom_object("example.com/v1", "Widget", Some("default"), "w1"),
@@ -643,7 +663,6 @@ async fn custom_resources_of_a_crd_stored_before_start_are_served() {
     );
 }
 
-#[tokio::test]
 async fn crd_created_after_start_becomes_served() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
@@ -656,7 +675,7 @@ async fn crd_created_after_start_becomes_served() {
     )
     .await;
     let crd_key = "/registry/apiextensions.k8s.io/customresourcedefinitions/gadgets.example.org";
-    put_json(
+    put_object(
         &mut kv,
         crd_key,
         &crd("example.org", "gadgets", "Gadget", "Cluster"),
@@ -686,7 +705,7 @@ async fn crd_created_after_start_becomes_served() {
         (Some("Gadget"), Some(false))
     );
 
-    let r1 = put_json(
+    let r1 = put_object(
         &mut kv,
         "/registry/example.org/gadgets/g1",
         &custom_object("example.org/v1", "Gadget", None, "g1"),
@@ -791,7 +810,6 @@ async fn kubectl_ok(base: &str, args: &[&str]) -> String {
     run.stdout
 }
 
-#[tokio::test]
 async fn kubectl_get_pods_in_all_namespaces_lists_them() {
     let f = Fixture::start(&[]).await;
     let out = kubectl_ok(&f.base(), &["get", "pods", "-A"]).await;
@@ -805,7 +823,6 @@ async fn kubectl_get_pods_in_all_namespaces_lists_them() {
     assert_eq!(rows.len(), 3, "a header and two pods: {out}");
 }
 
-#[tokio::test]
 async fn kubectl_get_pods_as_json_has_the_items() {
     let f = Fixture::start(&[]).await;
     let out = kubectl_ok(&f.base(), &["get", "pods", "-n", "default", "-o", "json"]).await;
@@ -821,7 +838,6 @@ async fn kubectl_get_pods_as_json_has_the_items() {
     assert_eq!(list["items"][0]["metadata"]["labels"]["app"], "web");
 }
 
-#[tokio::test]
 async fn kubectl_get_pods_in_chunks_returns_every_pod() {
     let f = Fixture::start(&[]).await;
     let mut kv = f.kv.clone();
@@ -870,7 +886,6 @@ async fn kubectl_get_pods_in_chunks_returns_every_pod() {
     );
 }
 
-#[tokio::test]
 async fn kubectl_get_nodes_lists_them() {
     let f = Fixture::start(&[]).await;
     let out = kubectl_ok(&f.base(), &["get", "nodes"]).await;
@@ -883,7 +898,6 @@ async fn kubectl_get_nodes_lists_them() {
     );
 }
 
-#[tokio::test]
 async fn kubectl_get_one_pod_by_name() {
     let f = Fixture::start(&[]).await;
     let out = kubectl_ok(&f.base(), &["get", "pod", "web", "-n", "default"]).await;

@@ -8,7 +8,16 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use support::{Etcd, Watchd};
+use support::kube::put_object_text;
+use support::{storage_tests, Etcd, Watchd};
+
+// Each scenario runs with built-in objects stored as JSON and as protobuf.
+storage_tests! {
+    kubectl_get_pods_o_yaml_prints_the_objects,
+    kubectl_get_pods_with_label_selector,
+    kubectl_get_pods_with_node_name_field_selector,
+    kubectl_get_pods_watch_sees_a_change_made_during_the_test,
+}
 
 const KUBECTL: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33";
 
@@ -47,13 +56,12 @@ async fn cluster() -> (Etcd, Watchd, tempfile::TempDir) {
         ("web-2", "node-2", "web"),
         ("db-1", "node-1", "db"),
     ] {
-        kv.put(
-            format!("/registry/pods/demo/{name}"),
-            pod(name, node, app),
-            None,
+        put_object_text(
+            &mut kv,
+            &format!("/registry/pods/demo/{name}"),
+            &pod(name, node, app),
         )
-        .await
-        .expect("put");
+        .await;
     }
     let w = Watchd::start(&etcd.client_url(), &[]);
     (etcd, w, tempfile::tempdir().expect("tempdir"))
@@ -66,7 +74,6 @@ fn names(out: &str) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
 async fn kubectl_get_pods_o_yaml_prints_the_objects() {
     let (_etcd, w, cache) = cluster().await;
     let out = kubectl(
@@ -89,7 +96,6 @@ async fn kubectl_get_pods_o_yaml_prints_the_objects() {
     }
 }
 
-#[tokio::test]
 async fn kubectl_get_pods_with_label_selector() {
     let (_etcd, w, cache) = cluster().await;
     let out = kubectl(
@@ -106,7 +112,6 @@ async fn kubectl_get_pods_with_label_selector() {
     assert!(out.contains("db-1") && !out.contains("web-1"), "{out}");
 }
 
-#[tokio::test]
 async fn kubectl_get_pods_with_node_name_field_selector() {
     let (_etcd, w, cache) = cluster().await;
     let out = kubectl(
@@ -128,7 +133,6 @@ async fn kubectl_get_pods_with_node_name_field_selector() {
     );
 }
 
-#[tokio::test]
 async fn kubectl_get_pods_watch_sees_a_change_made_during_the_test() {
     let (etcd, w, cache) = cluster().await;
     assert!(
@@ -162,13 +166,12 @@ async fn kubectl_get_pods_watch_sees_a_change_made_during_the_test() {
         }
     }
     let mut kv = etcd.client().await;
-    kv.put(
+    put_object_text(
+        &mut kv,
         "/registry/pods/demo/web-3",
-        pod("web-3", "node-2", "web"),
-        None,
+        &pod("web-3", "node-2", "web"),
     )
-    .await
-    .expect("put");
+    .await;
     let mut found = false;
     while let Ok(l) = rx.recv_timeout(Duration::from_secs(20)) {
         let done = l.starts_with("web-3");

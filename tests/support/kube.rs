@@ -1,16 +1,99 @@
 //! Kubernetes-shaped test data in etcd, and checks of what the API answers.
 //!
 //! Objects are written where kube-apiserver keeps them (`/registry/pods/<ns>/<name>`,
-//! `/registry/minions/<name>`, ...) as compact JSON with `kind`, `apiVersion` and
-//! `metadata` but no `resourceVersion`. Every write returns the etcd revision it created,
-//! which is the `resourceVersion` watchd must serve for the object.
+//! `/registry/minions/<name>`, ...) with `kind`, `apiVersion` and `metadata` but no
+//! `resourceVersion`. Every write returns the etcd revision it created, which is the
+//! `resourceVersion` watchd must serve for the object.
+//!
+//! [`put_object`] (and the builders on it, such as [`put_pod`]) writes in the running
+//! scenario's [`Storage`] format: compact JSON, or Kubernetes protobuf (`k8s\0` + the
+//! `runtime.Unknown` envelope) as kube-apiserver stores built-in kinds. Custom resources
+//! have no protobuf form and are JSON in both. [`put_json`] always writes JSON and
+//! [`put_raw`] writes the bytes given.
 
+use std::future::Future;
 use std::time::Duration;
 
 use etcd_client::Client;
 use serde_json::{json, Map, Value};
+use watchd::codec::pbjson;
 
 use super::http::{self, Response, WatchStream};
+
+/// How a scenario stores built-in objects in etcd.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Storage {
+    /// Compact JSON (how custom resources are always stored).
+    Json,
+    /// Kubernetes protobuf: `k8s\0` and a `runtime.Unknown` envelope, as kube-apiserver
+    /// stores built-in kinds.
+    Protobuf,
+}
+
+tokio::task_local! {
+    /// The storage format of the running scenario; set by [`Storage::scope`].
+    static STORAGE: Storage;
+}
+
+impl Storage {
+    /// The running scenario's format: the one its [`Storage::scope`] set (as the
+    /// `storage_tests!` macro does), JSON outside any scope. A task-local is not inherited
+    /// by spawned tasks: a task a scenario spawns to write objects must be wrapped in
+    /// `Storage::current().scope(...)` itself.
+    pub fn current() -> Storage {
+        STORAGE.try_with(|s| *s).unwrap_or(Storage::Json)
+    }
+
+    /// Runs `fut` with `self` as the storage format of every write it makes.
+    pub async fn scope<F: Future>(self, fut: F) -> F::Output {
+        STORAGE.scope(self, fut).await
+    }
+
+    /// The bytes `object` is stored as in this format. In protobuf, a kind without a
+    /// protobuf schema (a custom resource) stays JSON, as kube-apiserver stores it.
+    pub fn encode(self, object: &Value) -> Vec<u8> {
+        match self {
+            Storage::Protobuf if has_protobuf_form(object) => pbjson::encode_stored(object)
+                .unwrap_or_else(|e| panic!("encode as protobuf ({e}): {object}")),
+            _ => serde_json::to_vec(object).expect("serialize test object"),
+        }
+    }
+
+    /// Whether `value` (as stored in etcd) is in this format: protobuf values start with
+    /// the `k8s\0` magic, JSON values with `{`.
+    pub fn is_format_of(self, value: &[u8]) -> bool {
+        match self {
+            Storage::Json => value.first() == Some(&b'{'),
+            Storage::Protobuf => value.starts_with(pbjson::MAGIC),
+        }
+    }
+}
+
+/// Whether kube-apiserver would store `object` as protobuf: a built-in kind, i.e. one
+/// the protobuf schema knows.
+pub fn has_protobuf_form(object: &Value) -> bool {
+    let s = |k: &str| object.get(k).and_then(Value::as_str).unwrap_or("");
+    pbjson::is_known(s("apiVersion"), s("kind"))
+}
+
+/// The object watchd serves for `object` stored (in the running scenario's format) at
+/// revision `resource_version`. From JSON: the object as written, with
+/// `metadata.resourceVersion`. From protobuf: kube-apiserver's rendering of the decoded
+/// object, in which non-omitempty zero fields appear (a container's `"resources":{}`),
+/// so it is not the object as written.
+pub fn expected(object: &Value, resource_version: i64) -> Value {
+    let rv = resource_version.to_string();
+    let stored = Storage::current().encode(object);
+    if stored.starts_with(pbjson::MAGIC) {
+        let rendered = pbjson::render_stored(&stored, Some(&rv))
+            .unwrap_or_else(|e| panic!("render the protobuf of {object}: {e}"));
+        serde_json::from_slice(&rendered.json).expect("rendered protobuf is JSON")
+    } else {
+        let mut served = object.clone();
+        served["metadata"]["resourceVersion"] = json!(rv);
+        served
+    }
+}
 
 /// How long a test waits for one watch event before giving up.
 pub const EVENT_WAIT: Duration = Duration::from_secs(10);
@@ -89,15 +172,53 @@ pub async fn put_raw(kv: &mut Client, key: &str, value: impl Into<Vec<u8>>) -> i
         .unwrap_or_else(|| panic!("etcd put {key}: no response header"))
 }
 
-/// Puts `object` as compact JSON at `key`; returns the revision of the write.
+/// Puts `object` as compact JSON at `key`, whatever the scenario's format; returns the
+/// revision of the write.
 pub async fn put_json(kv: &mut Client, key: &str, object: &Value) -> i64 {
-    let bytes = serde_json::to_vec(object).expect("serialize test object");
-    put_raw(kv, key, bytes).await
+    put_raw(kv, key, Storage::Json.encode(object)).await
 }
 
-/// Puts a pod; returns the revision of the write.
+/// Puts `object` at `key` in the running scenario's [`Storage`] format; returns the
+/// revision of the write.
+pub async fn put_object(kv: &mut Client, key: &str, object: &Value) -> i64 {
+    put_raw(kv, key, Storage::current().encode(object)).await
+}
+
+/// [`put_object`] of an object given as JSON text.
+pub async fn put_object_text(kv: &mut Client, key: &str, json_text: &str) -> i64 {
+    let object: Value = serde_json::from_str(json_text)
+        .unwrap_or_else(|e| panic!("test object for {key} is not JSON ({e}): {json_text}"));
+    put_object(kv, key, &object).await
+}
+
+/// Puts a pod in the scenario's format; returns the revision of the write.
 pub async fn put_pod(kv: &mut Client, ns: &str, name: &str, labels: &[(&str, &str)]) -> i64 {
-    put_json(kv, &pod_key(ns, name), &pod(ns, name, labels)).await
+    put_object(kv, &pod_key(ns, name), &pod(ns, name, labels)).await
+}
+
+/// The value stored at `key` (which must exist).
+pub async fn stored_value(kv: &mut Client, key: &str) -> Vec<u8> {
+    let resp = kv
+        .get(key, None)
+        .await
+        .unwrap_or_else(|e| panic!("etcd get {key}: {e}"));
+    resp.kvs()
+        .first()
+        .unwrap_or_else(|| panic!("etcd get {key}: no such key"))
+        .value()
+        .to_vec()
+}
+
+/// Asserts that the value at `key` is stored in the running scenario's format (for a
+/// built-in kind): a check that a scenario's writes really took its format.
+pub async fn assert_stored_in_current_format(kv: &mut Client, key: &str) {
+    let storage = Storage::current();
+    let value = stored_value(kv, key).await;
+    assert!(
+        storage.is_format_of(&value),
+        "{key} is not stored as {storage:?}: {:?}",
+        String::from_utf8_lossy(&value[..value.len().min(40)])
+    );
 }
 
 /// Deletes `key` (which must exist); returns the revision of the deletion.

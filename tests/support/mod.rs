@@ -5,7 +5,9 @@
 //! - [`watchd::Watchd`]: the `watchd serve` binary under test, started against an etcd;
 //! - [`http`]: a tiny async HTTP/1.1 client (plain requests and streaming watches).
 //! - [`kube`]: Kubernetes-shaped objects written to etcd as kube-apiserver lays them out,
-//!   and checks of API answers (Status objects, lists, watch events, metrics).
+//!   in JSON or protobuf ([`kube::Storage`]), and checks of API answers (Status objects,
+//!   lists, watch events, metrics);
+//! - [`storage_tests!`]: runs each scenario once per storage format;
 //! - [`clients`]: real Kubernetes client programs (`tests/clients/`) run as child processes;
 //! - [`proxy`]: a loopback proxy that records what a client sends.
 //!
@@ -14,7 +16,7 @@
 //! test binaries can run in parallel.
 //!
 //! Not every test file uses every helper, hence the `allow` below.
-#![allow(dead_code, unused_imports)]
+#![allow(dead_code, unused_imports, unused_macros)]
 
 pub mod clients;
 pub mod etcd;
@@ -25,6 +27,61 @@ pub mod watchd;
 
 pub use self::etcd::Etcd;
 pub use self::watchd::Watchd;
+
+/// Runs each named scenario twice: once with built-in objects stored in etcd as JSON and
+/// once as Kubernetes protobuf (see [`kube::Storage`]).
+///
+/// A scenario is a plain `async fn name()` of the test file (no `#[tokio::test]`, so its
+/// body stays ordinary, rustfmt-formatted code). Listing it,
+///
+/// ```ignore
+/// storage_tests! {
+///     get_returns_the_object,
+///     #[ignore = "why"] list_of_something,
+/// }
+/// ```
+///
+/// generates the tests `json::get_returns_the_object` and
+/// `protobuf::get_returns_the_object`, each a `#[tokio::test]` that runs the scenario
+/// within [`kube::Storage::scope`] of its format, so every [`kube::put_object`] (and
+/// [`kube::put_pod`] ...) it makes writes that format. Attributes before a name go on both
+/// tests; `storage_tests! { multi_thread: ... }` runs the scenarios on a two-worker
+/// runtime. A scenario left out of the list is never run (and rustc reports it as dead
+/// code); one listed but missing does not compile. Tasks a scenario spawns do not inherit
+/// the format: wrap them in `Storage::current().scope(..)`. A file has one list.
+macro_rules! storage_tests {
+    (multi_thread: $($scenarios:tt)*) => {
+        $crate::support::storage_tests!(
+            @tests [tokio::test(flavor = "multi_thread", worker_threads = 2)] $($scenarios)*
+        );
+    };
+    (@tests [$test:meta] $($(#[$attr:meta])* $name:ident),* $(,)?) => {
+        /// The scenarios with built-in objects stored as JSON.
+        mod json {
+            $(
+                #[$test]
+                $(#[$attr])*
+                async fn $name() {
+                    $crate::support::kube::Storage::Json.scope(super::$name()).await
+                }
+            )*
+        }
+        /// The same scenarios with built-in objects stored as Kubernetes protobuf.
+        mod protobuf {
+            $(
+                #[$test]
+                $(#[$attr])*
+                async fn $name() {
+                    $crate::support::kube::Storage::Protobuf.scope(super::$name()).await
+                }
+            )*
+        }
+    };
+    ($($scenarios:tt)*) => {
+        $crate::support::storage_tests!(@tests [tokio::test] $($scenarios)*);
+    };
+}
+pub(crate) use storage_tests;
 
 use std::collections::HashSet;
 use std::io::{Read, Write};
