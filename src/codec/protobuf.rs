@@ -29,6 +29,9 @@ pub enum WireError {
     /// No `k8s\0` magic.
     #[error("missing k8s protobuf magic")]
     NoMagic,
+    /// Field number 0 or out of range.
+    #[error("invalid protobuf field number")]
+    FieldNumber,
 }
 
 /// A protobuf field value as it sits on the wire.
@@ -122,43 +125,21 @@ fn utf8(b: &[u8]) -> Result<&str, WireError> {
     std::str::from_utf8(b).map_err(|_| WireError::Utf8)
 }
 
-/// The `runtime.Unknown` envelope of a stored object.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Envelope<'a> {
-    /// `typeMeta.apiVersion`, e.g. `v1` or `apps/v1`.
-    pub api_version: &'a str,
-    /// `typeMeta.kind`, e.g. `Pod`.
-    pub kind: &'a str,
-    /// The object's own protobuf bytes.
-    pub raw: &'a [u8],
-    /// `contentEncoding`; empty means none.
-    pub content_encoding: &'a str,
-    /// `contentType`; empty means protobuf.
-    pub content_type: &'a str,
-}
+/// The `runtime.Unknown` envelope of a stored object (one parser for all of watchd, the
+/// transcoder's, so what ingestion accepts is what rendering reads).
+pub use super::pbjson::Envelope;
 
 /// Reads the envelope of a value that starts with [`MAGIC`].
 pub fn parse_envelope(value: &[u8]) -> Result<Envelope<'_>, WireError> {
-    let body = value.strip_prefix(MAGIC).ok_or(WireError::NoMagic)?;
-    let mut env = Envelope::default();
-    for field in FieldReader::new(body) {
-        match field? {
-            (1, WireValue::Bytes(type_meta)) => {
-                for f in FieldReader::new(type_meta) {
-                    match f? {
-                        (1, WireValue::Bytes(v)) => env.api_version = utf8(v)?,
-                        (2, WireValue::Bytes(v)) => env.kind = utf8(v)?,
-                        _ => {}
-                    }
-                }
-            }
-            (2, WireValue::Bytes(raw)) => env.raw = raw,
-            (3, WireValue::Bytes(v)) => env.content_encoding = utf8(v)?,
-            (4, WireValue::Bytes(v)) => env.content_type = utf8(v)?,
-            _ => {}
-        }
-    }
-    Ok(env)
+    use super::pbjson::TranscodeError as T;
+    super::pbjson::parse_envelope(value).map_err(|e| match e {
+        T::Truncated => WireError::Truncated,
+        T::Varint => WireError::Varint,
+        T::WireType(w) => WireError::WireType(w),
+        T::NoMagic => WireError::NoMagic,
+        T::Invalid(_) => WireError::Utf8,
+        _ => WireError::FieldNumber,
+    })
 }
 
 /// A `metav1.Time`: seconds and nanoseconds since the Unix epoch.
@@ -333,6 +314,11 @@ mod tests {
         );
         assert_eq!(parse_envelope(b"k8s\x00\x0b"), Err(WireError::WireType(3)));
         assert_eq!(parse_envelope(b"nope"), Err(WireError::NoMagic));
+        // Field number 0 (found by fuzzing: a lenient parser accepted what rendering refused).
+        assert_eq!(
+            parse_envelope(b"k8s\x00\x00\x00"),
+            Err(WireError::FieldNumber)
+        );
         let mut seed = 0x9e37_79b9_u32;
         for n in 0..2000 {
             let mut v = MAGIC.to_vec();
