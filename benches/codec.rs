@@ -80,10 +80,15 @@ fn bench_decode(c: &mut Criterion) {
     }
 }
 
-fn bench_protobuf(c: &mut Criterion) {
+/// The bench pod as kube-apiserver stores it: Kubernetes protobuf.
+fn protobuf_pod() -> Vec<u8> {
     let json: Value =
         serde_json::from_slice(&common::pod("default", "web-7d9f8b6c5-x2x9q", 3)).expect("JSON");
-    let value = codec::pbjson::encode_stored(&json).expect("the pod encodes as protobuf");
+    codec::pbjson::encode_stored(&json).expect("the pod encodes as protobuf")
+}
+
+fn bench_protobuf(c: &mut Criterion) {
+    let value = protobuf_pod();
     let fields = common::builtin("pods").fields;
     let lazy = codec::decode(&value, REVISION, &fields).expect("bench input decodes");
     assert!(
@@ -128,9 +133,7 @@ fn main() {
             )
         })
         .collect();
-    let json: Value =
-        serde_json::from_slice(&common::pod("default", "web-7d9f8b6c5-x2x9q", 3)).expect("JSON");
-    let n = codec::pbjson::encode_stored(&json).expect("encodes").len();
+    let n = protobuf_pod().len();
     pairs.push(Pair::new(
         format!("lazy vs eager protobuf pod ({n} B)"),
         format!("codec_pod_protobuf/watchd_decode/{n}"),

@@ -197,14 +197,9 @@ pub fn with_resource_version(stored: &[u8], rv: &str) -> Result<StoredProtobuf, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::protobuf::{parse_envelope, FieldReader, WireValue};
+    use crate::codec::protobuf::parse_envelope;
 
-    fn field(msg: &[u8], n: u32) -> Option<&[u8]> {
-        FieldReader::new(msg).find_map(|f| match f.ok()? {
-            (k, WireValue::Bytes(b)) if k == n => Some(b),
-            _ => None,
-        })
-    }
+    use crate::codec::protobuf::first_bytes_field as field;
 
     #[test]
     fn resource_version_is_replaced_inserted_and_lengths_grow() {

@@ -125,6 +125,15 @@ fn utf8(b: &[u8]) -> Result<&str, WireError> {
     std::str::from_utf8(b).map_err(|_| WireError::Utf8)
 }
 
+/// The first length-delimited field `n` of `msg` (for tests that read what was written).
+#[cfg(test)]
+pub(crate) fn first_bytes_field(msg: &[u8], n: u32) -> Option<&[u8]> {
+    FieldReader::new(msg).find_map(|f| match f.ok()? {
+        (k, WireValue::Bytes(b)) if k == n => Some(b),
+        _ => None,
+    })
+}
+
 /// The `runtime.Unknown` envelope of a stored object (one parser for all of watchd, the
 /// transcoder's, so what ingestion accepts is what rendering reads).
 pub use super::pbjson::Envelope;

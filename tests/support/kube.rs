@@ -196,17 +196,21 @@ pub async fn put_pod(kv: &mut Client, ns: &str, name: &str, labels: &[(&str, &st
     put_object(kv, &pod_key(ns, name), &pod(ns, name, labels)).await
 }
 
-/// The value stored at `key` (which must exist).
-pub async fn stored_value(kv: &mut Client, key: &str) -> Vec<u8> {
+/// The key-value etcd holds at `key` (which must exist).
+async fn stored_kv(kv: &mut Client, key: &str) -> etcd_client::KeyValue {
     let resp = kv
         .get(key, None)
         .await
         .unwrap_or_else(|e| panic!("etcd get {key}: {e}"));
     resp.kvs()
         .first()
+        .cloned()
         .unwrap_or_else(|| panic!("etcd get {key}: no such key"))
-        .value()
-        .to_vec()
+}
+
+/// The value stored at `key` (which must exist).
+pub async fn stored_value(kv: &mut Client, key: &str) -> Vec<u8> {
+    stored_kv(kv, key).await.value().to_vec()
 }
 
 /// Asserts that the value at `key` is stored in the running scenario's format (for a
@@ -235,14 +239,7 @@ pub async fn delete_key(kv: &mut Client, key: &str) -> i64 {
 
 /// The mod_revision etcd reports for `key`.
 pub async fn mod_revision(kv: &mut Client, key: &str) -> i64 {
-    let resp = kv
-        .get(key, None)
-        .await
-        .unwrap_or_else(|e| panic!("etcd get {key}: {e}"));
-    resp.kvs()
-        .first()
-        .unwrap_or_else(|| panic!("etcd get {key}: no such key"))
-        .mod_revision()
+    stored_kv(kv, key).await.mod_revision()
 }
 
 /// etcd's current revision (its response header's).

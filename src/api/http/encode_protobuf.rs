@@ -208,14 +208,9 @@ impl WatchEncoder for ProtobufFrames {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::protobuf::{parse_envelope, FieldReader, WireValue};
+    use crate::codec::protobuf::parse_envelope;
 
-    fn field(msg: &[u8], n: u32) -> Option<&[u8]> {
-        FieldReader::new(msg).find_map(|f| match f.ok()? {
-            (k, WireValue::Bytes(b)) if k == n => Some(b),
-            _ => None,
-        })
-    }
+    use crate::codec::protobuf::first_bytes_field as field;
 
     #[test]
     fn watch_frames_are_length_prefixed() {
