@@ -43,6 +43,11 @@ fn describe() {
         "watchd_protobuf_json_renders_total",
         "JSON renderings of protobuf-stored object revisions: at most one per revision, on first use by a JSON reader."
     );
+    describe_gauge!(
+        "watchd_rendered_json_bytes",
+        Unit::Bytes,
+        "Bytes of JSON rendered on first use from protobuf-stored objects and still cached (not in watchd_cached_bytes)."
+    );
     describe_counter!(
         "watchd_protobuf_render_failures_total",
         "Protobuf values that validated at ingest but failed to render (served as metadata only); always 0 unless there is a bug."

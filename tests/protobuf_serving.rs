@@ -466,6 +466,9 @@ async fn json_of_protobuf_objects_is_rendered_once_on_first_use() {
         0.0,
         "protobuf reads rendered JSON"
     );
+    let rendered_bytes = |text: String| metric(&text, "watchd_rendered_json_bytes", &[]);
+    let metrics = http::get(&format!("{base}/metrics"), &[]).await.text();
+    assert_eq!(rendered_bytes(metrics).unwrap_or(0.0), 0.0);
 
     // The first JSON read of a revision renders it; later reads share that rendering.
     let a = get_json(&format!("{pods}/a")).await;
@@ -482,6 +485,13 @@ async fn json_of_protobuf_objects_is_rendered_once_on_first_use() {
         2.0,
         "only b's new revision was new"
     );
+    // The renderings kept are exactly the two bodies a get serves.
+    let mut kept = 0;
+    for name in ["a", "b"] {
+        kept += http::get(&format!("{pods}/{name}"), &[]).await.body.len();
+    }
+    let metrics = http::get(&format!("{base}/metrics"), &[]).await.text();
+    assert_eq!(rendered_bytes(metrics), Some(kept as f64));
     get_json(&pods).await;
     assert_eq!(json_renders(&base).await, 2.0);
 }

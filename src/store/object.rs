@@ -23,6 +23,9 @@ pub struct CachedObject {
     /// How it was stored.
     pub format: StorageFormat,
     json: OnceLock<Json>,
+    /// Whether `json` was filled at construction (and so counts in `cached_bytes`);
+    /// otherwise a rendering counts in the `watchd_rendered_json_bytes` gauge.
+    json_eager: bool,
     /// Labels, for label selectors.
     pub labels: Labels,
     /// Selectable field names of the resource (shared) and this object's values.
@@ -58,6 +61,7 @@ impl CachedObject {
             name_at,
             revision,
             format: decoded.format,
+            json_eager: decoded.json.is_some(),
             json: once(decoded.json),
             labels: decoded.labels,
             field_names,
@@ -74,14 +78,16 @@ impl CachedObject {
 
     fn json_with_span(&self) -> &Json {
         self.json.get_or_init(|| {
-            metrics::counter!("watchd_protobuf_json_renders_total").increment(1);
-            match &self.protobuf {
+            let json = match &self.protobuf {
                 Some(pb) => crate::codec::render_json(pb, self.revision),
                 None => Json {
                     bytes: Bytes::from_static(b"{}"),
                     rv_span: Default::default(),
                 },
-            }
+            };
+            metrics::counter!("watchd_protobuf_json_renders_total").increment(1);
+            metrics::gauge!("watchd_rendered_json_bytes").increment(json.bytes.len() as f64);
+            json
         })
     }
 
@@ -131,6 +137,7 @@ impl CachedObject {
             name_at: self.name_at,
             revision,
             format: self.format,
+            json_eager: json.is_some(),
             json: once(json),
             labels: self.labels.clone(),
             field_names: self.field_names.clone(),
@@ -163,6 +170,7 @@ impl CachedObject {
             name_at: self.name_at,
             revision: self.revision,
             format: self.format,
+            json_eager: self.json.get().is_some(),
             json: once(self.json.get().cloned()),
             labels: self.labels.clone(),
             field_names,
@@ -171,9 +179,14 @@ impl CachedObject {
         }
     }
 
-    /// Bytes this object keeps alive, for the cache-size metric (JSON once rendered).
+    /// Bytes this object keeps alive as ingested, for the cache-size metric. Constant for
+    /// the object's life (the snapshot adds it on insert and subtracts it on removal), so
+    /// JSON rendered later is left out: `watchd_rendered_json_bytes` has it.
     pub fn cached_bytes(&self) -> usize {
-        self.json.get().map_or(0, |j| j.bytes.len())
+        self.json
+            .get()
+            .filter(|_| self.json_eager)
+            .map_or(0, |j| j.bytes.len())
             + self.protobuf.as_ref().map_or(0, |p| p.value.len())
             + self.labels.heap_bytes()
             + self
@@ -202,6 +215,14 @@ impl CachedObject {
                 let i = self.field_names.iter().position(|n| n == field)?;
                 self.field_values.get(i).map(|v| v.as_ref())
             }
+        }
+    }
+}
+
+impl Drop for CachedObject {
+    fn drop(&mut self) {
+        if let (false, Some(j)) = (self.json_eager, self.json.get()) {
+            metrics::gauge!("watchd_rendered_json_bytes").decrement(j.bytes.len() as f64);
         }
     }
 }
@@ -237,6 +258,42 @@ mod tests {
         let c = CachedObject::new(Arc::from("node-1"), Revision(3), Arc::from([]), d);
         assert_eq!((c.namespace(), c.name()), (None, "node-1"));
         assert_eq!(c.field("metadata.namespace"), Some(""));
+    }
+
+    #[test]
+    fn protobuf_json_is_rendered_on_first_use_and_not_in_cached_bytes() {
+        let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "a", "namespace": "ns1"}, "spec": {"nodeName": "n"}});
+        let value = crate::codec::pbjson::encode_stored(&pod).unwrap();
+        let d = decode(&value, Revision(3), &[]).unwrap();
+        let o = CachedObject::new(Arc::from("ns1/a"), Revision(3), Arc::from([]), d);
+        assert!(!o.json_ready());
+        let before = o.cached_bytes();
+        let v: serde_json::Value = serde_json::from_slice(o.json()).unwrap();
+        assert!(o.json_ready());
+        assert_eq!(v["metadata"]["resourceVersion"], "3");
+        assert_eq!(v["spec"]["nodeName"], "n");
+        assert_eq!(
+            o.cached_bytes(),
+            before,
+            "the snapshot's accounting must not drift"
+        );
+        // The deleted state keeps the rendering (spliced), and its protobuf carries the RV.
+        let gone = o.at_revision(Revision(9));
+        assert!(gone.json_ready());
+        let v: serde_json::Value = serde_json::from_slice(gone.json()).unwrap();
+        assert_eq!(v["metadata"]["resourceVersion"], "9");
+        let pb = gone.protobuf.as_ref().unwrap();
+        let env = crate::codec::protobuf::parse_envelope(&pb.value).unwrap();
+        let meta = crate::codec::protobuf::first_bytes_field(env.raw, 1).unwrap();
+        assert_eq!(
+            crate::codec::protobuf::first_bytes_field(meta, 6),
+            Some(&b"9"[..])
+        );
+        // An unrendered object's deleted state stays unrendered.
+        let d = decode(&value, Revision(4), &[]).unwrap();
+        let o = CachedObject::new(Arc::from("ns1/a"), Revision(4), Arc::from([]), d);
+        assert!(!o.at_revision(Revision(10)).json_ready());
     }
 
     #[test]
