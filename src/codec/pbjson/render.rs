@@ -59,6 +59,8 @@ pub(super) struct Ctx<'a, O: Sink = Vec<u8>> {
     slots: Vec<Slot<'a>>,
     entries: Vec<Entry<'a>>,
     pub(super) json_stack: Vec<u8>,
+    /// Where embedded JSON is compacted when validating (output discarded).
+    pub(super) scratch: Vec<u8>,
     /// Fields skipped because the schema does not know their number.
     pub unknown: u32,
     rv: Option<&'a str>,
@@ -106,6 +108,7 @@ impl<'a, O: Sink> Ctx<'a, O> {
             slots: Vec::with_capacity(64),
             entries: Vec::new(),
             json_stack: Vec::new(),
+            scratch: Vec::new(),
             unknown: 0,
             rv,
             rv_span: RvSpan::default(),

@@ -153,10 +153,11 @@ impl<'a, O: Sink> Ctx<'a, O> {
         }
         let ok = match self.out.vec() {
             Some(out) => super::rawjson::embed(out, raw, &mut self.json_stack),
-            // Validating: the compactor is the validator, so it writes to a scratch buffer.
+            // Validating: the compactor is the validator, so it writes to a scratch buffer
+            // (reused: no allocation per field once it has grown).
             None => {
-                let mut scratch = Vec::new();
-                super::rawjson::embed(&mut scratch, raw, &mut self.json_stack)
+                self.scratch.clear();
+                super::rawjson::embed(&mut self.scratch, raw, &mut self.json_stack)
             }
         };
         if !ok {
