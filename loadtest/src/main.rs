@@ -175,6 +175,53 @@ mod tests {
     }
 
     #[test]
+    fn s1_storage_and_accept_flags_parse() {
+        use watchd_loadtest::http::Accept;
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["watchd-loadtest", "s1", "--target=watchd"];
+            argv.extend_from_slice(extra);
+            match Cli::try_parse_from(argv).map(|c| c.command) {
+                Ok(Command::S1(a)) => Ok((a.load.storage, a.load.accept)),
+                Ok(_) => panic!("not s1"),
+                Err(e) => Err(e),
+            }
+        };
+        assert_eq!(parse(&[]).ok(), Some((Storage::Json, Accept::Json)));
+        assert_eq!(
+            parse(&["--storage=protobuf", "--accept=protobuf"]).ok(),
+            Some((Storage::Protobuf, Accept::Protobuf))
+        );
+        assert!(parse(&["--storage=yaml"]).is_err());
+        assert!(parse(&["--accept=xml"]).is_err());
+        let cli = Cli::try_parse_from([
+            "watchd-loadtest",
+            "s1-compare",
+            "--storage=protobuf",
+            "--accept=protobuf",
+        ])
+        .expect("parses");
+        let Command::S1Compare(args) = cli.command else {
+            panic!("not s1-compare");
+        };
+        let (etcd, watchd) = args.load.compare_configs().expect("valid");
+        assert_eq!(
+            (etcd.storage, etcd.accept),
+            (Storage::Protobuf, Accept::Json)
+        );
+        assert_eq!(
+            (watchd.storage, watchd.accept),
+            (Storage::Protobuf, Accept::Protobuf)
+        );
+        let cli = Cli::try_parse_from(["watchd-loadtest", "s1-compare", "--accept=protobuf"])
+            .expect("parses");
+        let Command::S1Compare(args) = cli.command else {
+            panic!("not s1-compare");
+        };
+        let e = args.load.compare_configs().expect_err("JSON storage");
+        assert!(e.contains("--storage=protobuf"), "{e}");
+    }
+
+    #[test]
     fn demo_flags_parse() {
         let cli = Cli::try_parse_from([
             "watchd-loadtest",

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use etcd_client::{Client, GetOptions};
 use serde::Serialize;
 
+use crate::demo::Storage;
 use crate::http::{self, Conn};
 use crate::launch;
 use crate::procstat;
@@ -149,7 +150,13 @@ pub async fn run(cfg: &ReadLatencyConfig) -> Result<ReadLatencyResult, String> {
         .await
         .map_err(|e| format!("etcd connect: {e}"))?;
     let namespaces = writer::namespace_names(10);
-    let mut slots = writer::slots("/registry", &namespaces, cfg.objects, cfg.object_bytes);
+    let mut slots = writer::slots(
+        "/registry",
+        &namespaces,
+        cfg.objects,
+        cfg.object_bytes,
+        Storage::Json,
+    )?;
     writer::prefill(&client, &mut slots).await?;
     let watchd = match &cfg.watchd_url {
         Some(_) => None,

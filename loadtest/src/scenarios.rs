@@ -9,6 +9,8 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use tracing::{error, warn};
+use watchd_loadtest::demo::Storage;
+use watchd_loadtest::http::Accept;
 use watchd_loadtest::launch;
 use watchd_loadtest::read_latency::{self, ReadLatencyConfig};
 use watchd_loadtest::s1::report::{self, CompareResult};
@@ -35,9 +37,19 @@ pub struct LoadArgs {
     /// Seconds of writing.
     #[arg(long, default_value_t = 20)]
     pub duration: u64,
-    /// Approximate JSON size of each ConfigMap.
+    /// Approximate JSON size of each ConfigMap (also with --storage=protobuf,
+    /// where the stored value is a little smaller).
     #[arg(long, default_value_t = 1024)]
     pub object_bytes: usize,
+    /// How the writer stores the ConfigMaps: `json`, or `protobuf` as
+    /// kube-apiserver stores built-in kinds. Applies to both targets.
+    #[arg(long, default_value = "json")]
+    pub storage: Storage,
+    /// What the watchd watchers ask for: `json` lines, or `protobuf` frames
+    /// as client-go informers do (needs --storage=protobuf). watchd only:
+    /// `s1-compare` uses it for the watchd runs.
+    #[arg(long, default_value = "json")]
+    pub accept: Accept,
     /// Namespaces the ConfigMaps are spread over.
     #[arg(long, default_value_t = 10)]
     pub namespace_count: usize,
@@ -79,6 +91,10 @@ impl LoadArgs {
             Duration::from_secs(self.duration),
         );
         c.object_bytes = self.object_bytes;
+        c.storage = self.storage;
+        // etcd watchers receive the values as stored; asking for protobuf
+        // there is refused by `S1Config::validate` in `s1`.
+        c.accept = self.accept;
         c.namespace_count = self.namespace_count;
         c.objects = self.objects;
         c.etcd_servers = self.etcd_servers.clone();
@@ -93,6 +109,18 @@ impl LoadArgs {
             c.temp_root = dir.clone();
         }
         c
+    }
+
+    /// The etcd and watchd settings of `s1-compare`, both checked before any
+    /// run (a bad combination must not fail after the first runs): the
+    /// storage applies to both, `--accept` to watchd only.
+    pub fn compare_configs(&self) -> Result<(S1Config, S1Config), String> {
+        let mut etcd = self.config(Target::Etcd);
+        etcd.accept = Accept::Json;
+        let watchd = self.config(Target::Watchd);
+        etcd.validate()?;
+        watchd.validate()?;
+        Ok((etcd, watchd))
     }
 }
 
@@ -205,6 +233,7 @@ pub async fn s1_compare(args: S1CompareArgs) -> Result<bool, String> {
             launch::default_watchd_bin().display()
         ));
     }
+    let (etcd_cfg, watchd_cfg) = args.load.compare_configs()?;
     let (mut etcd_runs, mut watchd_runs) = (Vec::new(), Vec::new());
     for i in 0..args.runs {
         let order = if i % 2 == 0 {
@@ -213,7 +242,11 @@ pub async fn s1_compare(args: S1CompareArgs) -> Result<bool, String> {
             [Target::Watchd, Target::Etcd]
         };
         for target in order {
-            let r = s1_run::run(&args.load.config(target)).await?;
+            let cfg = match target {
+                Target::Etcd => &etcd_cfg,
+                Target::Watchd => &watchd_cfg,
+            };
+            let r = s1_run::run(cfg).await?;
             print!("run {}/{}: {}", i + 1, args.runs, report::single_table(&r));
             match target {
                 Target::Etcd => etcd_runs.push(r),
@@ -223,11 +256,13 @@ pub async fn s1_compare(args: S1CompareArgs) -> Result<bool, String> {
     }
     let median = report::compare(&etcd_runs, &watchd_runs);
     let title = format!(
-        "S1 compare: {} watchers x {} writes/s for {} s, ~{} B objects, median of {} run(s) each",
+        "S1 compare: {} watchers x {} writes/s for {} s, ~{} B objects stored as {}, watchd watched as {}, median of {} run(s) each",
         args.load.watchers,
         args.load.writes_per_sec,
         args.load.duration,
         args.load.object_bytes,
+        args.load.storage.name(),
+        args.load.accept.name(),
         args.runs
     );
     println!();

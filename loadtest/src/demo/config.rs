@@ -48,6 +48,14 @@ pub enum Storage {
 }
 
 impl Storage {
+    /// The name used in flags and results (`protobuf`, `json`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Protobuf => "protobuf",
+            Self::Json => "json",
+        }
+    }
+
     /// Serialises `obj` for etcd. An object the protobuf schema rejects (a bug in the
     /// demo's objects) is written as JSON rather than not at all.
     pub fn encode(self, obj: &Value) -> Vec<u8> {
@@ -263,6 +271,9 @@ mod tests {
     fn storage_formats_round_trip() {
         assert_eq!("json".parse(), Ok(Storage::Json));
         assert_eq!("protobuf".parse(), Ok(Storage::Protobuf));
+        for s in [Storage::Json, Storage::Protobuf] {
+            assert_eq!(s.name().parse(), Ok(s));
+        }
         assert!("yaml".parse::<Storage>().is_err());
         assert_eq!(DemoConfig::default().storage, Storage::Protobuf);
         let mut rng = crate::objects::Rng::new(3);

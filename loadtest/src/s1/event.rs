@@ -1,12 +1,18 @@
-//! Decoding what the watchers receive: watchd's JSON-lines watch events and
-//! the ConfigMap JSON values etcd sends, down to the three things the
-//! accounting needs (event type, revision, send stamp). Everything else in
-//! the object is skipped by serde without being kept.
+//! Decoding what the watchers receive, down to the three things the
+//! accounting needs (event type, revision, send stamp):
+//!
+//! - watchd's JSON-lines watch events and ConfigMap JSON values from etcd:
+//!   everything else in the object is skipped by serde without being kept;
+//! - watchd's protobuf watch frames (`WatchEvent{1: type, 2: RawExtension{1:
+//!   raw}}`, raw being `k8s\0` + `runtime.Unknown`) and ConfigMap protobuf
+//!   values from etcd: the fields are walked on the wire, nothing is rendered
+//!   as JSON.
 
 use std::borrow::Cow;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
+use watchd::codec::protobuf::{parse_envelope, FieldReader, WireError, WireValue, MAGIC};
 
 /// The data key the writer stamps with its send time (unix nanoseconds).
 pub const STAMP_KEY: &str = "sentUnixNanos";
@@ -49,6 +55,9 @@ pub struct Received {
     pub revision: Option<i64>,
     /// The writer's send stamp, unix nanoseconds.
     pub sent_ns: Option<u64>,
+    /// For `ERROR` events, what the server said (the JSON line, or the
+    /// protobuf Status's code, reason and message).
+    pub detail: Option<String>,
 }
 
 fn stamp(data: Option<Data<'_>>) -> Option<u64> {
@@ -66,18 +75,132 @@ pub fn parse_watch_line(line: &[u8]) -> Result<Received, String> {
         .metadata
         .and_then(|m| m.resource_version)
         .and_then(|rv| rv.parse().ok());
+    let detail = (ev.kind == "ERROR").then(|| String::from_utf8_lossy(line).into_owned());
     Ok(Received {
         kind: ev.kind.into_owned(),
         revision,
         sent_ns: stamp(ev.object.data),
+        detail,
     })
 }
 
-/// The send stamp of a ConfigMap JSON value as etcd stores it.
+/// The send stamp of a ConfigMap value as etcd stores it: JSON, or
+/// Kubernetes protobuf (`k8s\0` + `runtime.Unknown`).
 pub fn parse_object_stamp(value: &[u8]) -> Result<Option<u64>, String> {
+    if value.starts_with(MAGIC) {
+        let env = parse_envelope(value).map_err(|e| format!("bad protobuf envelope: {e}"))?;
+        return Ok(protobuf_object(env.raw)?.sent_ns);
+    }
     let obj: Object<'_> =
         serde_json::from_slice(value).map_err(|e| format!("bad object JSON: {e}"))?;
     Ok(stamp(obj.data))
+}
+
+/// What the accounting reads of a protobuf object.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ProtobufObject {
+    revision: Option<i64>,
+    sent_ns: Option<u64>,
+}
+
+fn bad_object(e: WireError) -> String {
+    format!("bad protobuf object: {e}")
+}
+
+fn wire_str(b: &[u8]) -> Option<&str> {
+    std::str::from_utf8(b).ok()
+}
+
+/// `metadata.resourceVersion` and `data.sentUnixNanos` of a ConfigMap's
+/// protobuf message (the envelope's `raw`): field 1 is ObjectMeta, whose
+/// field 6 is resourceVersion; field 2 is `data`, a map whose entries are
+/// messages {1: key, 2: value}. Other fields, and other objects' fields
+/// with the same numbers as long as they are not messages, are skipped.
+fn protobuf_object(raw: &[u8]) -> Result<ProtobufObject, String> {
+    let mut out = ProtobufObject::default();
+    for field in FieldReader::new(raw) {
+        match field.map_err(bad_object)? {
+            (1, WireValue::Bytes(meta)) => {
+                for f in FieldReader::new(meta) {
+                    if let (6, WireValue::Bytes(rv)) = f.map_err(bad_object)? {
+                        out.revision = wire_str(rv).and_then(|s| s.parse().ok());
+                    }
+                }
+            }
+            (2, WireValue::Bytes(entry)) => {
+                let (mut key, mut value) = (None, None);
+                for f in FieldReader::new(entry) {
+                    match f.map_err(bad_object)? {
+                        (1, WireValue::Bytes(k)) => key = Some(k),
+                        (2, WireValue::Bytes(v)) => value = Some(v),
+                        _ => {}
+                    }
+                }
+                if key == Some(STAMP_KEY.as_bytes()) {
+                    out.sent_ns = value.and_then(wire_str).and_then(|s| s.parse().ok());
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// A v1 Status as text: `<code> <reason>: <message>` (fields 6, 4, 3).
+fn status_text(raw: &[u8]) -> String {
+    let (mut code, mut reason, mut message) = (0u64, "", "");
+    for f in FieldReader::new(raw) {
+        match f {
+            Ok((6, WireValue::Varint(c))) => code = c,
+            Ok((4, WireValue::Bytes(r))) => reason = wire_str(r).unwrap_or("?"),
+            Ok((3, WireValue::Bytes(m))) => message = wire_str(m).unwrap_or("?"),
+            Ok(_) => {}
+            Err(e) => return format!("unreadable Status ({e})"),
+        }
+    }
+    format!("{code} {reason}: {message}")
+}
+
+/// Decodes one frame of a protobuf watch stream (without its length
+/// prefix): `WatchEvent{1: type, 2: RawExtension{1: raw}}`, raw being the
+/// enveloped object (a v1 Status for `ERROR`; for `BOOKMARK`, the kind with
+/// only `metadata.resourceVersion`).
+pub fn parse_watch_frame(frame: &[u8]) -> Result<Received, String> {
+    let bad = |what: &str| format!("bad protobuf watch event ({what}, {} bytes)", frame.len());
+    let (mut kind, mut object) = (None, None);
+    for field in FieldReader::new(frame) {
+        match field.map_err(|e| bad(&e.to_string()))? {
+            (1, WireValue::Bytes(t)) => kind = Some(wire_str(t).ok_or_else(|| bad("type"))?),
+            (2, WireValue::Bytes(ext)) => {
+                for f in FieldReader::new(ext) {
+                    if let (1, WireValue::Bytes(raw)) = f.map_err(|e| bad(&e.to_string()))? {
+                        object = Some(raw);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let kind = kind
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| bad("no type"))?;
+    let object = object.ok_or_else(|| bad("no object"))?;
+    let env = parse_envelope(object).map_err(|e| bad(&format!("object envelope: {e}")))?;
+    if kind == "ERROR" {
+        return Ok(Received {
+            kind: kind.to_string(),
+            revision: None,
+            sent_ns: None,
+            detail: Some(format!("ERROR {} {}", env.kind, status_text(env.raw))),
+        });
+    }
+    let obj = protobuf_object(env.raw)?;
+    Ok(Received {
+        kind: kind.to_string(),
+        revision: obj.revision,
+        sent_ns: obj.sent_ns,
+        detail: None,
+    })
 }
 
 /// Unix time now, in nanoseconds.
@@ -118,8 +241,192 @@ mod tests {
         let v = br#"{"kind":"ConfigMap","metadata":{"name":"a"},"data":{"sentUnixNanos":"5"}}"#;
         assert_eq!(parse_object_stamp(v), Ok(Some(5)));
         assert_eq!(parse_object_stamp(br#"{"kind":"ConfigMap"}"#), Ok(None));
-        assert!(parse_object_stamp(b"k8s\0proto").is_err());
+        assert!(parse_object_stamp(b"k8s\0\x12\x05ab").is_err(), "truncated");
+        assert!(parse_object_stamp(b"{not json").is_err());
         assert_eq!(latency_us(1_000_000, 3_500_000), 2_500);
         assert_eq!(latency_us(5, 1), 0);
+    }
+
+    use watchd::codec::pbjson::encode_stored;
+    use watchd::codec::pbwire::put_len;
+
+    fn configmap(rv: Option<&str>, data: serde_json::Value) -> serde_json::Value {
+        let mut cm = serde_json::json!({
+            "kind": "ConfigMap",
+            "apiVersion": "v1",
+            "metadata": {
+                "name": "load-1",
+                "namespace": "load-ns-1",
+                "uid": "8d6f3f0e-7d2b-4b8e-9a51-0c8e1f0b2a11",
+                "labels": {"app": "loadtest", "slot": "1"},
+                "creationTimestamp": "2026-01-01T00:00:00Z"
+            },
+            "data": data
+        });
+        if let Some(rv) = rv {
+            cm["metadata"]["resourceVersion"] = rv.into();
+        }
+        cm
+    }
+
+    fn stored(cm: &serde_json::Value) -> Vec<u8> {
+        let v = encode_stored(cm).expect("ConfigMap encodes as protobuf");
+        assert!(v.starts_with(MAGIC));
+        v
+    }
+
+    #[test]
+    fn protobuf_values_decode_without_json() {
+        let data = serde_json::json!({
+            "payload": "xxxx",
+            "sentUnixNanos": "1700000000123456789",
+            "zz-after": "1",
+        });
+        let v = stored(&configmap(None, data));
+        assert_eq!(parse_object_stamp(&v), Ok(Some(1_700_000_000_123_456_789)));
+        // The stamp is found whatever the other entries; none, or one that is
+        // not a number, is "unstamped".
+        let v = stored(&configmap(None, serde_json::json!({"payload": "x"})));
+        assert_eq!(parse_object_stamp(&v), Ok(None));
+        let v = stored(&configmap(
+            None,
+            serde_json::json!({"sentUnixNanos": "soon"}),
+        ));
+        assert_eq!(parse_object_stamp(&v), Ok(None));
+        let v = stored(&configmap(None, serde_json::json!({})));
+        assert_eq!(parse_object_stamp(&v), Ok(None));
+        // The same value as the writer's JSON gives the same stamp.
+        let cm = configmap(
+            None,
+            serde_json::json!({"sentUnixNanos": "0000000000000000042"}),
+        );
+        let json = serde_json::to_vec(&cm).expect("JSON");
+        assert_eq!(parse_object_stamp(&json), Ok(Some(42)));
+        assert_eq!(parse_object_stamp(&stored(&cm)), Ok(Some(42)));
+        // metadata.resourceVersion is read from ObjectMeta field 6.
+        let v = stored(&configmap(
+            Some("77"),
+            serde_json::json!({"sentUnixNanos": "9"}),
+        ));
+        let env = parse_envelope(&v).expect("envelope");
+        assert_eq!(
+            protobuf_object(env.raw),
+            Ok(ProtobufObject {
+                revision: Some(77),
+                sent_ns: Some(9)
+            })
+        );
+        // A value cut short is an error, not a silent miss.
+        let cut = &v[..v.len() - 3];
+        assert!(parse_object_stamp(cut).is_err());
+    }
+
+    /// `WatchEvent{1: type, 2: RawExtension{1: object}}`.
+    fn watch_event(kind: &str, object: &[u8]) -> Vec<u8> {
+        let mut ext = Vec::new();
+        put_len(&mut ext, 1, object);
+        let mut ev = Vec::new();
+        put_len(&mut ev, 1, kind.as_bytes());
+        put_len(&mut ev, 2, &ext);
+        ev
+    }
+
+    /// `k8s\0` + Unknown{typeMeta{v1, kind}, raw}.
+    fn enveloped(kind: &str, raw: &[u8]) -> Vec<u8> {
+        let mut type_meta = Vec::new();
+        put_len(&mut type_meta, 1, b"v1");
+        put_len(&mut type_meta, 2, kind.as_bytes());
+        let mut out = MAGIC.to_vec();
+        put_len(&mut out, 1, &type_meta);
+        put_len(&mut out, 2, raw);
+        out
+    }
+
+    #[test]
+    fn protobuf_watch_events_decode() {
+        let cm = configmap(
+            Some("42"),
+            serde_json::json!({"sentUnixNanos": "1700000000000000005"}),
+        );
+        let frame = watch_event("MODIFIED", &stored(&cm));
+        let r = parse_watch_frame(&frame).expect("decodes");
+        assert_eq!(
+            (r.kind.as_str(), r.revision, r.sent_ns, r.detail),
+            ("MODIFIED", Some(42), Some(1_700_000_000_000_000_005), None)
+        );
+        // BOOKMARK: the kind with only metadata.resourceVersion.
+        let mut meta = Vec::new();
+        put_len(&mut meta, 6, b"99");
+        let mut raw = Vec::new();
+        put_len(&mut raw, 1, &meta);
+        let r = parse_watch_frame(&watch_event("BOOKMARK", &enveloped("ConfigMap", &raw)))
+            .expect("bookmark decodes");
+        assert_eq!(
+            (r.kind.as_str(), r.revision, r.sent_ns),
+            ("BOOKMARK", Some(99), None)
+        );
+        // ERROR: a v1 Status, reported with its code, reason and message.
+        let mut status = Vec::new();
+        put_len(&mut status, 1, &[]);
+        put_len(&mut status, 2, b"Failure");
+        put_len(&mut status, 3, b"too old resource version: 5 (40)");
+        put_len(&mut status, 4, b"Expired");
+        status.extend_from_slice(&[6 << 3, 0x9a, 0x03]); // code: varint 410
+        let r = parse_watch_frame(&watch_event("ERROR", &enveloped("Status", &status)))
+            .expect("error decodes");
+        assert_eq!(
+            (r.kind.as_str(), r.revision, r.sent_ns),
+            ("ERROR", None, None)
+        );
+        let detail = r.detail.unwrap_or_default();
+        assert!(
+            detail.contains("410 Expired: too old resource version"),
+            "{detail}"
+        );
+        // Malformed frames are errors.
+        assert!(parse_watch_frame(&frame[..frame.len() - 1]).is_err(), "cut");
+        assert!(parse_watch_frame(&[]).is_err(), "empty");
+        let mut no_object = Vec::new();
+        put_len(&mut no_object, 1, b"ADDED");
+        assert!(parse_watch_frame(&no_object).is_err(), "no object");
+        assert!(
+            parse_watch_frame(&watch_event("ADDED", b"{\"kind\":\"ConfigMap\"}")).is_err(),
+            "a JSON object in a protobuf stream"
+        );
+    }
+
+    #[test]
+    fn split_frames_decode_like_lines() {
+        // Frames as watchd sends them, through the splitter in odd chunks.
+        let mut stream = Vec::new();
+        for rv in 10..13 {
+            let stamp = format!("{:019}", rv * 1000);
+            let cm = configmap(
+                Some(&rv.to_string()),
+                serde_json::json!({"sentUnixNanos": stamp}),
+            );
+            let ev = watch_event("ADDED", &stored(&cm));
+            stream.extend_from_slice(&(ev.len() as u32).to_be_bytes());
+            stream.extend_from_slice(&ev);
+        }
+        let mut splitter = crate::http::FrameSplitter::default();
+        let mut got = Vec::new();
+        for chunk in stream.chunks(7) {
+            splitter
+                .feed(chunk, |f| got.push(parse_watch_frame(f)))
+                .expect("within bounds");
+        }
+        let got: Vec<(Option<i64>, Option<u64>)> = got
+            .into_iter()
+            .map(|r| r.map(|r| (r.revision, r.sent_ns)).expect("decodes"))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some(10), Some(10_000)),
+                (Some(11), Some(11_000)),
+                (Some(12), Some(12_000))
+            ]
+        );
     }
 }

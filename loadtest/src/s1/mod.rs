@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use etcd_client::Client;
 
-use crate::http;
+use crate::demo::Storage;
+use crate::http::{self, Accept};
 use crate::launch::{self, Etcd, Watchd};
 use crate::procstat;
 use crate::stats::Accounting;
@@ -55,8 +56,15 @@ pub struct S1Config {
     pub writes_per_sec: f64,
     /// Length of the write phase.
     pub duration: Duration,
-    /// Approximate JSON size of each object.
+    /// Approximate JSON size of each object (also when stored as protobuf).
     pub object_bytes: usize,
+    /// How the writer stores the ConfigMaps in etcd (default JSON, unlike
+    /// the demo: results stay comparable with the earlier JSON-only ones).
+    pub storage: Storage,
+    /// What the watchd watchers ask for; protobuf needs protobuf storage
+    /// (watchd serves protobuf only for objects stored so). Not used by the
+    /// etcd target, whose watchers get the stored values.
+    pub accept: Accept,
     /// Namespaces the objects are spread over.
     pub namespace_count: usize,
     /// Distinct objects, rewritten round-robin.
@@ -88,6 +96,8 @@ impl S1Config {
             writes_per_sec,
             duration,
             object_bytes: 1024,
+            storage: Storage::Json,
+            accept: Accept::Json,
             namespace_count: 10,
             objects: 100,
             etcd_servers: None,
@@ -117,6 +127,20 @@ impl S1Config {
         }
         if self.object_bytes > 1 << 20 {
             return Err("--object-bytes must be at most 1 MiB".into());
+        }
+        if self.accept == Accept::Protobuf {
+            if self.target == Target::Etcd {
+                return Err(
+                    "--accept=protobuf applies to watchd's watch streams only: etcd \
+                     watchers receive the values as stored (use --storage=protobuf)"
+                        .into(),
+                );
+            }
+            if self.storage != Storage::Protobuf {
+                return Err("--accept=protobuf needs --storage=protobuf: watchd serves \
+                     protobuf only for objects stored as protobuf"
+                    .into());
+            }
         }
         Ok(())
     }
@@ -225,7 +249,16 @@ pub async fn run(cfg: &S1Config) -> Result<S1Result, String> {
         .await
         .map_err(|e| format!("etcd connect: {e}"))?;
     let namespaces = writer::namespace_names(cfg.namespace_count);
-    let mut slots = writer::slots(&cfg.prefix, &namespaces, cfg.objects, cfg.object_bytes);
+    let mut slots = writer::slots(
+        &cfg.prefix,
+        &namespaces,
+        cfg.objects,
+        cfg.object_bytes,
+        cfg.storage,
+    )?;
+    let stored_bytes = slots
+        .first_mut()
+        .map_or(Ok(0), |s| s.stamped(0).map(|v| v.len()))?;
     let prefilled = writer::prefill(&client, &mut slots).await?;
     let etcd_pid = servers.etcd.as_ref().map(|e| e.proc.pid());
     let (source, base, server_pid) = match cfg.target {
@@ -247,12 +280,20 @@ pub async fn run(cfg: &S1Config) -> Result<S1Result, String> {
                 ));
             }
             let pid = servers.watchd.as_ref().map(|w| w.proc.pid());
-            (Source::Watchd(addr), rv, pid.or(cfg.server_pid))
+            (
+                Source::Watchd {
+                    addr,
+                    accept: cfg.accept,
+                },
+                rv,
+                pid.or(cfg.server_pid),
+            )
         }
     };
     let watchers = watch::open(&source, cfg.watchers, base).await?;
     tracing::info!(
         target = cfg.target.name(),
+        storage = cfg.storage.name(),
         watchers = cfg.watchers,
         base,
         "watchers open; writing"
@@ -310,6 +351,9 @@ pub async fn run(cfg: &S1Config) -> Result<S1Result, String> {
         writes_per_sec: cfg.writes_per_sec,
         duration_s: cfg.duration.as_secs_f64(),
         object_bytes: cfg.object_bytes,
+        storage: cfg.storage.name().into(),
+        stored_bytes,
+        accept: (cfg.target == Target::Watchd).then(|| cfg.accept.name().into()),
         namespaces: namespaces.len(),
         objects: cfg.objects,
         base_revision: base,
@@ -352,4 +396,34 @@ pub async fn run(cfg: &S1Config) -> Result<S1Result, String> {
     };
     drop(servers);
     Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_and_accept_combinations_validate() {
+        let cfg = |target, storage, accept| {
+            let mut c = S1Config::new(target, 1, 1.0, Duration::from_secs(1));
+            c.storage = storage;
+            c.accept = accept;
+            c.validate()
+        };
+        let new = S1Config::new(Target::Watchd, 1, 1.0, Duration::from_secs(1));
+        assert_eq!(
+            (new.storage, new.accept),
+            (Storage::Json, Accept::Json),
+            "JSON by default, as the recorded results"
+        );
+        for storage in [Storage::Json, Storage::Protobuf] {
+            assert!(cfg(Target::Watchd, storage, Accept::Json).is_ok());
+            assert!(cfg(Target::Etcd, storage, Accept::Json).is_ok());
+        }
+        assert!(cfg(Target::Watchd, Storage::Protobuf, Accept::Protobuf).is_ok());
+        let e = cfg(Target::Watchd, Storage::Json, Accept::Protobuf).unwrap_err();
+        assert!(e.contains("--storage=protobuf"), "{e}");
+        let e = cfg(Target::Etcd, Storage::Protobuf, Accept::Protobuf).unwrap_err();
+        assert!(e.contains("watchd"), "{e}");
+    }
 }

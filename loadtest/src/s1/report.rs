@@ -62,8 +62,15 @@ pub struct S1Result {
     pub writes_per_sec: f64,
     /// Requested write phase, seconds.
     pub duration_s: f64,
-    /// Approximate size of each value.
+    /// Approximate size of each value as JSON (`--object-bytes`).
     pub object_bytes: usize,
+    /// How the values are stored in etcd: `json` or `protobuf`.
+    pub storage: String,
+    /// Size of each stored value in that format, bytes.
+    pub stored_bytes: usize,
+    /// What the watchd watchers asked for (`json` or `protobuf`); `None` for
+    /// etcd direct, whose watchers receive the values as stored.
+    pub accept: Option<String>,
     /// Namespaces the objects are spread over.
     pub namespaces: usize,
     /// Distinct objects rewritten round-robin.
@@ -185,12 +192,15 @@ pub fn fmt_num(v: Option<f64>) -> String {
 /// The table of one run.
 pub fn single_table(r: &S1Result) -> String {
     let mut out = format!(
-        "S1 broadcast: target={} watchers={} writes/s={} duration={}s object≈{}B ({} cpus, load {} at start)\n",
+        "S1 broadcast: target={} storage={} accept={} watchers={} writes/s={} duration={}s object≈{}B JSON, {}B stored ({} cpus, load {} at start)\n",
         r.target,
+        r.storage,
+        r.accept.as_deref().unwrap_or("-"),
         r.watchers,
         r.writes_per_sec,
         r.duration_s,
         r.object_bytes,
+        r.stored_bytes,
         r.machine.cpus,
         fmt_num(r.machine.loadavg_1m_start)
     );
@@ -289,11 +299,14 @@ pub fn compare_table(title: &str, rows: &[Compared]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn run(target: &str, p99: f64, cpu: f64) -> S1Result {
         S1Result {
             scenario: "s1".into(),
             target: target.into(),
+            storage: "json".into(),
+            accept: (target == "watchd").then(|| "json".into()),
             watchers: 5,
             latency_ms: Latency {
                 samples: 100,
@@ -325,6 +338,9 @@ mod tests {
             "writes_per_sec",
             "duration_s",
             "object_bytes",
+            "storage",
+            "stored_bytes",
+            "accept",
             "writes",
             "expected_deliveries",
             "delivered",
@@ -359,6 +375,34 @@ mod tests {
             ..ProcFigures::default()
         });
         assert_eq!(all_servers_per_million(&w), Some(2.5));
+    }
+
+    #[test]
+    fn storage_and_accept_are_reported() {
+        let mut w = run("watchd", 4.0, 2.0);
+        w.storage = "protobuf".into();
+        w.accept = Some("protobuf".into());
+        w.object_bytes = 1024;
+        w.stored_bytes = 980;
+        let v = serde_json::to_value(&w).unwrap();
+        assert_eq!(v["storage"], "protobuf");
+        assert_eq!(v["accept"], "protobuf");
+        assert_eq!(v["stored_bytes"], 980);
+        let table = single_table(&w);
+        assert!(
+            table.contains("storage=protobuf accept=protobuf")
+                && table.contains("1024B JSON, 980B stored"),
+            "{table}"
+        );
+        // etcd direct has no Accept: null in JSON, "-" in the table.
+        let mut e = run("etcd", 4.0, 2.0);
+        e.storage = "protobuf".into();
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(
+            (&v["storage"], &v["accept"]),
+            (&"protobuf".into(), &Value::Null)
+        );
+        assert!(single_table(&e).contains("storage=protobuf accept=- "));
     }
 
     #[test]

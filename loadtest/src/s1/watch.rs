@@ -1,6 +1,7 @@
 //! The S1 watchers: W watch streams on all-namespace ConfigMaps, either as
-//! HTTP watches on watchd (one TCP connection each, like informers) or as
-//! etcd gRPC watches on the key prefix (one stream each, spread over a few
+//! HTTP watches on watchd (one TCP connection each, like informers; JSON
+//! lines or, like client-go informers of built-in kinds, protobuf frames) or
+//! as etcd gRPC watches on the key prefix (one stream each, spread over a few
 //! gRPC connections).
 //!
 //! Each watcher is a task that keeps its own [`Tally`], publishes the highest
@@ -19,8 +20,10 @@ use http_body_util::BodyExt;
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
 
-use super::event::{latency_us, now_unix_nanos, parse_object_stamp, parse_watch_line};
-use crate::http::{Conn, LineSplitter};
+use super::event::{
+    latency_us, now_unix_nanos, parse_object_stamp, parse_watch_frame, parse_watch_line, Received,
+};
+use crate::http::{Accept, Conn, FrameSplitter, LineSplitter, PROTOBUF_WATCH};
 use crate::stats::{Histogram, Tally};
 
 /// How long opening one watch may take.
@@ -99,8 +102,13 @@ impl Watchers {
 /// Where the watchers connect.
 #[derive(Clone, Debug)]
 pub enum Source {
-    /// watchd's HTTP API at this address.
-    Watchd(SocketAddr),
+    /// watchd's HTTP API.
+    Watchd {
+        /// Its address.
+        addr: SocketAddr,
+        /// What the watch requests ask for.
+        accept: Accept,
+    },
     /// etcd, over this many gRPC connections.
     Etcd {
         /// Endpoints.
@@ -135,7 +143,7 @@ pub async fn open(source: &Source, count: usize, base: i64) -> Result<Watchers, 
             }
             v
         }
-        Source::Watchd(_) => Vec::new(),
+        Source::Watchd { .. } => Vec::new(),
     };
     for idx in 0..count {
         let ctx = Ctx {
@@ -147,8 +155,8 @@ pub async fn open(source: &Source, count: usize, base: i64) -> Result<Watchers, 
             gate: gate.clone(),
         };
         match source {
-            Source::Watchd(addr) => {
-                tasks.spawn(watchd_watcher(ctx, *addr));
+            Source::Watchd { addr, accept } => {
+                tasks.spawn(watchd_watcher(ctx, *addr, *accept));
             }
             Source::Etcd { prefix, .. } => {
                 let client = clients[idx % clients.len()].clone();
@@ -214,19 +222,58 @@ impl Ctx {
     }
 }
 
-async fn watchd_watcher(ctx: Ctx, addr: SocketAddr) -> Outcome {
+/// Splits a watchd watch body into events as its media type says.
+enum Events {
+    Lines(LineSplitter),
+    Frames(FrameSplitter),
+}
+
+impl Events {
+    fn for_accept(accept: Accept) -> Self {
+        match accept {
+            Accept::Json => Events::Lines(LineSplitter::default()),
+            Accept::Protobuf => Events::Frames(FrameSplitter::default()),
+        }
+    }
+
+    /// Calls `event` with every event decoded from `chunk`; an error if the
+    /// stream cannot be split any further.
+    fn feed(
+        &mut self,
+        chunk: &[u8],
+        mut event: impl FnMut(Result<Received, String>),
+    ) -> Result<(), String> {
+        match self {
+            Events::Lines(lines) => {
+                lines.feed(chunk, |line| event(parse_watch_line(line)));
+                Ok(())
+            }
+            Events::Frames(frames) => frames.feed(chunk, |frame| event(parse_watch_frame(frame))),
+        }
+    }
+}
+
+async fn watchd_watcher(ctx: Ctx, addr: SocketAddr, accept: Accept) -> Outcome {
     let mut tally = Tally::new(ctx.base);
     let path = format!("/api/v1/configmaps?watch=1&resourceVersion={}", ctx.base);
     let opened = async {
         let _permit = ctx.gate.acquire().await.map_err(|e| e.to_string())?;
         let mut conn = Conn::open(addr, OPEN_TIMEOUT).await?;
-        let resp = tokio::time::timeout(OPEN_TIMEOUT, conn.get(&path))
+        let resp = tokio::time::timeout(OPEN_TIMEOUT, conn.get_as(&path, accept))
             .await
             .map_err(|_| format!("GET {path}: no response in {OPEN_TIMEOUT:?}"))??;
         if resp.status() != 200 {
             let status = resp.status();
             let body = resp.into_body().collect().await.map(|b| b.to_bytes());
             return Err(format!("GET {path}: {status}: {body:?}"));
+        }
+        if accept == Accept::Protobuf {
+            let ct = resp.headers().get(hyper::header::CONTENT_TYPE);
+            if ct.and_then(|v| v.to_str().ok()) != Some(PROTOBUF_WATCH) {
+                return Err(format!(
+                    "GET {path}: asked for protobuf, got Content-Type {ct:?} instead of {PROTOBUF_WATCH}"
+                ));
+            }
         }
         Ok::<_, String>((conn, resp.into_body()))
     };
@@ -238,7 +285,7 @@ async fn watchd_watcher(ctx: Ctx, addr: SocketAddr) -> Outcome {
         }
     };
     let _ = ctx.ready.send(Ok(())).await;
-    let mut lines = LineSplitter::default();
+    let mut events = Events::for_accept(accept);
     let mut error_events = 0;
     let mut bad: Option<String> = None;
     let mut stop = ctx.stop.clone();
@@ -256,10 +303,10 @@ async fn watchd_watcher(ctx: Ctx, addr: SocketAddr) -> Outcome {
             },
         };
         let now = now_unix_nanos();
-        lines.feed(&data, |line| match parse_watch_line(line) {
+        let fed = events.feed(&data, |ev| match ev {
             Ok(ev) if ev.kind == "ERROR" => {
                 error_events += 1;
-                bad.get_or_insert_with(|| String::from_utf8_lossy(line).into_owned());
+                bad.get_or_insert_with(|| ev.detail.unwrap_or_else(|| "ERROR event".into()));
             }
             Ok(ev) if ev.kind == "BOOKMARK" => {}
             Ok(ev) => ctx.record(&mut tally, ev.revision, ev.sent_ns, now),
@@ -267,6 +314,9 @@ async fn watchd_watcher(ctx: Ctx, addr: SocketAddr) -> Outcome {
                 bad.get_or_insert(e);
             }
         });
+        if let Err(e) = fed {
+            bad.get_or_insert(e);
+        }
         if let Some(e) = bad.take() {
             break Some(e);
         }

@@ -1,6 +1,8 @@
 //! The S1 writer: a fixed set of ConfigMaps (kube-apiserver key layout,
 //! ~`object_bytes` of compact JSON each) updated round-robin at a fixed rate,
-//! each value stamped with its send time in `data.sentUnixNanos`.
+//! each value stamped with its send time in `data.sentUnixNanos`. Values
+//! are stored as that JSON or, like kube-apiserver stores built-in kinds, as
+//! Kubernetes protobuf (a little smaller: the size is set on the JSON form).
 //!
 //! Writes are plain etcd puts, issued on schedule even while earlier ones are
 //! in flight (up to [`MAX_IN_FLIGHT`]), so a slow etcd shows up as latency
@@ -18,6 +20,7 @@ use tokio::task::JoinSet;
 use tokio::time::MissedTickBehavior;
 
 use super::event::{now_unix_nanos, STAMP_KEY};
+use crate::demo::Storage;
 use crate::objects::{configmap, encode, key_for, Rng, CONFIGMAPS};
 
 /// Most puts in flight at once.
@@ -33,19 +36,35 @@ pub struct Slot {
     /// The etcd key.
     pub key: String,
     value: Value,
+    storage: Storage,
 }
 
 impl Slot {
-    /// The value to put now, stamped with `sent_ns`.
-    pub fn stamped(&mut self, sent_ns: u64) -> Vec<u8> {
+    /// The value to put now, stamped with `sent_ns`, in the slot's storage
+    /// format.
+    pub fn stamped(&mut self, sent_ns: u64) -> Result<Vec<u8>, String> {
         self.value["data"][STAMP_KEY] = Value::String(format!("{sent_ns:0STAMP_DIGITS$}"));
-        encode(&self.value)
+        match self.storage {
+            Storage::Json => Ok(encode(&self.value)),
+            // Not `Storage::encode`, which falls back to JSON: a run must not
+            // silently measure another format than it says.
+            Storage::Protobuf => watchd::codec::pbjson::encode_stored(&self.value)
+                .map_err(|e| format!("{}: cannot encode as protobuf: {e}", self.key)),
+        }
     }
 }
 
 /// Builds `count` ConfigMaps `load-<i>` spread round-robin over `namespaces`,
-/// each padded so that its stamped JSON is about `object_bytes` long.
-pub fn slots(prefix: &str, namespaces: &[String], count: usize, object_bytes: usize) -> Vec<Slot> {
+/// each padded so that its stamped JSON is about `object_bytes` long, and
+/// stored as `storage` (checked here once per slot, so the write phase
+/// cannot fail to encode).
+pub fn slots(
+    prefix: &str,
+    namespaces: &[String],
+    count: usize,
+    object_bytes: usize,
+    storage: Storage,
+) -> Result<Vec<Slot>, String> {
     let mut rng = Rng::new(7);
     (0..count)
         .map(|i| {
@@ -63,10 +82,13 @@ pub fn slots(prefix: &str, namespaces: &[String], count: usize, object_bytes: us
             let bare = encode(&value).len();
             let pad = object_bytes.saturating_sub(bare);
             value["data"]["payload"] = Value::String("x".repeat(pad));
-            Slot {
+            let mut slot = Slot {
                 key: key_for(prefix, CONFIGMAPS, Some(ns), &name),
                 value,
-            }
+                storage,
+            };
+            slot.stamped(0)?;
+            Ok(slot)
         })
         .collect()
 }
@@ -81,7 +103,7 @@ pub fn namespace_names(count: usize) -> Vec<String> {
 pub async fn prefill(client: &Client, slots: &mut [Slot]) -> Result<i64, String> {
     let mut rev = 0;
     for slot in slots.iter_mut() {
-        let value = slot.stamped(0);
+        let value = slot.stamped(0)?;
         let resp = tokio::time::timeout(
             PUT_TIMEOUT,
             client.clone().put(slot.key.clone(), value, None),
@@ -156,6 +178,7 @@ pub async fn run(
         let value = slot.stamped(now_unix_nanos());
         let mut client = client.clone();
         tasks.spawn(async move {
+            let value = value?;
             let put = tokio::time::timeout(PUT_TIMEOUT, client.put(key.clone(), value, None)).await;
             drop(permit);
             match put {
@@ -196,18 +219,46 @@ mod tests {
     #[test]
     fn slots_are_sized_stamped_and_spread() {
         let ns = namespace_names(3);
-        let mut s = slots("/registry", &ns, 5, 1024);
+        let mut s = slots("/registry", &ns, 5, 1024, Storage::Json).unwrap();
         assert_eq!(s.len(), 5);
         assert_eq!(s[0].key, "/registry/configmaps/load-ns-0/load-0");
         assert_eq!(s[4].key, "/registry/configmaps/load-ns-1/load-4");
-        let v = s[1].stamped(1_700_000_000_000_000_001);
+        let v = s[1].stamped(1_700_000_000_000_000_001).unwrap();
         assert!((1020..=1030).contains(&v.len()), "{} bytes", v.len());
         assert!(!v.contains(&b'\n'));
         assert_eq!(parse_object_stamp(&v), Ok(Some(1_700_000_000_000_000_001)));
-        assert_eq!(s[1].stamped(0).len(), v.len(), "stamps are fixed width");
+        let zero = s[1].stamped(0).unwrap();
+        assert_eq!(zero.len(), v.len(), "stamps are fixed width");
         // Smaller than the bare object: no padding, still valid.
-        let mut tiny = slots("/registry", &ns, 1, 10);
-        assert_eq!(parse_object_stamp(&tiny[0].stamped(9)), Ok(Some(9)));
+        let mut tiny = slots("/registry", &ns, 1, 10, Storage::Json).unwrap();
+        assert_eq!(
+            parse_object_stamp(&tiny[0].stamped(9).unwrap()),
+            Ok(Some(9))
+        );
         assert_eq!(namespace_names(0), ["load-ns-0"]);
+    }
+
+    #[test]
+    fn protobuf_slots_hold_the_same_object() {
+        let ns = namespace_names(3);
+        let mut json = slots("/registry", &ns, 2, 1024, Storage::Json).unwrap();
+        let mut pb = slots("/registry", &ns, 2, 1024, Storage::Protobuf).unwrap();
+        assert_eq!(pb[1].key, json[1].key);
+        let v = pb[1].stamped(1_700_000_000_000_000_001).unwrap();
+        assert!(v.starts_with(watchd::codec::pbjson::MAGIC));
+        assert_eq!(parse_object_stamp(&v), Ok(Some(1_700_000_000_000_000_001)));
+        // Padding is computed on the JSON form: protobuf drops the JSON syntax.
+        let j = json[1].stamped(1_700_000_000_000_000_001).unwrap();
+        assert!(
+            v.len() < j.len() && v.len() > 900,
+            "{} vs {}",
+            v.len(),
+            j.len()
+        );
+        assert_eq!(pb[1].stamped(0).unwrap().len(), v.len(), "fixed width");
+        let back = Storage::decode(&v).expect("renders back");
+        let j: Value = serde_json::from_slice(&j).unwrap();
+        assert_eq!(back["data"], j["data"]);
+        assert_eq!(back["metadata"]["labels"], j["metadata"]["labels"]);
     }
 }
