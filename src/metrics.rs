@@ -43,10 +43,14 @@ fn describe() {
         "watchd_protobuf_json_renders_total",
         "JSON renderings of protobuf-stored object revisions: at most one per revision, on first use by a JSON reader."
     );
+    describe_counter!(
+        "watchd_protobuf_metadata_renders_total",
+        "metadata-only JSON renderings of protobuf-stored object revisions, for PartialObjectMetadata readers: at most one per revision."
+    );
     describe_gauge!(
         "watchd_rendered_json_bytes",
         Unit::Bytes,
-        "Bytes of JSON rendered on first use from protobuf-stored objects and still cached (not in watchd_cached_bytes)."
+        "Bytes of JSON (whole objects and metadata alone) rendered on first use from protobuf-stored objects and still cached (not in watchd_cached_bytes)."
     );
     describe_counter!(
         "watchd_protobuf_render_failures_total",

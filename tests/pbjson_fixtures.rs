@@ -9,7 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use watchd::codec::{extract, pbjson, FieldSpec};
+use watchd::codec::{extract, json, pbjson, FieldSpec};
 
 /// Fixture pairs that may fail, with the reason. Keep it empty unless a fixture records
 /// something kube-apiserver does not serve.
@@ -279,10 +279,10 @@ const FIELD_PATHS: &[&str] = &[
 ];
 
 #[test]
-fn validate_and_field_values_agree_with_the_rendering() {
+fn validate_field_values_and_metadata_agree_with_the_rendering() {
     let Some(root) = fixtures_root() else { return };
     let specs: Vec<FieldSpec> = FIELD_PATHS.iter().map(|p| FieldSpec::simple(p)).collect();
-    let (mut objects, mut values) = (0, 0);
+    let (mut objects, mut values, mut metas) = (0, 0, 0);
     for dir in ["v1.34.0", "HEAD"] {
         for pb in pb_files(&root.join(dir)) {
             let value = fs::read(&pb).expect("read .pb");
@@ -303,6 +303,22 @@ fn validate_and_field_values_agree_with_the_rendering() {
                 pb.display()
             );
             let Ok(rendered) = rendered else { continue };
+            if pbjson::has_object_meta(v, k) {
+                // PartialObjectMetadata's rendering is the full rendering's `metadata`.
+                let range = json::top_level_member(&rendered.json, b"metadata")
+                    .unwrap_or_else(|| panic!("{}: no metadata", pb.display()));
+                let meta = pbjson::render_metadata(v, k, env.raw, "7")
+                    .unwrap_or_else(|e| panic!("{}: {e}", pb.display()));
+                assert_eq!(
+                    String::from_utf8_lossy(&meta.json),
+                    String::from_utf8_lossy(&rendered.json[range]),
+                    "{}",
+                    pb.display()
+                );
+                let at = meta.rv_span.at as usize;
+                assert_eq!(&meta.json[at..at + meta.rv_span.len as usize], b"7");
+                metas += 1;
+            }
             let want = extract::extract(&rendered.json, &specs).expect("rendered JSON extracts");
             let got = pbjson::field_values(v, k, env.raw, FIELD_PATHS.iter().copied())
                 .unwrap_or_else(|e| panic!("{}: {e}", pb.display()));
@@ -314,10 +330,12 @@ fn validate_and_field_values_agree_with_the_rendering() {
             objects += 1;
         }
     }
-    println!("validate and field values: {objects} objects, {values} non-empty values agree");
+    println!(
+        "validate, field values and metadata: {objects} objects, {values} non-empty values, {metas} metadata renderings agree"
+    );
     assert!(
-        objects > 300 && values > 300,
-        "{objects} objects, {values} values"
+        objects > 300 && values > 300 && metas > 200,
+        "{objects} objects, {values} values, {metas} metadata"
     );
 }
 

@@ -495,3 +495,49 @@ async fn json_of_protobuf_objects_is_rendered_once_on_first_use() {
     get_json(&pods).await;
     assert_eq!(json_renders(&base).await, 2.0);
 }
+
+#[tokio::test]
+async fn metadata_readers_render_metadata_alone_once() {
+    const META_LIST: &str =
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let mut written = Vec::new();
+    for name in ["a", "b"] {
+        let object = pod("meta", name, &[("app", name)]);
+        let value = watchd::codec::pbjson::encode_stored(&object).expect("pod encodes");
+        let r = put_raw(&mut kv, &pod_key("meta", name), value).await;
+        written.push((object, r));
+    }
+    let w = Watchd::start(&etcd.client_url(), &[]);
+    let base = w.base_url();
+    let pods = format!("{base}/api/v1/namespaces/meta/pods");
+    let counters = |text: &str| {
+        (
+            metric(text, "watchd_protobuf_metadata_renders_total", &[]).unwrap_or(0.0),
+            metric(text, "watchd_protobuf_json_renders_total", &[]).unwrap_or(0.0),
+        )
+    };
+
+    let list = http::get(&pods, &[("accept", META_LIST)]).await;
+    assert_eq!(list.status, 200, "{}", list.text());
+    let list = list.json();
+    assert_eq!(list["kind"], "PartialObjectMetadataList");
+    for (i, (object, r)) in written.iter().enumerate() {
+        // Exactly the `metadata` kube-apiserver renders for the stored object.
+        let rendered = watchd::codec::pbjson::render_stored(
+            &watchd::codec::pbjson::encode_stored(object).unwrap(),
+            Some(&r.to_string()),
+        )
+        .unwrap();
+        let full: Value = serde_json::from_slice(&rendered.json).unwrap();
+        assert_eq!(list["items"][i]["metadata"], full["metadata"]);
+    }
+    let metrics = http::get(&format!("{base}/metrics"), &[]).await.text();
+    assert_eq!(counters(&metrics), (2.0, 0.0), "metadata alone, once each");
+
+    // Read again: shared, not rendered again.
+    http::get(&pods, &[("accept", META_LIST)]).await;
+    let metrics = http::get(&format!("{base}/metrics"), &[]).await.text();
+    assert_eq!(counters(&metrics), (2.0, 0.0));
+}

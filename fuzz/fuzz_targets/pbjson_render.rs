@@ -9,7 +9,8 @@
 //!
 //! Properties: never panics; whatever renders is valid JSON; the resourceVersion given
 //! is where `rv_span` says, and is `metadata.resourceVersion`; the validate-only pass
-//! ingestion runs fails exactly where rendering fails.
+//! ingestion runs fails exactly where rendering fails; metadata rendered alone equals the
+//! full rendering's.
 
 #![no_main]
 
@@ -36,6 +37,14 @@ fuzz_target!(|data: &[u8]| {
         let rendered = pbjson::render(api_version, kind, &data[2..], Some("123"));
         let validated = pbjson::validate(api_version, kind, &data[2..]);
         assert_eq!(validated, rendered.as_ref().map(|r| r.unknown_fields).map_err(Clone::clone));
+        if let (Ok(r), true) = (&rendered, pbjson::has_object_meta(api_version, kind)) {
+            // PartialObjectMetadata's rendering is exactly the full rendering's metadata.
+            let meta = pbjson::render_metadata(api_version, kind, &data[2..], "123")
+                .expect("metadata renders where the object does");
+            let range = watchd::codec::json::top_level_member(&r.json, b"metadata")
+                .expect("a rendered object has metadata");
+            assert_eq!(&meta.json[..], &r.json[range]);
+        }
         rendered
     };
     let Ok(r) = rendered else { return };

@@ -26,6 +26,9 @@ pub struct CachedObject {
     /// Whether `json` was filled at construction (and so counts in `cached_bytes`);
     /// otherwise a rendering counts in the `watchd_rendered_json_bytes` gauge.
     json_eager: bool,
+    /// `metadata` alone, rendered from the stored protobuf for PartialObjectMetadata
+    /// readers while the whole JSON is not rendered.
+    metadata: OnceLock<Bytes>,
     /// Labels, for label selectors.
     pub labels: Labels,
     /// Selectable field names of the resource (shared) and this object's values.
@@ -63,6 +66,7 @@ impl CachedObject {
             format: decoded.format,
             json_eager: decoded.json.is_some(),
             json: once(decoded.json),
+            metadata: OnceLock::new(),
             labels: decoded.labels,
             field_names,
             field_values: decoded.fields,
@@ -139,6 +143,7 @@ impl CachedObject {
             format: self.format,
             json_eager: json.is_some(),
             json: once(json),
+            metadata: OnceLock::new(),
             labels: self.labels.clone(),
             field_names: self.field_names.clone(),
             field_values: self.field_values.clone(),
@@ -172,6 +177,7 @@ impl CachedObject {
             format: self.format,
             json_eager: self.json.get().is_some(),
             json: once(self.json.get().cloned()),
+            metadata: OnceLock::new(),
             labels: self.labels.clone(),
             field_names,
             field_values: values,
@@ -197,8 +203,29 @@ impl CachedObject {
             + std::mem::size_of::<Self>()
     }
 
-    /// The object's `metadata` as a slice of its JSON (no copy); `{}` if absent.
+    /// The object's `metadata` JSON: a slice of its JSON (no copy) once that is rendered;
+    /// before, for a protobuf-stored object, `metadata` alone is rendered once and kept (a
+    /// metadata informer never pays for whole objects); `{}` if absent.
     pub fn metadata_json(&self) -> Bytes {
+        if let (None, Some(pb)) = (self.json.get(), &self.protobuf) {
+            let rendered = self.metadata.get_or_init(|| {
+                let rv = self.revision.to_resource_version();
+                let meta = crate::codec::pbjson::parse_envelope(&pb.value)
+                    .and_then(|e| {
+                        crate::codec::pbjson::render_metadata(e.api_version, e.kind, e.raw, &rv)
+                    })
+                    .map(|r| Bytes::from(r.json));
+                let meta = meta.unwrap_or_else(|_| self.metadata_of_json());
+                metrics::counter!("watchd_protobuf_metadata_renders_total").increment(1);
+                metrics::gauge!("watchd_rendered_json_bytes").increment(meta.len() as f64);
+                meta
+            });
+            return rendered.clone();
+        }
+        self.metadata_of_json()
+    }
+
+    fn metadata_of_json(&self) -> Bytes {
         let json = self.json();
         match json::top_level_member(json, b"metadata") {
             Some(r) => json.slice(r),
@@ -221,8 +248,13 @@ impl CachedObject {
 
 impl Drop for CachedObject {
     fn drop(&mut self) {
-        if let (false, Some(j)) = (self.json_eager, self.json.get()) {
-            metrics::gauge!("watchd_rendered_json_bytes").decrement(j.bytes.len() as f64);
+        let lazy_json = match (self.json_eager, self.json.get()) {
+            (false, Some(j)) => j.bytes.len(),
+            _ => 0,
+        };
+        let meta = self.metadata.get().map_or(0, |m| m.len());
+        if lazy_json + meta > 0 {
+            metrics::gauge!("watchd_rendered_json_bytes").decrement((lazy_json + meta) as f64);
         }
     }
 }
@@ -290,6 +322,20 @@ mod tests {
             crate::codec::protobuf::first_bytes_field(meta, 6),
             Some(&b"9"[..])
         );
+        // PartialObjectMetadata of an unrendered object renders `metadata` alone, the
+        // same bytes as the slice of the whole rendering.
+        let d = decode(&value, Revision(4), &[]).unwrap();
+        let fresh = CachedObject::new(Arc::from("ns1/a"), Revision(4), Arc::from([]), d);
+        let meta = fresh.metadata_json();
+        assert!(
+            !fresh.json_ready(),
+            "metadata alone does not render the object"
+        );
+        let v: serde_json::Value = serde_json::from_slice(&meta).unwrap();
+        assert_eq!(v["name"], "a");
+        assert_eq!(v["resourceVersion"], "4");
+        fresh.json();
+        assert_eq!(fresh.metadata_json(), meta);
         // An unrendered object's deleted state stays unrendered.
         let d = decode(&value, Revision(4), &[]).unwrap();
         let o = CachedObject::new(Arc::from("ns1/a"), Revision(4), Arc::from([]), d);

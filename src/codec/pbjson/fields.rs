@@ -3,7 +3,7 @@
 //! schema, and only the leaf is rendered, by the renderer itself. So a value is exactly
 //! what a field selector would read from the object's full JSON rendering.
 
-use super::render::{Ctx, R};
+use super::render::{Ctx, Meta, R};
 use super::schema::MSGS;
 use super::types::{Field, Kind, Msg, INLINE, MAP, REPEATED};
 use super::wire::{Reader, Val};
@@ -72,7 +72,7 @@ pub(super) fn value_at(root: &'static Msg, raw: &[u8], path: &str) -> R<Option<S
 
 fn leaf(msg: &'static Msg, f: &'static Field, buf: &[u8]) -> R<Option<String>> {
     let mut ctx = Ctx::new(Vec::with_capacity(64), None);
-    ctx.one_field(msg, f, buf)?;
+    ctx.one_field(msg, f, buf, Meta::None)?;
     let out = ctx.out;
     let Some(value) = out.get(f.key.len() - 1..) else {
         return Ok(None); // omitted

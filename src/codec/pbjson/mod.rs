@@ -242,6 +242,40 @@ pub fn validate(api_version: &str, kind: &str, raw: &[u8]) -> Result<u32, Transc
     Ok(run(text::Discard, api_version, kind, raw, None)?.unknown)
 }
 
+/// Renders only the object's `metadata` (the JSON object, no key), exactly as it appears
+/// in [`render`]'s output with `resource_version` set: what PartialObjectMetadata serves,
+/// without rendering the rest. `rv_span` is relative to the returned JSON.
+pub fn render_metadata(
+    api_version: &str,
+    kind: &str,
+    raw: &[u8],
+    resource_version: &str,
+) -> Result<Rendered, TranscodeError> {
+    let msg = root_of(api_version, kind)?;
+    let f = msg
+        .fields
+        .iter()
+        .find(|f| f.name() == "metadata")
+        .ok_or(TranscodeError::Invalid("kind without metadata"))?;
+    let mut ctx = render::Ctx::new(Vec::with_capacity(256), Some(resource_version));
+    ctx.one_field(msg, f, raw, render::Meta::Root)
+        .map_err(|e| *e)?;
+    // `"metadata":` first: strip it, and move the span with it.
+    let key = f.key.len() - 1;
+    let mut json = ctx.out;
+    if json.len() <= key {
+        return Err(TranscodeError::Invalid("metadata omitted"));
+    }
+    json.drain(..key);
+    let mut rv_span = ctx.rv_span;
+    rv_span.at = rv_span.at.saturating_sub(key as u32);
+    Ok(Rendered {
+        json,
+        rv_span,
+        unknown_fields: ctx.unknown,
+    })
+}
+
 /// The values at the dot-separated JSON `paths` of the object `raw`, as field selectors
 /// read them from its JSON rendering (string text, `true`/`false`, digits), without
 /// rendering the object; None where the rendering omits the field or has no scalar.

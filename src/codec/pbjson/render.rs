@@ -180,8 +180,15 @@ impl<'a, O: Sink> Ctx<'a, O> {
     }
 
     /// Writes one field of `msg` as a member (`"name":value`, or nothing where Go omits
-    /// it), read from the message bytes `buf`: what [`Ctx::members`] writes for it.
-    pub fn one_field(&mut self, msg: &'static Msg, f: &'static Field, buf: &'a [u8]) -> R<()> {
+    /// it), read from the message bytes `buf`: what [`Ctx::members`] writes for it when
+    /// `msg` is rendered as `meta` (the root's `metadata` gets its resourceVersion).
+    pub fn one_field(
+        &mut self,
+        msg: &'static Msg,
+        f: &'static Field,
+        buf: &'a [u8],
+        meta: Meta,
+    ) -> R<()> {
         let mut slot = NO_SLOT;
         let mut r = Reader::new(buf);
         while !r.done() {
@@ -199,7 +206,7 @@ impl<'a, O: Sink> Ctx<'a, O> {
             slot.count += 1;
         }
         let mut first = true;
-        self.field(msg, f, slot, buf, 0, &mut first, Meta::None)
+        self.field(msg, f, slot, buf, 0, &mut first, meta)
     }
 
     #[cold]
