@@ -33,6 +33,7 @@
 //! Kinds without a schema (newer than the table) are [`TranscodeError::UnknownType`];
 //! [`is_known`] tells in advance.
 
+mod collections;
 pub mod encode;
 mod fields;
 mod rawjson;

@@ -4,9 +4,10 @@
 //! For each message it first records where each known field sits (a slot per schema
 //! field, kept on a reusable stack), then writes every schema field in Go struct order,
 //! decoding values in place. So fields missing on the wire still get Go's zero-value
-//! rendering, and wire order does not matter. Map entries are collected on a second
-//! reusable stack and sorted by key, as Go sorts map keys.
+//! rendering, and wire order does not matter. Repeated fields and maps are written by
+//! `collections.rs`, map entries collected on a second reusable stack.
 
+use super::collections::Entry;
 use super::schema::MSGS;
 use super::special::decode_time;
 use super::text::{self, Sink};
@@ -21,10 +22,10 @@ pub(super) type R<T> = Result<T, Box<TranscodeError>>;
 /// Where a field occurs in its message: the first tag's offset, the count, and the last
 /// value (the one a singular field takes).
 #[derive(Debug, Clone, Copy)]
-struct Slot<'a> {
-    first: usize,
-    count: u32,
-    last: Val<'a>,
+pub(super) struct Slot<'a> {
+    pub(super) first: usize,
+    pub(super) count: u32,
+    pub(super) last: Val<'a>,
 }
 
 const NO_SLOT: Slot<'static> = Slot {
@@ -32,14 +33,6 @@ const NO_SLOT: Slot<'static> = Slot {
     count: 0,
     last: Val::Varint(0),
 };
-
-/// One map entry: key, value (if on the wire) and position, for last-wins.
-#[derive(Debug, Clone, Copy)]
-struct Entry<'a> {
-    key: &'a [u8],
-    val: Option<Val<'a>>,
-    seq: u32,
-}
 
 /// Whether a message is the root object or its metadata (for the resourceVersion).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +50,7 @@ pub(super) struct Ctx<'a, O: Sink = Vec<u8>> {
     /// The JSON written so far.
     pub out: O,
     slots: Vec<Slot<'a>>,
-    entries: Vec<Entry<'a>>,
+    pub(super) entries: Vec<Entry<'a>>,
     pub(super) json_stack: Vec<u8>,
     /// Where embedded JSON is compacted when validating (output discarded).
     pub(super) scratch: Vec<u8>,
@@ -68,23 +61,12 @@ pub(super) struct Ctx<'a, O: Sink = Vec<u8>> {
     pub rv_span: RvSpan,
 }
 
-fn wire_of(kind: Kind) -> u8 {
+pub(super) fn wire_of(kind: Kind) -> u8 {
     match kind {
         Kind::Bool | Kind::Int32 | Kind::Int64 | Kind::Uint32 | Kind::Uint64 => VARINT,
         Kind::Double => FIXED64,
         Kind::Float => FIXED32,
         _ => BYTES,
-    }
-}
-
-/// A default value for `kind` as a map value missing from its entry (Go decodes into a
-/// fresh zero value, so e.g. `[]byte{}` and an empty struct, not nil).
-fn empty_val(kind: Kind) -> Val<'static> {
-    match wire_of(kind) {
-        VARINT => Val::Varint(0),
-        FIXED64 => Val::Fixed64(0),
-        FIXED32 => Val::Fixed32(0),
-        _ => Val::Bytes(&[]),
     }
 }
 
@@ -210,7 +192,7 @@ impl<'a, O: Sink> Ctx<'a, O> {
     }
 
     #[cold]
-    fn wrong_wire(msg: &'static Msg, f: &'static Field, wt: u8) -> Box<TranscodeError> {
+    pub(super) fn wrong_wire(msg: &'static Msg, f: &'static Field, wt: u8) -> Box<TranscodeError> {
         Box::new(TranscodeError::WrongWireType {
             msg: msg.name,
             field: f.name(),
@@ -427,165 +409,16 @@ impl<'a, O: Sink> Ctx<'a, O> {
         Ok(true)
     }
 
-    /// Writes one or more elements of a repeated field from one wire occurrence (packed
-    /// scalars hold several); `before` elements were already written. Returns how many.
-    fn element(
+    /// Writes one present value (a singular Time field's `omitzero` is decided by the
+    /// caller). Returns false only for an empty list wrapper.
+    pub(super) fn value(
         &mut self,
-        msg: &'static Msg,
-        f: &'static Field,
+        kind: Kind,
+        msg: u16,
         v: Val<'a>,
         depth: u32,
-        before: u32,
-    ) -> R<u32> {
-        let want = wire_of(f.kind);
-        if let (Val::Bytes(packed), true) = (v, want != BYTES) {
-            let mut r = Reader::new(packed);
-            let mut n = 0;
-            while !r.done() {
-                let e = r.value(want)?;
-                if before + n > 0 {
-                    self.out.push(b',');
-                }
-                self.value(f.kind, f.msg, e, depth, Meta::None)?;
-                n += 1;
-            }
-            return Ok(n);
-        }
-        if v.wire_type() != want {
-            return Err(Self::wrong_wire(msg, f, v.wire_type()));
-        }
-        if before > 0 {
-            self.out.push(b',');
-        }
-        if matches!(f.kind, Kind::Time | Kind::MicroTime) {
-            let Val::Bytes(b) = v else {
-                return Err(Self::wrong_wire(msg, f, v.wire_type()));
-            };
-            let t = decode_time(b, f.kind == Kind::MicroTime, &mut self.unknown)?;
-            self.time(t, f.kind == Kind::MicroTime);
-        } else {
-            self.value(f.kind, f.msg, v, depth, Meta::None)?;
-        }
-        Ok(1)
-    }
-
-    fn repeated(
-        &mut self,
-        msg: &'static Msg,
-        f: &'static Field,
-        slot: Slot<'a>,
-        buf: &'a [u8],
-        depth: u32,
-    ) -> R<u32> {
-        self.out.push(b'[');
-        if slot.count == 1 {
-            let n = self.element(msg, f, slot.last, depth, 0)?;
-            self.out.push(b']');
-            return Ok(n);
-        }
-        let mut r = Reader::at(buf, slot.first);
-        let (mut seen, mut n) = (0u32, 0u32);
-        while seen < slot.count {
-            let (num, wt) = r.tag()?;
-            if num != u32::from(f.num) {
-                r.skip(wt)?;
-                continue;
-            }
-            seen += 1;
-            let v = r.value(wt)?;
-            n += self.element(msg, f, v, depth, n)?;
-        }
-        self.out.push(b']');
-        Ok(n)
-    }
-
-    /// Writes a map as a JSON object with keys sorted (Go sorts map keys) and the last
-    /// entry winning for a repeated key. Returns the number of keys.
-    fn map(
-        &mut self,
-        msg: &'static Msg,
-        f: &'static Field,
-        slot: Slot<'a>,
-        buf: &'a [u8],
-        depth: u32,
-    ) -> R<u32> {
-        let entry_msg = &MSGS[f.msg as usize];
-        let [key_f, val_f] = entry_msg.fields else {
-            return Err(TranscodeError::Invalid("map entry schema").into());
-        };
-        let base = self.entries.len();
-        let mut r = Reader::at(buf, slot.first);
-        let mut seen = 0u32;
-        while seen < slot.count {
-            let (num, wt) = r.tag()?;
-            if num != u32::from(f.num) {
-                r.skip(wt)?;
-                continue;
-            }
-            let Val::Bytes(entry) = r.value(wt)? else {
-                return Err(Self::wrong_wire(msg, f, wt));
-            };
-            let mut e = Entry {
-                key: &[],
-                val: None,
-                seq: seen,
-            };
-            seen += 1;
-            let mut er = Reader::new(entry);
-            while !er.done() {
-                let (n, w) = er.tag()?;
-                let v = er.value(w)?;
-                match n {
-                    1 => match v {
-                        Val::Bytes(k) => e.key = k,
-                        _ => return Err(Self::wrong_wire(entry_msg, key_f, w)),
-                    },
-                    2 => e.val = Some(v),
-                    _ => self.unknown = self.unknown.saturating_add(1),
-                }
-            }
-            self.entries.push(e);
-        }
-        let list = &mut self.entries[base..];
-        if !list.windows(2).all(|w| w[0].key < w[1].key) {
-            list.sort_unstable_by(|a, b| a.key.cmp(b.key).then(a.seq.cmp(&b.seq)));
-        }
-        self.out.push(b'{');
-        let end = self.entries.len();
-        let mut written = 0u32;
-        for i in base..end {
-            let e = self.entries[i];
-            if i + 1 < end && self.entries[i + 1].key == e.key {
-                continue; // a later entry with the same key wins
-            }
-            if written > 0 {
-                self.out.push(b',');
-            }
-            written += 1;
-            text::string(&mut self.out, e.key);
-            self.out.push(b':');
-            let v = e.val.unwrap_or_else(|| empty_val(val_f.kind));
-            if v.wire_type() != wire_of(val_f.kind) {
-                return Err(Self::wrong_wire(entry_msg, val_f, v.wire_type()));
-            }
-            if matches!(val_f.kind, Kind::Time | Kind::MicroTime) {
-                let Val::Bytes(b) = v else {
-                    return Err(Self::wrong_wire(entry_msg, val_f, v.wire_type()));
-                };
-                let t = decode_time(b, val_f.kind == Kind::MicroTime, &mut self.unknown)?;
-                self.time(t, val_f.kind == Kind::MicroTime);
-            } else {
-                self.value(val_f.kind, val_f.msg, v, depth, Meta::None)?;
-            }
-        }
-        self.out.push(b'}');
-        self.entries.truncate(base);
-        Ok(written)
-    }
-
-    /// Writes one present value (not Time/MicroTime, handled by callers for omitzero).
-    /// Returns false only for an empty list wrapper.
-    fn value(&mut self, kind: Kind, msg: u16, v: Val<'a>, depth: u32, meta: Meta) -> R<bool> {
+        meta: Meta,
+    ) -> R<bool> {
         match (kind, v) {
             (Kind::String, Val::Bytes(b)) => text::string(&mut self.out, b),
             (Kind::Bytes, Val::Bytes(b)) => text::base64(&mut self.out, b),
