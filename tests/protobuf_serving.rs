@@ -217,6 +217,16 @@ fn rewriting_to_the_stored_resource_version_keeps_the_bytes() {
     }
 }
 
+/// `url` cannot be had as protobuf alone (406), and with a JSON fallback is labelled JSON.
+async fn assert_served_as_json_only(url: &str) {
+    let resp = http::get(url, &[("accept", PB)]).await;
+    assert_status(&resp, 406, "NotAcceptable");
+    let resp = http::get(url, &[("accept", PB_OR_JSON)]).await;
+    assert_eq!(resp.status, 200, "{}", resp.text());
+    assert_eq!(resp.header("content-type"), Some("application/json"));
+    resp.json();
+}
+
 #[tokio::test]
 async fn json_stored_objects_fall_back_to_json_or_406() {
     let Some((_etcd, _kv, w, _, json_rv)) = start_with_pods().await else {
@@ -229,13 +239,7 @@ async fn json_stored_objects_fall_back_to_json_or_406() {
         // A list mixing protobuf- and JSON-stored pods.
         "/api/v1/pods",
     ] {
-        let url = format!("{base}{path}");
-        let resp = http::get(&url, &[("accept", PB)]).await;
-        assert_status(&resp, 406, "NotAcceptable");
-        let resp = http::get(&url, &[("accept", PB_OR_JSON)]).await;
-        assert_eq!(resp.status, 200, "{}", resp.text());
-        assert_eq!(resp.header("content-type"), Some("application/json"));
-        resp.json();
+        assert_served_as_json_only(&format!("{base}{path}")).await;
     }
     let got = http::get(
         &format!("{base}/api/v1/namespaces/default/pods/web"),
@@ -377,13 +381,7 @@ async fn custom_resources_are_json_only() {
         "/apis/example.net/v1/namespaces/default/gizmos",
         "/apis/example.net/v1/namespaces/default/gizmos/g1",
     ] {
-        let url = format!("{base}{path}");
-        let resp = http::get(&url, &[("accept", PB)]).await;
-        assert_status(&resp, 406, "NotAcceptable");
-        let resp = http::get(&url, &[("accept", PB_OR_JSON)]).await;
-        assert_eq!(resp.status, 200, "{}", resp.text());
-        assert_eq!(resp.header("content-type"), Some("application/json"));
-        resp.json();
+        assert_served_as_json_only(&format!("{base}{path}")).await;
     }
 }
 
