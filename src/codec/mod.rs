@@ -360,7 +360,7 @@ fn render_metadata_only(
         Some(t) => write!(
             out,
             ",\"creationTimestamp\":\"{}\"",
-            protobuf::format_rfc3339(t.seconds)
+            civil::format_rfc3339(t.seconds)
         ),
         // Zero: omitted, as ObjectMeta's `omitzero` tag has it since Kubernetes 1.34.
         None => Ok(()),
@@ -369,7 +369,7 @@ fn render_metadata_only(
         let _ = write!(
             out,
             ",\"deletionTimestamp\":\"{}\"",
-            protobuf::format_rfc3339(t.seconds)
+            civil::format_rfc3339(t.seconds)
         );
     }
     push_json_map(&mut out, "labels", &meta.labels);

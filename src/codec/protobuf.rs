@@ -243,19 +243,6 @@ pub fn read_object_meta(raw: &[u8]) -> Result<ObjectMetaView<'_>, WireError> {
     Ok(m)
 }
 
-/// Formats seconds since the epoch as RFC 3339 in UTC (`2006-01-02T15:04:05Z`), as
-/// `metav1.Time` marshals.
-pub fn format_rfc3339(seconds: i64) -> String {
-    let secs = seconds.rem_euclid(86_400);
-    let (year, month, day) = super::civil::civil_from_days(seconds.div_euclid(86_400));
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        (secs / 60) % 60,
-        secs % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,7 +294,7 @@ mod tests {
         assert_eq!((m.name, m.namespace), ("web-1", "default"));
         assert_eq!(m.labels.get("app"), Some(&"web"));
         assert_eq!(
-            format_rfc3339(m.creation_timestamp.unwrap().seconds),
+            crate::codec::civil::format_rfc3339(m.creation_timestamp.unwrap().seconds),
             "2008-01-01T01:01:01Z"
         );
     }
@@ -341,12 +328,5 @@ mod tests {
                 let _ = read_object_meta(env.raw);
             }
         }
-    }
-
-    #[test]
-    fn rfc3339_matches_known_dates() {
-        assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00Z");
-        assert_eq!(format_rfc3339(951_782_400), "2000-02-29T00:00:00Z");
-        assert_eq!(format_rfc3339(-1), "1969-12-31T23:59:59Z");
     }
 }

@@ -12,7 +12,6 @@ use super::schema::MSGS;
 use super::types::*;
 use super::wire::{BYTES, FIXED32, FIXED64, VARINT};
 use super::{root, TranscodeError, MAGIC, MAX_DEPTH};
-use crate::codec::civil::days_from_civil;
 
 type R<T> = Result<T, TranscodeError>;
 
@@ -260,61 +259,10 @@ fn value(out: &mut Vec<u8>, num: u16, kind: Kind, msg: u16, v: &Value, depth: u3
     Ok(())
 }
 
-/// Parses `n` ASCII digits at `s[at..]`.
-fn digits(s: &[u8], at: usize, n: usize) -> R<i64> {
-    let d = s.get(at..at + n).ok_or(bad("time too short"))?;
-    d.iter().try_fold(0i64, |acc, &c| {
-        if c.is_ascii_digit() {
-            Ok(acc * 10 + i64::from(c - b'0'))
-        } else {
-            Err(bad("time with a non-digit"))
-        }
-    })
-}
-
 /// Parses an RFC 3339 time (`2006-01-02T15:04:05.999999999Z07:00`) into Unix seconds
-/// and nanoseconds.
+/// and nanoseconds, as Go's `time.Parse(time.RFC3339, ..)` does.
 fn parse_time(s: &str) -> R<(i64, u32)> {
-    let b = s.as_bytes();
-    let sep = |i: usize, c: &[u8]| b.get(i).is_some_and(|x| c.contains(x));
-    if !(sep(4, b"-") && sep(7, b"-") && sep(10, b"Tt") && sep(13, b":") && sep(16, b":")) {
-        return Err(bad("time is not RFC 3339"));
-    }
-    let (y, mo, d) = (digits(b, 0, 4)?, digits(b, 5, 2)?, digits(b, 8, 2)?);
-    let (h, mi, sec) = (digits(b, 11, 2)?, digits(b, 14, 2)?, digits(b, 17, 2)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
-        return Err(bad("time out of range"));
-    }
-    let mut i = 19;
-    let mut nanos = 0u32;
-    if sep(i, b".,") {
-        i += 1;
-        let start = i;
-        while b.get(i).is_some_and(u8::is_ascii_digit) {
-            if i - start < 9 {
-                nanos = nanos * 10 + u32::from(b[i] - b'0');
-            }
-            i += 1;
-        }
-        if i == start {
-            return Err(bad("time with an empty fraction"));
-        }
-        nanos *= 10u32.pow(9u32.saturating_sub((i - start) as u32));
-    }
-    let offset = match b.get(i) {
-        Some(b'Z' | b'z') if i + 1 == b.len() => 0,
-        Some(&c @ (b'+' | b'-')) if i + 6 == b.len() && sep(i + 3, b":") => {
-            let o = digits(b, i + 1, 2)? * 3600 + digits(b, i + 4, 2)? * 60;
-            if c == b'+' {
-                o
-            } else {
-                -o
-            }
-        }
-        _ => return Err(bad("time is not RFC 3339")),
-    };
-    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + sec - offset;
-    Ok((secs, nanos))
+    crate::codec::civil::parse_rfc3339(s).ok_or(bad("time is not RFC 3339"))
 }
 
 /// Parses a Go duration string (`1h2m3.5s`, `-1.5ms`, `0`) into nanoseconds.

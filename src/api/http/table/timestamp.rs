@@ -29,81 +29,14 @@ impl Instant {
     }
 
     /// Parses `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)` as Go's
-    /// `time.Parse(time.RFC3339, s)` does (the fraction is optional, up to 9 digits kept).
+    /// `time.Parse(time.RFC3339, s)` does.
     pub(super) fn parse_rfc3339(s: &str) -> Option<Instant> {
-        let b = s.as_bytes();
-        let num = |from: usize, len: usize| -> Option<i64> {
-            let digits = b.get(from..from + len)?;
-            digits.iter().try_fold(0i64, |acc, d| {
-                d.is_ascii_digit().then(|| acc * 10 + i64::from(d - b'0'))
-            })
-        };
-        let sep = |at: usize, want: u8| b.get(at) == Some(&want);
-        if !(sep(4, b'-') && sep(7, b'-') && sep(10, b'T') && sep(13, b':') && sep(16, b':')) {
-            return None;
-        }
-        let (year, month, day) = (num(0, 4)?, num(5, 2)?, num(8, 2)?);
-        let (hour, min, sec) = (num(11, 2)?, num(14, 2)?, num(17, 2)?);
-        if !(1..=12).contains(&month)
-            || day < 1
-            || day > days_in_month(year, month)
-            || hour > 23
-            || min > 59
-            || sec > 59
-        {
-            return None;
-        }
-        let mut i = 19;
-        let mut nanos: u32 = 0;
-        if matches!(b.get(i), Some(b'.' | b',')) {
-            i += 1;
-            let start = i;
-            while b.get(i).is_some_and(u8::is_ascii_digit) {
-                if i - start < 9 {
-                    nanos = nanos * 10 + u32::from(b[i] - b'0');
-                }
-                i += 1;
-            }
-            let digits = i - start;
-            if digits == 0 {
-                return None;
-            }
-            for _ in digits..9 {
-                nanos *= 10;
-            }
-        }
-        let offset = match b.get(i) {
-            Some(b'Z') if b.len() == i + 1 => 0,
-            Some(sign @ (b'+' | b'-')) if b.len() == i + 6 && sep(i + 3, b':') => {
-                let (oh, om) = (num(i + 1, 2)?, num(i + 4, 2)?);
-                if oh > 23 || om > 59 {
-                    return None;
-                }
-                let off = oh * 3600 + om * 60;
-                if *sign == b'-' {
-                    -off
-                } else {
-                    off
-                }
-            }
-            _ => return None,
-        };
-        let days = crate::codec::civil::days_from_civil(year, month, day);
-        let secs = days * 86_400 + hour * 3600 + min * 60 + sec - offset;
-        Some(Instant { secs, nanos })
+        crate::codec::civil::parse_rfc3339(s).map(|(secs, nanos)| Instant { secs, nanos })
     }
 
     /// `YYYY-MM-DDTHH:MM:SSZ` in UTC, whole seconds: Go's `t.UTC().Format(time.RFC3339)`.
     pub(super) fn to_rfc3339_utc(self) -> String {
-        let days = self.secs.div_euclid(86_400);
-        let rem = self.secs.rem_euclid(86_400);
-        let (y, m, d) = crate::codec::civil::civil_from_days(days);
-        format!(
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-            rem / 3600,
-            rem % 3600 / 60,
-            rem % 60
-        )
+        crate::codec::civil::format_rfc3339(self.secs)
     }
 
     /// Whole seconds from this instant to `now_unix`, truncated toward zero like
@@ -114,19 +47,6 @@ impl Instant {
         let nanos = (now - then).clamp(i128::from(i64::MIN), i128::from(i64::MAX));
         // Within i64 after the clamp, and so is the quotient.
         i64::try_from(nanos / NANOS_PER_SEC).unwrap_or(0)
-    }
-}
-
-fn is_leap(y: i64) -> bool {
-    y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)
-}
-
-fn days_in_month(y: i64, m: i64) -> i64 {
-    match m {
-        2 if is_leap(y) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
     }
 }
 
