@@ -184,15 +184,17 @@ async fn watch(
 fn to_change(ev: &etcd_client::Event) -> Option<KvChange> {
     let kv = ev.kv()?;
     let prev = ev.prev_kv();
-    let value = match ev.event_type() {
-        EtcdEventType::Put => Some(kv.value().to_vec()),
-        EtcdEventType::Delete => None,
+    // The previous value is read only for a deletion (the last state of an object the
+    // cache never held): a put does not copy it.
+    let (value, prev_value) = match ev.event_type() {
+        EtcdEventType::Put => (Some(kv.value().to_vec()), None),
+        EtcdEventType::Delete => (None, prev.map(|p| p.value().to_vec())),
     };
     Some(KvChange {
         key: kv.key().to_vec(),
         value,
         revision: Revision(kv.mod_revision()),
-        prev_value: prev.map(|p| p.value().to_vec()),
+        prev_value,
         prev_revision: Revision(prev.map_or(0, |p| p.mod_revision())),
     })
 }

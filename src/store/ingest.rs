@@ -28,7 +28,7 @@ pub struct KvChange {
     pub value: Option<Vec<u8>>,
     /// The revision of the change (mod_revision; for a deletion, the delete revision).
     pub revision: Revision,
-    /// The value before the change, if etcd sent it (`prev_kv`).
+    /// For a deletion, the value before it, if etcd sent it (`prev_kv`).
     pub prev_value: Option<Vec<u8>>,
     /// The mod_revision of `prev_value`.
     pub prev_revision: Revision,
