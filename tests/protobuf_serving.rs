@@ -306,6 +306,25 @@ async fn protobuf_watch_frames() {
         ]
     );
 
+    // A watch from resourceVersion 0 starts with synthetic ADDED frames of the objects.
+    let pb = std::fs::read(dir.join("core.v1.Pod.pb")).unwrap();
+    let r4 = put_raw(&mut kv, POD_KEY, pb).await;
+    let url = format!(
+        "{base}/api/v1/namespaces/namespaceValue/pods?watch=true&resourceVersion=0&timeoutSeconds=1"
+    );
+    let body = http::watch(&url, &[("accept", PB)])
+        .await
+        .rest(Duration::from_secs(20))
+        .await;
+    let added: Vec<(String, String, String)> = frames(&body)
+        .into_iter()
+        .map(|(t, obj)| {
+            let (_, kind, raw) = envelope(&obj);
+            (t, kind, object_rv(raw))
+        })
+        .collect();
+    assert_eq!(added, [("ADDED".into(), "Pod".into(), r4.to_string())]);
+
     // A watch from before the cache's window: one ERROR frame carrying a v1 Status.
     let url = format!("{base}/api/v1/namespaces/namespaceValue/pods?watch=true&resourceVersion=1");
     let stream = http::watch(&url, &[("accept", PB)]).await;

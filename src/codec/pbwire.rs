@@ -27,6 +27,23 @@ pub fn put_tag(out: &mut Vec<u8>, field: u32, wire: u8) {
     put_varint(out, (u64::from(field) << 3) | u64::from(wire));
 }
 
+/// The bytes a varint of `v` takes.
+pub fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+/// Writes the tag and length of a length-delimited field whose `len` bytes of value
+/// follow elsewhere (a separate segment).
+pub fn put_len_header(out: &mut Vec<u8>, field: u32, len: usize) {
+    put_tag(out, field, WIRE_LEN);
+    put_varint(out, len as u64);
+}
+
+/// The bytes a length-delimited field with a value of `len` bytes takes.
+pub fn len_field_size(field: u32, len: usize) -> usize {
+    varint_len((u64::from(field) << 3) | u64::from(WIRE_LEN)) + varint_len(len as u64) + len
+}
+
 /// Writes a length-delimited field.
 pub fn put_len(out: &mut Vec<u8>, field: u32, value: &[u8]) {
     put_tag(out, field, WIRE_LEN);
@@ -225,6 +242,20 @@ mod tests {
         let out = rewrite_raw(&bare, "7").unwrap();
         assert_eq!(field(field(&out, 1).unwrap(), 6), Some(&b"7"[..]));
         assert_eq!(field(&out, 2), Some(&b"x"[..]));
+    }
+
+    #[test]
+    fn sizes_match_what_is_written() {
+        for len in [0usize, 1, 127, 128, 16_383, 16_384, 3_000_000] {
+            let mut v = Vec::new();
+            put_varint(&mut v, len as u64);
+            assert_eq!(varint_len(len as u64), v.len(), "{len}");
+            for field in [1u32, 2, 15, 16, 300] {
+                let mut f = Vec::new();
+                put_len_header(&mut f, field, len);
+                assert_eq!(len_field_size(field, len), f.len() + len, "{field} {len}");
+            }
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::body::{Body, BufList};
 use crate::api::read::ListPage;
 use crate::api::status::ApiError;
 use crate::api::watch::WatchEncoder;
-use crate::codec::pbwire::{put_len, put_uint};
+use crate::codec::pbwire::{len_field_size, put_len, put_len_header, put_uint};
 use crate::codec::protobuf::MAGIC;
 use crate::registry::ResourceInfo;
 use crate::store::{CachedObject, EventType, ObjectRef, WatchEvent};
@@ -48,18 +48,28 @@ pub fn enveloped(obj: &CachedObject) -> Result<Bytes, ApiError> {
         .clone())
 }
 
-/// `k8s\0` + Unknown{typeMeta{apiVersion, kind}, raw, contentEncoding: "", contentType: ""}
-/// (the empty strings are written, as kube-apiserver writes them).
-fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+/// `k8s\0` + Unknown{typeMeta{apiVersion, kind}, 2: raw (its `raw_len` bytes follow, not
+/// written here)}: the head of an envelope.
+fn envelope_head(api_version: &str, kind: &str, raw_len: usize) -> Vec<u8> {
     let mut type_meta = Vec::with_capacity(api_version.len() + kind.len() + 4);
     put_len(&mut type_meta, 1, api_version.as_bytes());
     put_len(&mut type_meta, 2, kind.as_bytes());
-    let mut out = Vec::with_capacity(raw.len() + type_meta.len() + 16);
+    let mut out = Vec::with_capacity(type_meta.len() + 24);
     out.extend_from_slice(MAGIC);
     put_len(&mut out, 1, &type_meta);
-    put_len(&mut out, 2, raw);
-    put_len(&mut out, 3, &[]);
-    put_len(&mut out, 4, &[]);
+    put_len_header(&mut out, 2, raw_len);
+    out
+}
+
+/// What ends an envelope after `raw`: contentEncoding and contentType, empty (written, as
+/// kube-apiserver writes them).
+const ENVELOPE_TAIL: &[u8] = b"\x1a\x00\x22\x00";
+
+/// `k8s\0` + Unknown{typeMeta{apiVersion, kind}, raw, contentEncoding: "", contentType: ""}.
+fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
+    let mut out = envelope_head(api_version, kind, raw.len());
+    out.extend_from_slice(raw);
+    out.extend_from_slice(ENVELOPE_TAIL);
     out
 }
 
@@ -68,7 +78,8 @@ pub fn object_body(obj: &CachedObject) -> Result<Body, ApiError> {
     Ok(Body::full(enveloped(obj)?))
 }
 
-/// A list: the envelope around `<Kind>List{1: ListMeta, 2: items}`.
+/// A list: the envelope around `<Kind>List{1: ListMeta, 2: items}`. Each item is its
+/// cached `raw` slice, sent as its own segment (no copy), after a header of a few bytes.
 pub fn list_body(info: &ResourceInfo, page: &ListPage) -> Result<Body, ApiError> {
     let mut list_meta = Vec::new();
     put_len(
@@ -82,29 +93,58 @@ pub fn list_body(info: &ResourceInfo, page: &ListPage) -> Result<Body, ApiError>
     if let Some(n) = page.remaining_item_count {
         put_uint(&mut list_meta, 4, n as u64);
     }
-    let mut raw = Vec::new();
-    put_len(&mut raw, 1, &list_meta);
-    for obj in &page.items {
-        let pb = obj.protobuf.as_ref().ok_or_else(|| not_protobuf(obj))?;
-        put_len(&mut raw, 2, &pb.value[pb.raw.clone()]);
+    let items = page
+        .items
+        .iter()
+        .map(|obj| match &obj.protobuf {
+            Some(pb) => Ok(pb.raw()),
+            None => Err(not_protobuf(obj)),
+        })
+        .collect::<Result<Vec<Bytes>, ApiError>>()?;
+    let raw_len = len_field_size(1, list_meta.len())
+        + items
+            .iter()
+            .map(|i| len_field_size(2, i.len()))
+            .sum::<usize>();
+    let mut head = envelope_head(&info.api_version(), &info.list_kind(), raw_len);
+    put_len(&mut head, 1, &list_meta);
+    // Every item's field header, in one buffer sliced per item.
+    let mut headers = Vec::with_capacity(items.len() * 4);
+    let mut ends = Vec::with_capacity(items.len());
+    for item in &items {
+        put_len_header(&mut headers, 2, item.len());
+        ends.push(headers.len());
     }
-    Ok(Body::full(envelope(
-        &info.api_version(),
-        &info.list_kind(),
-        &raw,
-    )))
+    let headers = Bytes::from(headers);
+    let mut body = BufList::new();
+    body.push(Bytes::from(head));
+    let mut at = 0;
+    for (item, end) in items.into_iter().zip(ends) {
+        body.push(headers.slice(at..end));
+        body.push(item);
+        at = end;
+    }
+    body.push_static(ENVELOPE_TAIL);
+    Ok(Body::segments(body))
+}
+
+/// A watch frame's 4-byte big-endian length and `WatchEvent{1: type, 2: {1: raw}}` up to
+/// the first byte of raw, for an object of `object_len` bytes that follows.
+fn frame_head(event_type: &str, object_len: usize) -> Vec<u8> {
+    let ext_len = len_field_size(1, object_len);
+    let ev_len = len_field_size(1, event_type.len()) + len_field_size(2, ext_len);
+    let mut out = Vec::with_capacity(ev_len - object_len + 4);
+    out.extend_from_slice(&(ev_len as u32).to_be_bytes());
+    put_len(&mut out, 1, event_type.as_bytes());
+    put_len_header(&mut out, 2, ext_len);
+    put_len_header(&mut out, 1, object_len);
+    out
 }
 
 /// One watch frame: 4-byte big-endian length, then `WatchEvent{1: type, 2: {1: raw}}`.
 fn watch_frame(event_type: &str, object: &[u8]) -> Bytes {
-    let mut ext = Vec::with_capacity(object.len() + 6);
-    put_len(&mut ext, 1, object);
-    let mut ev = Vec::with_capacity(ext.len() + event_type.len() + 12);
-    put_len(&mut ev, 1, event_type.as_bytes());
-    put_len(&mut ev, 2, &ext);
-    let mut out = Vec::with_capacity(ev.len() + 4);
-    out.extend_from_slice(&(ev.len() as u32).to_be_bytes());
-    out.extend_from_slice(&ev);
+    let mut out = frame_head(event_type, object.len());
+    out.extend_from_slice(object);
     Bytes::from(out)
 }
 
@@ -181,8 +221,13 @@ impl WatchEncoder for ProtobufFrames {
     }
 
     fn initial(&mut self, obj: &ObjectRef) {
-        match event_frame(EventType::Added, obj) {
-            Ok(f) => self.push(f),
+        // Per watcher: the frame's head, then the cached object itself (no copy).
+        match enveloped(obj) {
+            Ok(object) => {
+                let head = frame_head(EventType::Added.as_str(), object.len());
+                self.frame.push(Bytes::from(head));
+                self.push(object);
+            }
             Err(e) => self.push(error_frame(&e)),
         }
     }
@@ -211,6 +256,31 @@ mod tests {
     use crate::codec::protobuf::parse_envelope;
 
     use crate::codec::protobuf::first_bytes_field as field;
+
+    #[test]
+    fn frame_heads_precede_the_object_exactly() {
+        for len in [0usize, 5, 200, 20_000] {
+            let object = vec![0x42; len];
+            let mut ext = Vec::new();
+            put_len(&mut ext, 1, &object);
+            let mut ev = Vec::new();
+            put_len(&mut ev, 1, b"ADDED");
+            put_len(&mut ev, 2, &ext);
+            let mut want = (ev.len() as u32).to_be_bytes().to_vec();
+            want.extend_from_slice(&ev);
+            let mut got = frame_head("ADDED", len);
+            got.extend_from_slice(&object);
+            assert_eq!(got, want, "{len}");
+            assert_eq!(&watch_frame("ADDED", &object)[..], &want[..]);
+        }
+        let mut env = envelope_head("v1", "PodList", 3);
+        env.extend_from_slice(b"abc");
+        env.extend_from_slice(ENVELOPE_TAIL);
+        assert_eq!(envelope("v1", "PodList", b"abc"), env);
+        let parsed = parse_envelope(&env).unwrap();
+        assert_eq!((parsed.kind, parsed.raw), ("PodList", &b"abc"[..]));
+        assert_eq!((parsed.content_encoding, parsed.content_type), ("", ""));
+    }
 
     #[test]
     fn watch_frames_are_length_prefixed() {
