@@ -71,7 +71,13 @@ pub struct ResourceStore {
 impl ResourceStore {
     /// An empty store at `revision` of `epoch`.
     pub fn new(info: ResourceRef, revision: Revision, epoch: u64, config: StoreConfig) -> Self {
-        let snapshot = Arc::new(Snapshot::new(revision, epoch, ObjectMap::new(), 0, None));
+        let snapshot = Arc::new(Snapshot::new(
+            revision,
+            epoch,
+            ObjectMap::new(),
+            (0, 0),
+            None,
+        ));
         let metric_name = info.qualified_name();
         let field_names = info.fields.iter().map(|f| f.name.clone()).collect();
         ResourceStore {
@@ -133,25 +139,34 @@ impl ResourceStore {
         let cur = self.snapshot();
         let log = self.log();
         let mut objects = cur.objects.clone();
-        let mut bytes = cur.bytes;
+        let (mut bytes, mut json_objects) = (cur.bytes, cur.json_objects);
         let mut appended = 0usize;
         let indexed = self.info.indexed_field();
         for change in changes {
             let event = match change {
                 Change::Put(obj) => {
                     bytes += obj.cached_bytes();
+                    json_objects += usize::from(obj.protobuf.is_none());
                     let prev = objects.insert(obj.key().clone(), obj.clone());
                     if let Some(p) = &prev {
                         bytes = bytes.saturating_sub(p.cached_bytes());
+                        json_objects =
+                            json_objects.saturating_sub(usize::from(p.protobuf.is_none()));
                     }
                     WatchEvent::new(revision, Some(obj), prev)
                 }
-                Change::Delete { key, prev } => match objects.remove(&key).or(prev) {
+                Change::Delete { key, prev } => match objects.remove(&key) {
                     Some(p) => {
                         bytes = bytes.saturating_sub(p.cached_bytes());
+                        json_objects =
+                            json_objects.saturating_sub(usize::from(p.protobuf.is_none()));
                         WatchEvent::new(revision, None, Some(p))
                     }
-                    None => continue,
+                    // Never held: etcd's last state, for the event only.
+                    None => match prev {
+                        Some(p) => WatchEvent::new(revision, None, Some(p)),
+                        None => continue,
+                    },
                 },
             };
             for o in event.object.iter().chain(event.prev.iter()) {
@@ -170,7 +185,7 @@ impl ResourceStore {
             revision,
             cur.epoch,
             objects,
-            bytes,
+            (bytes, json_objects),
             Some(cur),
         ));
         self.publish(snap);
@@ -181,6 +196,7 @@ impl ResourceStore {
     /// ended (their log is closed) and its snapshots forgotten.
     pub fn reset(&self, revision: Revision, epoch: u64, objects: ObjectMap) {
         let bytes = objects.values().map(|o| o.cached_bytes()).sum();
+        let json_objects = objects.values().filter(|o| o.protobuf.is_none()).count();
         let old_log = self.log();
         self.log.store(Arc::new(EventLog::new(
             revision,
@@ -189,7 +205,13 @@ impl ResourceStore {
             self.config.history_window,
         )));
         old_log.close();
-        let snap = Arc::new(Snapshot::new(revision, epoch, objects, bytes, None));
+        let snap = Arc::new(Snapshot::new(
+            revision,
+            epoch,
+            objects,
+            (bytes, json_objects),
+            None,
+        ));
         if let Ok(mut ring) = self.ring.lock() {
             if let Some((_, newest)) = ring.back() {
                 newest.forget_older();

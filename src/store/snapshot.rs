@@ -24,6 +24,8 @@ pub struct Snapshot {
     pub objects: ObjectMap,
     /// Bytes of the cached objects, for the cache-size metric.
     pub bytes: usize,
+    /// Objects not stored as protobuf (which a protobuf watch cannot carry).
+    pub json_objects: usize,
     /// The snapshot this one replaced; None past the end of the kept ring.
     older: ArcSwapOption<Snapshot>,
 }
@@ -34,7 +36,7 @@ impl Snapshot {
         revision: Revision,
         epoch: u64,
         objects: ObjectMap,
-        bytes: usize,
+        (bytes, json_objects): (usize, usize),
         older: Option<Arc<Snapshot>>,
     ) -> Self {
         Snapshot {
@@ -42,6 +44,7 @@ impl Snapshot {
             epoch,
             objects,
             bytes,
+            json_objects,
             older: ArcSwapOption::new(older),
         }
     }
@@ -111,19 +114,25 @@ mod tests {
 
     #[test]
     fn as_of_finds_the_snapshot_valid_at_a_revision() {
-        let s1 = Arc::new(Snapshot::new(Revision(10), 1, ObjectMap::new(), 0, None));
+        let s1 = Arc::new(Snapshot::new(
+            Revision(10),
+            1,
+            ObjectMap::new(),
+            (0, 0),
+            None,
+        ));
         let s2 = Arc::new(Snapshot::new(
             Revision(15),
             1,
             ObjectMap::new(),
-            0,
+            (0, 0),
             Some(s1.clone()),
         ));
         let s3 = Arc::new(Snapshot::new(
             Revision(20),
             1,
             ObjectMap::new(),
-            0,
+            (0, 0),
             Some(s2.clone()),
         ));
         assert_eq!(s3.as_of(Revision(25)).unwrap().revision, Revision(20));
@@ -140,7 +149,7 @@ mod tests {
             .iter()
             .map(|k| obj(k, 1))
             .collect();
-        let s = Snapshot::new(Revision(1), 1, map, 0, None);
+        let s = Snapshot::new(Revision(1), 1, map, (0, 0), None);
         let keys = |it: Vec<&ObjectRef>| it.iter().map(|o| o.key().to_string()).collect::<Vec<_>>();
         assert_eq!(keys(s.range(Some("a"), None).collect()), vec!["a/x", "a/y"]);
         assert_eq!(keys(s.range(Some("a"), Some("a/y")).collect()), vec!["a/y"]);

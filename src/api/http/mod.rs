@@ -330,12 +330,16 @@ async fn serve_verb(
                 watch_response(start, output)
             }
             // A collection holding JSON-stored objects cannot stream protobuf: the
-            // client's other offers, as for lists.
+            // client's other offers, as for lists. The snapshot counts them, so a resource
+            // with none (every built-in in a real cluster) is not scanned.
             Output::Protobuf
-                if store
-                    .snapshot()
-                    .range(ns.as_deref(), None)
-                    .any(|o| !encode_protobuf::capable(o)) =>
+                if {
+                    let snap = store.snapshot();
+                    snap.json_objects > 0
+                        && snap
+                            .range(ns.as_deref(), None)
+                            .any(|o| !encode_protobuf::capable(o))
+                } =>
             {
                 if negotiate::negotiate(accept, false)? != Output::Json {
                     return Err(ApiError::NotAcceptable(
