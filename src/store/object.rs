@@ -26,9 +26,10 @@ pub struct CachedObject {
     /// Whether `json` was filled at construction (and so counts in `cached_bytes`);
     /// otherwise a rendering counts in the `watchd_rendered_json_bytes` gauge.
     json_eager: bool,
-    /// `metadata` alone, rendered from the stored protobuf for PartialObjectMetadata
-    /// readers while the whole JSON is not rendered.
-    metadata: OnceLock<Bytes>,
+    /// The `metadata` JSON for PartialObjectMetadata readers, found once: a slice of the
+    /// JSON (shared, no copy), or, for a protobuf-stored object whose JSON is not rendered,
+    /// `metadata` rendered alone (`true`: a copy of its own, counted as rendered bytes).
+    metadata: OnceLock<(Bytes, bool)>,
     /// Labels, for label selectors.
     pub labels: Labels,
     /// Selectable field names of the resource (shared) and this object's values.
@@ -203,26 +204,35 @@ impl CachedObject {
             + std::mem::size_of::<Self>()
     }
 
-    /// The object's `metadata` JSON: a slice of its JSON (no copy) once that is rendered;
-    /// before, for a protobuf-stored object, `metadata` alone is rendered once and kept (a
-    /// metadata informer never pays for whole objects); `{}` if absent.
+    /// The object's `metadata` JSON, found once and shared by every PartialObjectMetadata
+    /// reader: a slice of the object's JSON (no copy); or, for a protobuf-stored object
+    /// whose JSON is not rendered, `metadata` alone rendered once (a metadata informer
+    /// never pays for whole objects); `{}` if absent.
     pub fn metadata_json(&self) -> Bytes {
-        if let (None, Some(pb)) = (self.json.get(), &self.protobuf) {
-            let rendered = self.metadata.get_or_init(|| {
-                let rv = self.revision.to_resource_version();
-                let meta = crate::codec::pbjson::parse_envelope(&pb.value)
-                    .and_then(|e| {
-                        crate::codec::pbjson::render_metadata(e.api_version, e.kind, e.raw, &rv)
-                    })
-                    .map(|r| Bytes::from(r.json));
-                let meta = meta.unwrap_or_else(|_| self.metadata_of_json());
-                metrics::counter!("watchd_protobuf_metadata_renders_total").increment(1);
-                metrics::gauge!("watchd_rendered_json_bytes").increment(meta.len() as f64);
-                meta
+        let (meta, _) = self
+            .metadata
+            .get_or_init(|| match (self.json.get(), &self.protobuf) {
+                (None, Some(pb)) => {
+                    let rv = self.revision.to_resource_version();
+                    let meta = crate::codec::pbjson::parse_envelope(&pb.value)
+                        .and_then(|e| {
+                            crate::codec::pbjson::render_metadata(e.api_version, e.kind, e.raw, &rv)
+                        })
+                        .map(|r| Bytes::from(r.json));
+                    match meta {
+                        Ok(meta) => {
+                            metrics::counter!("watchd_protobuf_metadata_renders_total")
+                                .increment(1);
+                            metrics::gauge!("watchd_rendered_json_bytes")
+                                .increment(meta.len() as f64);
+                            (meta, true)
+                        }
+                        Err(_) => (self.metadata_of_json(), false),
+                    }
+                }
+                _ => (self.metadata_of_json(), false),
             });
-            return rendered.clone();
-        }
-        self.metadata_of_json()
+        meta.clone()
     }
 
     fn metadata_of_json(&self) -> Bytes {
@@ -252,7 +262,10 @@ impl Drop for CachedObject {
             (false, Some(j)) => j.bytes.len(),
             _ => 0,
         };
-        let meta = self.metadata.get().map_or(0, |m| m.len());
+        let meta = match self.metadata.get() {
+            Some((m, true)) => m.len(),
+            _ => 0,
+        };
         if lazy_json + meta > 0 {
             metrics::gauge!("watchd_rendered_json_bytes").decrement((lazy_json + meta) as f64);
         }
