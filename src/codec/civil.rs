@@ -31,8 +31,11 @@ pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 pub fn format_rfc3339(seconds: i64) -> String {
     let secs = seconds.rem_euclid(86_400);
     let (year, month, day) = civil_from_days(seconds.div_euclid(86_400));
+    // Go writes a negative year as `-` and four digits.
+    let sign = if year < 0 { "-" } else { "" };
     format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        "{sign}{:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        year.unsigned_abs(),
         secs / 3600,
         (secs / 60) % 60,
         secs % 60
@@ -143,5 +146,8 @@ mod tests {
         assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00Z");
         assert_eq!(format_rfc3339(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(format_rfc3339(-1), "1969-12-31T23:59:59Z");
+        // Year -5, as Go and the transcoder's writer print it.
+        let secs = days_from_civil(-5, 1, 2) * 86_400;
+        assert_eq!(format_rfc3339(secs), "-0005-01-02T00:00:00Z");
     }
 }

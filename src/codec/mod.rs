@@ -487,7 +487,8 @@ mod tests {
 
     #[test]
     fn protobuf_value_of_an_unknown_kind_is_served_as_metadata() {
-        let raw = b"\x0a\x0e\x0a\x03web\x1a\x07default\x12\x00";
+        // ObjectMeta{name, namespace, creationTimestamp: zero (empty)}, then a field 2.
+        let raw = b"\x0a\x10\x0a\x03web\x1a\x07default\x42\x00\x12\x00";
         let mut value = protobuf::MAGIC.to_vec();
         value.extend_from_slice(b"\x0a\x0d\x0a\x02v1\x12\x07Unknown\x12");
         value.push(raw.len() as u8);
@@ -501,6 +502,8 @@ mod tests {
         assert_eq!(v["metadata"]["name"], "web");
         assert_eq!(v["metadata"]["namespace"], "default");
         assert_eq!(v["metadata"]["resourceVersion"], "5");
+        // A zero time is omitted, as the schema renderer omits it (not 1970-01-01).
+        assert!(v["metadata"].get("creationTimestamp").is_none(), "{v}");
         assert_eq!(rv_of(&json), b"5");
     }
 }

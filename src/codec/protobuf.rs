@@ -197,6 +197,13 @@ fn read_timestamp(b: &[u8]) -> Result<Timestamp, WireError> {
     Ok(t)
 }
 
+fn timestamp(b: &[u8]) -> Result<Option<Timestamp>, WireError> {
+    if b.is_empty() {
+        return Ok(None);
+    }
+    read_timestamp(b).map(Some)
+}
+
 fn read_map_entry(b: &[u8]) -> Result<(&str, &str), WireError> {
     let (mut k, mut v) = ("", "");
     for f in FieldReader::new(b) {
@@ -226,8 +233,9 @@ pub fn read_object_meta(raw: &[u8]) -> Result<ObjectMetaView<'_>, WireError> {
             (3, WireValue::Bytes(v)) => m.namespace = utf8(v)?,
             (5, WireValue::Bytes(v)) => m.uid = utf8(v)?,
             (7, WireValue::Varint(v)) => m.generation = v as i64,
-            (8, WireValue::Bytes(v)) => m.creation_timestamp = Some(read_timestamp(v)?),
-            (9, WireValue::Bytes(v)) => m.deletion_timestamp = Some(read_timestamp(v)?),
+            // An empty Timestamp is Go's zero time: unset, as the renderer reads it.
+            (8, WireValue::Bytes(v)) => m.creation_timestamp = timestamp(v)?,
+            (9, WireValue::Bytes(v)) => m.deletion_timestamp = timestamp(v)?,
             (11, WireValue::Bytes(v)) => {
                 let (k, val) = read_map_entry(v)?;
                 m.labels.insert(k, val);

@@ -255,6 +255,11 @@ impl<'a, O: Sink> Ctx<'a, O> {
             return Ok(());
         }
         let child = if meta == Meta::Root && f.name() == "metadata" {
+            // Several ObjectMetas would be merged by Go's decoder but not by the wire-level
+            // resourceVersion rewrite: kube-apiserver never writes this, so refuse it.
+            if slot.count > 1 {
+                return Err(TranscodeError::Invalid("object metadata repeated").into());
+            }
             Meta::Object
         } else {
             Meta::None

@@ -467,6 +467,18 @@ fn malformed_bytes_are_errors() {
             TranscodeError::Invalid("embedded JSON is invalid"),
         ),
     ];
+    // Two ObjectMetas: refused (Go would merge them; the RV rewrite could not).
+    let twice = Pb::new()
+        .msg(1, Pb::new().str(1, "a"))
+        .msg(1, Pb::new().str(6, "7"));
+    assert_eq!(
+        render("v1", "ConfigMap", &twice.0, Some("5")),
+        Err(TranscodeError::Invalid("object metadata repeated"))
+    );
+    assert_eq!(
+        validate("v1", "ConfigMap", &twice.0),
+        Err(TranscodeError::Invalid("object metadata repeated"))
+    );
     for (raw, want) in cases {
         assert_eq!(
             render("apps/v1", "ControllerRevision", &raw, None),
