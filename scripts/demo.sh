@@ -21,6 +21,8 @@ DEMO_DIR="${TMPDIR:-/tmp}/watchd-demo"
 ETCD_URL="http://127.0.0.1:${ETCD_PORT}"
 WATCHD_URL="http://127.0.0.1:${WATCHD_PORT}"
 KUBECTL_HINT=/usr/lib/google-cloud-sdk/bin/kubectl.1.33
+# Where cargo puts the binaries: CARGO_TARGET_DIR when set, as cargo itself decides.
+TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 
 say() { printf 'demo: %s\n' "$*"; }
 die() {
@@ -159,11 +161,11 @@ fi
 
 # --- 3. the demo writer ----------------------------------------------------
 start "demo writer" "$DEMO_DIR/loadtest.log" \
-    target/release/watchd-loadtest demo --etcd-servers="$ETCD_URL"
+    "$TARGET_DIR/release/watchd-loadtest" demo --etcd-servers="$ETCD_URL"
 
 # --- 4. watchd -------------------------------------------------------------
 start watchd "$DEMO_DIR/watchd.log" \
-    target/release/watchd serve --etcd-servers="$ETCD_URL" \
+    "$TARGET_DIR/release/watchd" serve --etcd-servers="$ETCD_URL" \
     --http-address="127.0.0.1:${WATCHD_PORT}"
 wait_http watchd "$WATCHD_PORT" /readyz 60 "${PIDS[-1]}" || {
     show_log_tail "$((${#PIDS[@]} - 1))"
