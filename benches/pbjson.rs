@@ -145,7 +145,7 @@ fn large_configmap() -> (Vec<u8>, Vec<u8>) {
     let mut type_meta = Vec::new();
     field(&mut type_meta, 1, b"v1");
     field(&mut type_meta, 2, b"ConfigMap");
-    let mut value = pbjson::MAGIC.to_vec();
+    let mut value = watchd::codec::envelope::MAGIC.to_vec();
     field(&mut value, 1, &type_meta);
     field(&mut value, 2, &raw);
     let json = json!({
@@ -232,7 +232,7 @@ fn bench_transcode(c: &mut Criterion, inputs: &[Input]) {
             &input.protobuf,
             |b, v| {
                 b.iter(|| {
-                    let env = pbjson::parse_envelope(black_box(v)).expect("envelope");
+                    let env = watchd::codec::envelope::parse(black_box(v)).expect("envelope");
                     pbjson::validate(env.api_version, env.kind, env.raw)
                 })
             },

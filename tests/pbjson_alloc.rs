@@ -79,7 +79,7 @@ fn rendering_and_validating_allocate_a_few_times_not_per_field() {
         "batch.v1.Job",
     ] {
         let value = std::fs::read(dir.join(format!("{name}.pb"))).expect("fixture");
-        let env = pbjson::parse_envelope(&value).expect("envelope");
+        let env = watchd::codec::envelope::parse(&value).expect("envelope");
         let (rendered, render_allocs) =
             allocations(|| pbjson::render(env.api_version, env.kind, env.raw, Some("12345")));
         let rendered = rendered.expect("renders");

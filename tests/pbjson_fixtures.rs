@@ -66,7 +66,7 @@ fn type_from_name(stem: &str) -> (String, String) {
 
 /// Renders one stored fixture value.
 fn render_fixture(path: &Path, value: &[u8]) -> Result<pbjson::Rendered, String> {
-    let env = pbjson::parse_envelope(value).map_err(|e| format!("envelope: {e}"))?;
+    let env = watchd::codec::envelope::parse(value).map_err(|e| format!("envelope: {e}"))?;
     let (api_version, kind) = if env.kind.is_empty() {
         type_from_name(&stem(path))
     } else {
@@ -180,7 +180,7 @@ fn head_fixtures_render_without_errors() {
     for pb in pb_files(&dir) {
         let name = stem(&pb);
         let value = fs::read(&pb).expect("read .pb");
-        let env = match pbjson::parse_envelope(&value) {
+        let env = match watchd::codec::envelope::parse(&value) {
             Ok(e) => e,
             Err(e) => {
                 errors.push(format!("{name}: envelope: {e}"));
@@ -286,7 +286,7 @@ fn validate_field_values_and_metadata_agree_with_the_rendering() {
     for dir in ["v1.34.0", "HEAD"] {
         for pb in pb_files(&root.join(dir)) {
             let value = fs::read(&pb).expect("read .pb");
-            let env = pbjson::parse_envelope(&value).expect("fixture envelope");
+            let env = watchd::codec::envelope::parse(&value).expect("fixture envelope");
             if env.kind.is_empty() {
                 continue;
             }
@@ -354,7 +354,7 @@ fn corrupted_fixtures_never_panic() {
     let (mut runs, mut errs) = (0u32, 0u32);
     for pb in pb_files(&root.join("v1.34.0")) {
         let value = fs::read(&pb).expect("read .pb");
-        let Ok(env) = pbjson::parse_envelope(&value) else {
+        let Ok(env) = watchd::codec::envelope::parse(&value) else {
             continue;
         };
         let (api_version, kind) = if env.kind.is_empty() {

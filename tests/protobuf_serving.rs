@@ -209,9 +209,9 @@ fn rewriting_to_the_stored_resource_version_keeps_the_bytes() {
         let stored = std::fs::read(dir.join(file)).unwrap();
         let (_, _, raw) = envelope(&stored);
         let rv = object_rv(raw);
-        let out = watchd::codec::pbwire::rewrite_raw(raw, &rv).unwrap();
+        let out = watchd::codec::protobuf::rewrite_raw(raw, &rv).unwrap();
         assert!(out == raw, "{file}: bytes changed");
-        let out = watchd::codec::pbwire::rewrite_raw(raw, "12345678901").unwrap();
+        let out = watchd::codec::protobuf::rewrite_raw(raw, "12345678901").unwrap();
         assert_eq!(object_rv(&out), "12345678901");
         assert_eq!(out.len(), raw.len() - rv.len() + 11);
     }

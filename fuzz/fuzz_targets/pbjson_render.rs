@@ -19,9 +19,9 @@ use serde_json::Value;
 use watchd::codec::pbjson;
 
 fuzz_target!(|data: &[u8]| {
-    let rendered = if data.starts_with(pbjson::MAGIC) {
+    let rendered = if data.starts_with(watchd::codec::envelope::MAGIC) {
         let rendered = pbjson::render_stored(data, Some("123"));
-        if let Ok(env) = pbjson::parse_envelope(data) {
+        if let Ok(env) = watchd::codec::envelope::parse(data) {
             if rendered != Err(pbjson::TranscodeError::ContentType) {
                 let validated = pbjson::validate(env.api_version, env.kind, env.raw);
                 assert_eq!(validated, rendered.as_ref().map(|r| r.unknown_fields).map_err(Clone::clone));

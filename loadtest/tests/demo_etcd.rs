@@ -121,7 +121,7 @@ impl Etcd {
             .iter()
             .map(|kv| {
                 let key = String::from_utf8(kv.key().to_vec()).expect("utf-8 key");
-                let protobuf = kv.value().starts_with(watchd::codec::pbjson::MAGIC);
+                let protobuf = kv.value().starts_with(watchd::codec::envelope::MAGIC);
                 if let Some(storage) = storage {
                     assert_eq!(protobuf, storage == Storage::Protobuf, "{key}: format");
                 }

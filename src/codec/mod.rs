@@ -6,14 +6,15 @@
 //! skipped by ingestion.
 
 pub mod civil;
+pub mod envelope;
 pub mod extract;
+pub mod gojson;
 pub mod json;
 pub mod pbjson;
-pub mod pbwire;
 pub mod protobuf;
+pub mod wire;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use bytes::Bytes;
 
@@ -94,7 +95,7 @@ pub struct Decoded {
     pub fields: Box<[Box<str>]>,
     /// The stored protobuf value with the resourceVersion set, for protobuf clients and
     /// for rendering the JSON.
-    pub protobuf: Option<pbwire::StoredProtobuf>,
+    pub protobuf: Option<protobuf::StoredProtobuf>,
 }
 
 impl Decoded {
@@ -151,7 +152,7 @@ pub fn decode(
     if value.starts_with(b"k8s:enc:") {
         return Err(DecodeError::Encrypted);
     }
-    if value.starts_with(protobuf::MAGIC) {
+    if value.starts_with(envelope::MAGIC) {
         return decode_protobuf(value, revision, fields);
     }
     match value.iter().find(|c| !c.is_ascii_whitespace()) {
@@ -196,12 +197,9 @@ fn decode_protobuf(
     revision: Revision,
     fields: &[FieldSpec],
 ) -> Result<Decoded, DecodeError> {
-    let perr = |e: protobuf::WireError| DecodeError::Protobuf(e.to_string());
-    let env = protobuf::parse_envelope(value).map_err(perr)?;
-    if !env.content_encoding.is_empty()
-        || !(env.content_type.is_empty()
-            || env.content_type == "application/vnd.kubernetes.protobuf")
-    {
+    let perr = |e: wire::WireError| DecodeError::Protobuf(e.to_string());
+    let env = envelope::parse(value).map_err(perr)?;
+    if !env.is_plain_protobuf() {
         return Err(DecodeError::Protobuf(format!(
             "unsupported content type {:?} encoding {:?}",
             env.content_type, env.content_encoding
@@ -215,7 +213,7 @@ fn decode_protobuf(
     let meta = protobuf::read_object_meta(env.raw).map_err(perr)?;
     let labels = Labels::from_pairs(meta.labels.iter().map(|(k, v)| (*k, *v)));
     let stored =
-        pbwire::with_resource_version(value, &revision.to_resource_version()).map_err(perr)?;
+        protobuf::with_resource_version(value, &revision.to_resource_version()).map_err(perr)?;
     let (v, k) = (env.api_version, env.kind);
     let perr = |e: pbjson::TranscodeError| DecodeError::Protobuf(e.to_string());
     match pbjson::validate(v, k, env.raw) {
@@ -246,12 +244,13 @@ fn decode_protobuf(
         Err(pbjson::TranscodeError::UnknownType { .. }) => {
             metrics::counter!("watchd_protobuf_unknown_kinds_total", "kind" => k.to_string())
                 .increment(1);
-            let (bytes, rv_span) = render_metadata_only(v, k, &meta, revision);
+            let r = pbjson::render_metadata_only(v, k, env.raw, &revision.to_resource_version())
+                .map_err(perr)?;
             Ok(Decoded {
                 format: StorageFormat::Protobuf,
                 json: Some(Json {
-                    bytes: Bytes::from(bytes),
-                    rv_span,
+                    bytes: Bytes::from(r.json),
+                    rv_span: r.rv_span,
                 }),
                 labels,
                 fields: fields
@@ -269,7 +268,7 @@ fn decode_protobuf(
 /// validated it with the renderer's own pass, so this cannot fail; were it ever to, the
 /// object's type and metadata are served and `watchd_protobuf_render_failures_total`
 /// counts it.
-pub fn render_json(stored: &pbwire::StoredProtobuf, revision: Revision) -> Json {
+pub fn render_json(stored: &protobuf::StoredProtobuf, revision: Revision) -> Json {
     let rv = revision.to_resource_version();
     match pbjson::render_stored(&stored.value, Some(&rv)) {
         Ok(r) => Json {
@@ -279,15 +278,15 @@ pub fn render_json(stored: &pbwire::StoredProtobuf, revision: Revision) -> Json 
         Err(e) => {
             metrics::counter!("watchd_protobuf_render_failures_total").increment(1);
             tracing::error!(error = %e, "protobuf value accepted at ingest failed to render; serving its metadata only");
-            let Ok(env) = protobuf::parse_envelope(&stored.value) else {
-                return empty_json();
-            };
-            let meta = protobuf::read_object_meta(env.raw).unwrap_or_default();
-            let (bytes, rv_span) = render_metadata_only(env.api_version, env.kind, &meta, revision);
-            Json {
-                bytes: Bytes::from(bytes),
-                rv_span,
-            }
+            envelope::parse(&stored.value)
+                .ok()
+                .and_then(|env| {
+                    pbjson::render_metadata_only(env.api_version, env.kind, env.raw, &rv).ok()
+                })
+                .map_or_else(empty_json, |r| Json {
+                    bytes: Bytes::from(r.json),
+                    rv_span: r.rv_span,
+                })
         }
     }
 }
@@ -297,85 +296,6 @@ fn empty_json() -> Json {
         bytes: Bytes::from_static(b"{}"),
         rv_span: RvSpan::default(),
     }
-}
-
-fn push_json_str(out: &mut String, s: &str) {
-    // serde_json's string escaping cannot fail for a &str.
-    out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into()));
-}
-
-fn push_json_map(out: &mut String, name: &str, map: &BTreeMap<&str, &str>) {
-    if map.is_empty() {
-        return;
-    }
-    let _ = write!(out, ",\"{name}\":{{");
-    for (i, (k, v)) in map.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        push_json_str(out, k);
-        out.push(':');
-        push_json_str(out, v);
-    }
-    out.push('}');
-}
-
-/// Renders a protobuf object as JSON with its type and metadata only: what is served for
-/// kinds newer than the transcoder's schema.
-fn render_metadata_only(
-    api_version: &str,
-    kind: &str,
-    meta: &protobuf::ObjectMetaView<'_>,
-    revision: Revision,
-) -> (Vec<u8>, RvSpan) {
-    let mut out = String::with_capacity(256);
-    out.push_str("{\"kind\":");
-    push_json_str(&mut out, kind);
-    out.push_str(",\"apiVersion\":");
-    push_json_str(&mut out, api_version);
-    out.push_str(",\"metadata\":{\"name\":");
-    push_json_str(&mut out, meta.name);
-    for (field, value) in [
-        ("generateName", meta.generate_name),
-        ("namespace", meta.namespace),
-        ("uid", meta.uid),
-    ] {
-        if !value.is_empty() {
-            let _ = write!(out, ",\"{field}\":");
-            push_json_str(&mut out, value);
-        }
-    }
-    out.push_str(",\"resourceVersion\":\"");
-    let rv = revision.to_resource_version();
-    let rv_span = RvSpan {
-        at: out.len() as u32,
-        len: rv.len() as u32,
-    };
-    out.push_str(&rv);
-    out.push('"');
-    if meta.generation != 0 {
-        let _ = write!(out, ",\"generation\":{}", meta.generation);
-    }
-    let _ = match meta.creation_timestamp {
-        Some(t) => write!(
-            out,
-            ",\"creationTimestamp\":\"{}\"",
-            civil::format_rfc3339(t.seconds)
-        ),
-        // Zero: omitted, as ObjectMeta's `omitzero` tag has it since Kubernetes 1.34.
-        None => Ok(()),
-    };
-    if let Some(t) = meta.deletion_timestamp {
-        let _ = write!(
-            out,
-            ",\"deletionTimestamp\":\"{}\"",
-            civil::format_rfc3339(t.seconds)
-        );
-    }
-    push_json_map(&mut out, "labels", &meta.labels);
-    push_json_map(&mut out, "annotations", &meta.annotations);
-    out.push_str("}}");
-    (out.into_bytes(), rv_span)
 }
 
 #[cfg(test)]
@@ -466,7 +386,7 @@ mod tests {
         assert_eq!(fields, ["n1", "true", ""]);
         // The kept value is the stored one with resourceVersion "5" on the wire.
         let pb = d.protobuf.as_ref().unwrap();
-        let env = protobuf::parse_envelope(&pb.value).unwrap();
+        let env = envelope::parse(&pb.value).unwrap();
         assert_eq!(env.raw, &pb.raw()[..]);
         assert_eq!(protobuf::read_object_meta(env.raw).unwrap().name, "web");
         let json = d.json(Revision(5));
@@ -489,7 +409,7 @@ mod tests {
     fn protobuf_value_of_an_unknown_kind_is_served_as_metadata() {
         // ObjectMeta{name, namespace, creationTimestamp: zero (empty)}, then a field 2.
         let raw = b"\x0a\x10\x0a\x03web\x1a\x07default\x42\x00\x12\x00";
-        let mut value = protobuf::MAGIC.to_vec();
+        let mut value = envelope::MAGIC.to_vec();
         value.extend_from_slice(b"\x0a\x0d\x0a\x02v1\x12\x07Unknown\x12");
         value.push(raw.len() as u8);
         value.extend_from_slice(raw);

@@ -4,7 +4,8 @@
 use serde::Deserialize;
 
 use super::{Origin, PrinterColumn, ResourceInfo};
-use crate::codec::protobuf::{self, FieldReader, WireError, WireValue};
+use crate::codec::envelope;
+use crate::codec::wire::{self, Val, WireError};
 use crate::codec::FieldSpec;
 
 /// The etcd directory (below the prefix) holding CustomResourceDefinitions.
@@ -70,7 +71,7 @@ pub enum CrdError {
 /// Reads a JSON CustomResourceDefinition into the resource it defines, served at its
 /// storage version (the version its objects are stored in; watchd does not convert).
 pub fn parse_crd(value: &[u8]) -> Result<ResourceInfo, CrdError> {
-    let crd = if value.starts_with(protobuf::MAGIC) {
+    let crd = if value.starts_with(envelope::MAGIC) {
         crd_from_protobuf(value).map_err(|e| CrdError::Malformed(format!("protobuf: {e}")))?
     } else {
         serde_json::from_slice(value).map_err(|e| CrdError::Malformed(e.to_string()))?
@@ -128,16 +129,16 @@ fn text(b: &[u8]) -> Result<String, WireError> {
         .map_err(|_| WireError::Utf8)
 }
 
-fn fields(b: &[u8]) -> impl Iterator<Item = Result<(u32, WireValue<'_>), WireError>> {
-    FieldReader::new(b)
+fn fields(b: &[u8]) -> wire::Fields<'_> {
+    wire::fields(b)
 }
 
 /// Reads a protobuf-stored CRD (what kube-apiserver writes) into the JSON shape's structs.
 fn crd_from_protobuf(value: &[u8]) -> Result<Crd, WireError> {
-    let env = protobuf::parse_envelope(value)?;
+    let env = envelope::parse(value)?;
     let mut crd = Crd::default();
     for f in fields(env.raw) {
-        if let (2, WireValue::Bytes(spec)) = f? {
+        if let (2, Val::Bytes(spec)) = f? {
             crd.spec = spec_from_protobuf(spec)?;
         }
     }
@@ -148,21 +149,21 @@ fn spec_from_protobuf(b: &[u8]) -> Result<CrdSpec, WireError> {
     let mut spec = CrdSpec::default();
     for f in fields(b) {
         match f? {
-            (1, WireValue::Bytes(v)) => spec.group = text(v)?,
-            (3, WireValue::Bytes(v)) => {
+            (1, Val::Bytes(v)) => spec.group = text(v)?,
+            (3, Val::Bytes(v)) => {
                 for n in fields(v) {
                     match n? {
-                        (1, WireValue::Bytes(x)) => spec.names.plural = text(x)?,
-                        (2, WireValue::Bytes(x)) => spec.names.singular = text(x)?,
-                        (3, WireValue::Bytes(x)) => spec.names.short_names.push(text(x)?),
-                        (4, WireValue::Bytes(x)) => spec.names.kind = text(x)?,
-                        (6, WireValue::Bytes(x)) => spec.names.categories.push(text(x)?),
+                        (1, Val::Bytes(x)) => spec.names.plural = text(x)?,
+                        (2, Val::Bytes(x)) => spec.names.singular = text(x)?,
+                        (3, Val::Bytes(x)) => spec.names.short_names.push(text(x)?),
+                        (4, Val::Bytes(x)) => spec.names.kind = text(x)?,
+                        (6, Val::Bytes(x)) => spec.names.categories.push(text(x)?),
                         _ => {}
                     }
                 }
             }
-            (4, WireValue::Bytes(v)) => spec.scope = text(v)?,
-            (7, WireValue::Bytes(v)) => spec.versions.push(version_from_protobuf(v)?),
+            (4, Val::Bytes(v)) => spec.scope = text(v)?,
+            (7, Val::Bytes(v)) => spec.versions.push(version_from_protobuf(v)?),
             _ => {}
         }
     }
@@ -173,26 +174,26 @@ fn version_from_protobuf(b: &[u8]) -> Result<CrdVersion, WireError> {
     let mut v = CrdVersion::default();
     for f in fields(b) {
         match f? {
-            (1, WireValue::Bytes(x)) => v.name = text(x)?,
-            (3, WireValue::Varint(x)) => v.storage = x != 0,
-            (6, WireValue::Bytes(x)) => {
+            (1, Val::Bytes(x)) => v.name = text(x)?,
+            (3, Val::Varint(x)) => v.storage = x != 0,
+            (6, Val::Bytes(x)) => {
                 let mut c = PrinterColumn::default();
                 for g in fields(x) {
                     match g? {
-                        (1, WireValue::Bytes(y)) => c.name = text(y)?,
-                        (2, WireValue::Bytes(y)) => c.type_ = text(y)?,
-                        (3, WireValue::Bytes(y)) => c.format = text(y)?,
-                        (4, WireValue::Bytes(y)) => c.description = text(y)?,
-                        (5, WireValue::Varint(y)) => c.priority = y as i32,
-                        (6, WireValue::Bytes(y)) => c.json_path = text(y)?,
+                        (1, Val::Bytes(y)) => c.name = text(y)?,
+                        (2, Val::Bytes(y)) => c.type_ = text(y)?,
+                        (3, Val::Bytes(y)) => c.format = text(y)?,
+                        (4, Val::Bytes(y)) => c.description = text(y)?,
+                        (5, Val::Varint(y)) => c.priority = y as i32,
+                        (6, Val::Bytes(y)) => c.json_path = text(y)?,
                         _ => {}
                     }
                 }
                 v.additional_printer_columns.push(c);
             }
-            (9, WireValue::Bytes(x)) => {
+            (9, Val::Bytes(x)) => {
                 for g in fields(x) {
-                    if let (1, WireValue::Bytes(y)) = g? {
+                    if let (1, Val::Bytes(y)) = g? {
                         v.selectable_fields.push(SelectableField {
                             json_path: text(y)?,
                         });
@@ -272,7 +273,7 @@ mod tests {
             field(2, b"CustomResourceDefinition"),
         ]
         .concat();
-        let mut value = protobuf::MAGIC.to_vec();
+        let mut value = envelope::MAGIC.to_vec();
         value.extend(field(1, &type_meta));
         value.extend(field(2, &raw));
         let r = parse_crd(&value).unwrap();

@@ -4,7 +4,7 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
-use crate::codec::pbwire::{self, StoredProtobuf};
+use crate::codec::protobuf::{self, StoredProtobuf};
 use crate::codec::{json, Decoded, Json, Labels, StorageFormat};
 use crate::Revision;
 
@@ -123,7 +123,7 @@ impl CachedObject {
         let rv = revision.to_resource_version();
         let protobuf = self.protobuf.as_ref().map(|pb| {
             // The bytes were rewritten once already, so they rewrite again.
-            pbwire::with_resource_version(&pb.value, &rv).unwrap_or_else(|_| pb.clone())
+            protobuf::with_resource_version(&pb.value, &rv).unwrap_or_else(|_| pb.clone())
         });
         let json = match (self.json.get(), &protobuf) {
             // Not rendered yet: the new state renders its own on first use.
@@ -214,7 +214,8 @@ impl CachedObject {
             .get_or_init(|| match (self.json.get(), &self.protobuf) {
                 (None, Some(pb)) => {
                     let rv = self.revision.to_resource_version();
-                    let meta = crate::codec::pbjson::parse_envelope(&pb.value)
+                    let meta = crate::codec::envelope::parse(&pb.value)
+                        .map_err(crate::codec::pbjson::TranscodeError::from)
                         .and_then(|e| {
                             crate::codec::pbjson::render_metadata(e.api_version, e.kind, e.raw, &rv)
                         })
@@ -277,7 +278,7 @@ fn protobuf_field_values(
     pb: &StoredProtobuf,
     specs: &[crate::codec::FieldSpec],
 ) -> Option<Box<[Box<str>]>> {
-    let env = crate::codec::pbjson::parse_envelope(&pb.value).ok()?;
+    let env = crate::codec::envelope::parse(&pb.value).ok()?;
     let paths = specs.iter().map(|f| &*f.path);
     let values =
         crate::codec::pbjson::field_values(env.api_version, env.kind, env.raw, paths).ok()?;
@@ -329,12 +330,9 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(gone.json()).unwrap();
         assert_eq!(v["metadata"]["resourceVersion"], "9");
         let pb = gone.protobuf.as_ref().unwrap();
-        let env = crate::codec::protobuf::parse_envelope(&pb.value).unwrap();
-        let meta = crate::codec::protobuf::first_bytes_field(env.raw, 1).unwrap();
-        assert_eq!(
-            crate::codec::protobuf::first_bytes_field(meta, 6),
-            Some(&b"9"[..])
-        );
+        let env = crate::codec::envelope::parse(&pb.value).unwrap();
+        let meta = crate::codec::wire::last_bytes(env.raw, 1).unwrap();
+        assert_eq!(crate::codec::wire::last_bytes(meta, 6), Some(&b"9"[..]));
         // PartialObjectMetadata of an unrendered object renders `metadata` alone, the
         // same bytes as the slice of the whole rendering.
         let d = decode(&value, Revision(4), &[]).unwrap();

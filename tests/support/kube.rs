@@ -64,7 +64,7 @@ impl Storage {
     pub fn is_format_of(self, value: &[u8]) -> bool {
         match self {
             Storage::Json => value.first() == Some(&b'{'),
-            Storage::Protobuf => value.starts_with(pbjson::MAGIC),
+            Storage::Protobuf => value.starts_with(watchd::codec::envelope::MAGIC),
         }
     }
 }
@@ -84,7 +84,7 @@ pub fn has_protobuf_form(object: &Value) -> bool {
 pub fn expected(object: &Value, resource_version: i64) -> Value {
     let rv = resource_version.to_string();
     let stored = Storage::current().encode(object);
-    if stored.starts_with(pbjson::MAGIC) {
+    if stored.starts_with(watchd::codec::envelope::MAGIC) {
         let rendered = pbjson::render_stored(&stored, Some(&rv))
             .unwrap_or_else(|e| panic!("render the protobuf of {object}: {e}"));
         serde_json::from_slice(&rendered.json).expect("rendered protobuf is JSON")

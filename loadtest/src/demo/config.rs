@@ -70,7 +70,7 @@ impl Storage {
 
     /// Reads a stored value in either format back as a JSON object.
     pub fn decode(value: &[u8]) -> Option<Value> {
-        let parsed = if value.starts_with(watchd::codec::pbjson::MAGIC) {
+        let parsed = if value.starts_with(watchd::codec::envelope::MAGIC) {
             let rendered = watchd::codec::pbjson::render_stored(value, None).ok()?;
             serde_json::from_slice::<Value>(&rendered.json).ok()
         } else {
@@ -280,7 +280,7 @@ mod tests {
         let pod = crate::objects::pod("ns", "p", "node-1", &[("app", "web")], "Running", &mut rng);
         for storage in [Storage::Json, Storage::Protobuf] {
             let bytes = storage.encode(&pod);
-            let magic = bytes.starts_with(watchd::codec::pbjson::MAGIC);
+            let magic = bytes.starts_with(watchd::codec::envelope::MAGIC);
             assert_eq!(magic, storage == Storage::Protobuf);
             let back = Storage::decode(&bytes).expect("decodes");
             assert_eq!(back["metadata"], pod["metadata"]);

@@ -12,7 +12,8 @@ use std::borrow::Cow;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
-use watchd::codec::protobuf::{parse_envelope, FieldReader, WireError, WireValue, MAGIC};
+use watchd::codec::envelope::{parse as parse_envelope, MAGIC};
+use watchd::codec::wire::{fields, Val as WireValue, WireError};
 
 /// The data key the writer stamps with its send time (unix nanoseconds).
 pub const STAMP_KEY: &str = "sentUnixNanos";
@@ -118,10 +119,10 @@ fn wire_str(b: &[u8]) -> Option<&str> {
 /// with the same numbers as long as they are not messages, are skipped.
 fn protobuf_object(raw: &[u8]) -> Result<ProtobufObject, String> {
     let mut out = ProtobufObject::default();
-    for field in FieldReader::new(raw) {
+    for field in fields(raw) {
         match field.map_err(bad_object)? {
             (1, WireValue::Bytes(meta)) => {
-                for f in FieldReader::new(meta) {
+                for f in fields(meta) {
                     if let (6, WireValue::Bytes(rv)) = f.map_err(bad_object)? {
                         out.revision = wire_str(rv).and_then(|s| s.parse().ok());
                     }
@@ -129,7 +130,7 @@ fn protobuf_object(raw: &[u8]) -> Result<ProtobufObject, String> {
             }
             (2, WireValue::Bytes(entry)) => {
                 let (mut key, mut value) = (None, None);
-                for f in FieldReader::new(entry) {
+                for f in fields(entry) {
                     match f.map_err(bad_object)? {
                         (1, WireValue::Bytes(k)) => key = Some(k),
                         (2, WireValue::Bytes(v)) => value = Some(v),
@@ -149,7 +150,7 @@ fn protobuf_object(raw: &[u8]) -> Result<ProtobufObject, String> {
 /// A v1 Status as text: `<code> <reason>: <message>` (fields 6, 4, 3).
 fn status_text(raw: &[u8]) -> String {
     let (mut code, mut reason, mut message) = (0u64, "", "");
-    for f in FieldReader::new(raw) {
+    for f in fields(raw) {
         match f {
             Ok((6, WireValue::Varint(c))) => code = c,
             Ok((4, WireValue::Bytes(r))) => reason = wire_str(r).unwrap_or("?"),
@@ -168,11 +169,11 @@ fn status_text(raw: &[u8]) -> String {
 pub fn parse_watch_frame(frame: &[u8]) -> Result<Received, String> {
     let bad = |what: &str| format!("bad protobuf watch event ({what}, {} bytes)", frame.len());
     let (mut kind, mut object) = (None, None);
-    for field in FieldReader::new(frame) {
+    for field in fields(frame) {
         match field.map_err(|e| bad(&e.to_string()))? {
             (1, WireValue::Bytes(t)) => kind = Some(wire_str(t).ok_or_else(|| bad("type"))?),
             (2, WireValue::Bytes(ext)) => {
-                for f in FieldReader::new(ext) {
+                for f in fields(ext) {
                     if let (1, WireValue::Bytes(raw)) = f.map_err(|e| bad(&e.to_string()))? {
                         object = Some(raw);
                     }
@@ -248,7 +249,7 @@ mod tests {
     }
 
     use watchd::codec::pbjson::encode_stored;
-    use watchd::codec::pbwire::put_len;
+    use watchd::codec::wire::put_len;
 
     fn configmap(rv: Option<&str>, data: serde_json::Value) -> serde_json::Value {
         let mut cm = serde_json::json!({

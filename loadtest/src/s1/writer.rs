@@ -245,7 +245,7 @@ mod tests {
         let mut pb = slots("/registry", &ns, 2, 1024, Storage::Protobuf).unwrap();
         assert_eq!(pb[1].key, json[1].key);
         let v = pb[1].stamped(1_700_000_000_000_000_001).unwrap();
-        assert!(v.starts_with(watchd::codec::pbjson::MAGIC));
+        assert!(v.starts_with(watchd::codec::envelope::MAGIC));
         assert_eq!(parse_object_stamp(&v), Ok(Some(1_700_000_000_000_000_001)));
         // Padding is computed on the JSON form: protobuf drops the JSON syntax.
         let j = json[1].stamped(1_700_000_000_000_000_001).unwrap();

@@ -3,7 +3,7 @@
 //! the lengths enclosing it are rebuilt; nothing else is decoded), `<Kind>List` bodies and
 //! length-prefixed `WatchEvent` frames.
 //!
-//! The rewritten bytes are computed once, at ingestion (see [`crate::codec::pbwire`]): a
+//! The rewritten bytes are computed once, at ingestion (see [`crate::codec::protobuf`]): a
 //! get sends them as they are, a list and a watch frame embed their `raw` slice; a watch
 //! frame is built once per event and type and shared by every watcher through
 //! [`WatchEvent::protobuf_frame`].
@@ -14,8 +14,8 @@ use super::body::{Body, BufList};
 use crate::api::read::ListPage;
 use crate::api::status::ApiError;
 use crate::api::watch::WatchEncoder;
-use crate::codec::pbwire::{len_field_size, put_len, put_len_header, put_uint};
-use crate::codec::protobuf::MAGIC;
+use crate::codec::envelope;
+use crate::codec::wire::{len_field_size, put_len, put_len_header, put_uint};
 use crate::registry::ResourceInfo;
 use crate::store::{CachedObject, EventType, ObjectRef, WatchEvent};
 use crate::Revision;
@@ -46,31 +46,6 @@ pub fn enveloped(obj: &CachedObject) -> Result<Bytes, ApiError> {
         .ok_or_else(|| not_protobuf(obj))?
         .value
         .clone())
-}
-
-/// `k8s\0` + Unknown{typeMeta{apiVersion, kind}, 2: raw (its `raw_len` bytes follow, not
-/// written here)}: the head of an envelope.
-fn envelope_head(api_version: &str, kind: &str, raw_len: usize) -> Vec<u8> {
-    let mut type_meta = Vec::with_capacity(api_version.len() + kind.len() + 4);
-    put_len(&mut type_meta, 1, api_version.as_bytes());
-    put_len(&mut type_meta, 2, kind.as_bytes());
-    let mut out = Vec::with_capacity(type_meta.len() + 24);
-    out.extend_from_slice(MAGIC);
-    put_len(&mut out, 1, &type_meta);
-    put_len_header(&mut out, 2, raw_len);
-    out
-}
-
-/// What ends an envelope after `raw`: contentEncoding and contentType, empty (written, as
-/// kube-apiserver writes them).
-const ENVELOPE_TAIL: &[u8] = b"\x1a\x00\x22\x00";
-
-/// `k8s\0` + Unknown{typeMeta{apiVersion, kind}, raw, contentEncoding: "", contentType: ""}.
-fn envelope(api_version: &str, kind: &str, raw: &[u8]) -> Vec<u8> {
-    let mut out = envelope_head(api_version, kind, raw.len());
-    out.extend_from_slice(raw);
-    out.extend_from_slice(ENVELOPE_TAIL);
-    out
 }
 
 /// A get: the object as stored, with its resourceVersion.
@@ -106,7 +81,7 @@ pub fn list_body(info: &ResourceInfo, page: &ListPage) -> Result<Body, ApiError>
             .iter()
             .map(|i| len_field_size(2, i.len()))
             .sum::<usize>();
-    let mut head = envelope_head(&info.api_version(), &info.list_kind(), raw_len);
+    let mut head = envelope::head(&info.api_version(), &info.list_kind(), raw_len);
     put_len(&mut head, 1, &list_meta);
     // Every item's field header, in one buffer sliced per item.
     let mut headers = Vec::with_capacity(items.len() * 4);
@@ -124,7 +99,7 @@ pub fn list_body(info: &ResourceInfo, page: &ListPage) -> Result<Body, ApiError>
         body.push(item);
         at = end;
     }
-    body.push_static(ENVELOPE_TAIL);
+    body.push_static(envelope::TAIL);
     Ok(Body::segments(body))
 }
 
@@ -156,7 +131,7 @@ pub fn status(err: &ApiError) -> Vec<u8> {
     put_len(&mut raw, 3, err.message().as_bytes());
     put_len(&mut raw, 4, err.reason().as_bytes());
     put_uint(&mut raw, 6, u64::from(err.code()));
-    envelope("v1", "Status", &raw)
+    envelope::write("v1", "Status", &raw)
 }
 
 /// The ERROR watch frame of an error.
@@ -177,7 +152,10 @@ pub fn bookmark_frame(info: &ResourceInfo, rv: Revision, initial_events_end: boo
     }
     let mut raw = Vec::new();
     put_len(&mut raw, 1, &meta);
-    watch_frame("BOOKMARK", &envelope(&info.api_version(), &info.kind, &raw))
+    watch_frame(
+        "BOOKMARK",
+        &envelope::write(&info.api_version(), &info.kind, &raw),
+    )
 }
 
 fn event_frame(t: EventType, obj: &CachedObject) -> Result<Bytes, ApiError> {
@@ -253,9 +231,8 @@ impl WatchEncoder for ProtobufFrames {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::protobuf::parse_envelope;
-
-    use crate::codec::protobuf::first_bytes_field as field;
+    use crate::codec::envelope::parse as parse_envelope;
+    use crate::codec::wire::last_bytes as field;
 
     #[test]
     fn frame_heads_precede_the_object_exactly() {
@@ -273,13 +250,6 @@ mod tests {
             assert_eq!(got, want, "{len}");
             assert_eq!(&watch_frame("ADDED", &object)[..], &want[..]);
         }
-        let mut env = envelope_head("v1", "PodList", 3);
-        env.extend_from_slice(b"abc");
-        env.extend_from_slice(ENVELOPE_TAIL);
-        assert_eq!(envelope("v1", "PodList", b"abc"), env);
-        let parsed = parse_envelope(&env).unwrap();
-        assert_eq!((parsed.kind, parsed.raw), ("PodList", &b"abc"[..]));
-        assert_eq!((parsed.content_encoding, parsed.content_type), ("", ""));
     }
 
     #[test]

@@ -2,20 +2,12 @@
 //! unpacked), map entries sorted by key as Go sorts map keys, the last entry of a repeated
 //! key winning. Entries are collected on the context's reusable stack.
 
-use super::render::{wire_of, Ctx, Meta, Slot, R};
+use super::render::{wire_of, Ctx, Entry, Meta, Slot, R};
 use super::schema::MSGS;
-use super::text::{self, Sink};
 use super::types::*;
-use super::wire::{Reader, Val, BYTES, FIXED32, FIXED64, VARINT};
 use super::TranscodeError;
-
-/// One map entry: key, value (if on the wire) and position, for last-wins.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Entry<'a> {
-    key: &'a [u8],
-    val: Option<Val<'a>>,
-    seq: u32,
-}
+use crate::codec::gojson::{self, Sink};
+use crate::codec::wire::{Reader, Val, BYTES, FIXED32, FIXED64, VARINT};
 
 /// A default value for `kind` as a map value missing from its entry (Go decodes into a
 /// fresh zero value, so e.g. `[]byte{}` and an empty struct, not nil).
@@ -156,7 +148,7 @@ impl<'a, O: Sink> Ctx<'a, O> {
                 self.out.push(b',');
             }
             written += 1;
-            text::string(&mut self.out, e.key);
+            gojson::string(&mut self.out, e.key);
             self.out.push(b':');
             let v = e.val.unwrap_or_else(|| empty_val(val_f.kind));
             if v.wire_type() != wire_of(val_f.kind) {

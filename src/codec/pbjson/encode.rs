@@ -10,8 +10,9 @@ use serde_json::{Map, Value};
 
 use super::schema::MSGS;
 use super::types::*;
-use super::wire::{BYTES, FIXED32, FIXED64, VARINT};
-use super::{root, TranscodeError, MAGIC, MAX_DEPTH};
+use super::{root, TranscodeError, MAX_DEPTH};
+use crate::codec::envelope;
+use crate::codec::wire::{self, FIXED32, FIXED64};
 
 type R<T> = Result<T, TranscodeError>;
 
@@ -19,35 +20,12 @@ const fn bad(what: &'static str) -> TranscodeError {
     TranscodeError::Invalid(what)
 }
 
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-fn tag(out: &mut Vec<u8>, num: u16, wire: u8) {
-    varint(out, (u64::from(num) << 3) | u64::from(wire));
-}
-
 fn varint_field(out: &mut Vec<u8>, num: u16, v: u64) {
-    tag(out, num, VARINT);
-    varint(out, v);
+    wire::put_uint(out, u32::from(num), v);
 }
 
 fn bytes_field(out: &mut Vec<u8>, num: u16, b: &[u8]) {
-    tag(out, num, BYTES);
-    varint(out, b.len() as u64);
-    out.extend_from_slice(b);
-}
-
-/// Writes a length-delimited field whose body `body` writes.
-fn nested(out: &mut Vec<u8>, num: u16, body: impl FnOnce(&mut Vec<u8>) -> R<()>) -> R<()> {
-    let mut buf = Vec::new();
-    body(&mut buf)?;
-    bytes_field(out, num, &buf);
-    Ok(())
+    wire::put_len(out, u32::from(num), b);
 }
 
 /// Writes a length-delimited field whose body `body` writes infallibly.
@@ -55,6 +33,11 @@ fn wrap(out: &mut Vec<u8>, num: u16, body: impl FnOnce(&mut Vec<u8>)) {
     let mut buf = Vec::new();
     body(&mut buf);
     bytes_field(out, num, &buf);
+}
+
+/// Writes a length-delimited field whose body `body` writes.
+fn nested(out: &mut Vec<u8>, num: u16, body: impl FnOnce(&mut Vec<u8>) -> R<()>) -> R<()> {
+    wire::put_nested(out, u32::from(num), body)
 }
 
 /// Encodes `json` as the protobuf of `kind` in `api_version` (the envelope's `raw`).
@@ -75,15 +58,7 @@ pub fn encode_stored(json: &Value) -> R<Vec<u8>> {
     let s = |k| json.get(k).and_then(Value::as_str).unwrap_or("");
     let (api_version, kind) = (s("apiVersion"), s("kind"));
     let raw = encode_json(api_version, kind, json)?;
-    let mut out = MAGIC.to_vec();
-    wrap(&mut out, 1, |b| {
-        bytes_field(b, 1, api_version.as_bytes());
-        bytes_field(b, 2, kind.as_bytes());
-    });
-    bytes_field(&mut out, 2, &raw);
-    bytes_field(&mut out, 3, b"");
-    bytes_field(&mut out, 4, b"");
-    Ok(out)
+    Ok(envelope::write(api_version, kind, &raw))
 }
 
 /// Whether `msg` (with its inlined structs) renders a member named `key`.
@@ -197,12 +172,12 @@ fn value(out: &mut Vec<u8>, num: u16, kind: Kind, msg: u16, v: &Value, depth: u3
             varint_field(out, num, x);
         }
         Kind::Double => {
-            tag(out, num, FIXED64);
+            wire::put_tag(out, u32::from(num), FIXED64);
             let x = v.as_f64().ok_or(bad("not a number"))?;
             out.extend_from_slice(&x.to_bits().to_le_bytes());
         }
         Kind::Float => {
-            tag(out, num, FIXED32);
+            wire::put_tag(out, u32::from(num), FIXED32);
             let x = v.as_f64().ok_or(bad("not a number"))? as f32;
             out.extend_from_slice(&x.to_bits().to_le_bytes());
         }

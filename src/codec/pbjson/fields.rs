@@ -6,7 +6,7 @@
 use super::render::{Ctx, Meta, R};
 use super::schema::MSGS;
 use super::types::{Field, Kind, Msg, INLINE, MAP, REPEATED};
-use super::wire::{Reader, Val};
+use crate::codec::wire::{Reader, Val};
 
 /// The field named `name` (its JSON name) of `msg`, looking into inlined (embedded)
 /// structs as Go's JSON does; with the message and bytes it is read from.

@@ -42,19 +42,19 @@ mod render;
 #[allow(clippy::all)]
 mod schema;
 mod special;
-mod text;
 mod types;
-mod wire;
 
+use std::sync::OnceLock;
+
+use crate::codec::envelope;
+use crate::codec::gojson;
 use crate::codec::json::RvSpan;
+use crate::codec::wire::WireError;
 
 pub use encode::{encode_json, encode_stored};
 
 /// Deepest message nesting accepted.
 pub const MAX_DEPTH: u32 = 64;
-
-/// The `k8s\0` magic before a stored protobuf value.
-pub const MAGIC: &[u8] = b"k8s\x00";
 
 /// An object rendered as JSON.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,18 +70,9 @@ pub struct Rendered {
 /// Why protobuf bytes could not be rendered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TranscodeError {
-    /// The bytes end inside a field.
-    #[error("truncated protobuf")]
-    Truncated,
-    /// A varint longer than 10 bytes.
-    #[error("malformed varint")]
-    Varint,
-    /// Field number 0 or out of range.
-    #[error("invalid protobuf field number")]
-    FieldNumber,
-    /// Groups (wire types 3 and 4) or wire types 6 and 7.
-    #[error("unsupported protobuf wire type {0}")]
-    WireType(u8),
+    /// Malformed wire bytes or envelope.
+    #[error(transparent)]
+    Wire(#[from] WireError),
     /// A known field with a wire type its Go type cannot have.
     #[error("{msg}.{field}: unexpected wire type {wire}")]
     WrongWireType {
@@ -107,43 +98,15 @@ pub enum TranscodeError {
     /// embedded object, NaN).
     #[error("invalid value: {0}")]
     Invalid(&'static str),
-    /// A stored value without the `k8s\0` magic.
-    #[error("missing k8s protobuf magic")]
-    NoMagic,
     /// An envelope with a content type or encoding other than plain protobuf.
     #[error("unsupported envelope content type or encoding")]
     ContentType,
 }
 
-/// The `runtime.Unknown` envelope of a stored value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Envelope<'a> {
-    /// `typeMeta.apiVersion`, e.g. `v1` or `apps/v1`.
-    pub api_version: &'a str,
-    /// `typeMeta.kind`, e.g. `Pod`.
-    pub kind: &'a str,
-    /// The object's protobuf bytes.
-    pub raw: &'a [u8],
-    /// `contentEncoding` (empty: none).
-    pub content_encoding: &'a str,
-    /// `contentType` (empty: protobuf).
-    pub content_type: &'a str,
-}
-
-/// Parses a stored value: the `k8s\0` magic, then a `runtime.Unknown`.
-pub fn parse_envelope(value: &[u8]) -> Result<Envelope<'_>, TranscodeError> {
-    let body = value.strip_prefix(MAGIC).ok_or(TranscodeError::NoMagic)?;
-    let (v, k, raw, enc, ct) = wire::parse_unknown(body)?;
-    let s = |b| {
-        std::str::from_utf8(b).map_err(|_| TranscodeError::Invalid("envelope string is not UTF-8"))
-    };
-    Ok(Envelope {
-        api_version: s(v)?,
-        kind: s(k)?,
-        raw,
-        content_encoding: s(enc)?,
-        content_type: s(ct)?,
-    })
+impl From<WireError> for Box<TranscodeError> {
+    fn from(e: WireError) -> Self {
+        Box::new(e.into())
+    }
 }
 
 /// The root message of `kind` in `api_version`: the group version's own kinds first, then
@@ -186,7 +149,7 @@ fn root_of(api_version: &str, kind: &str) -> Result<&'static types::Msg, Transco
 
 /// The one pass behind [`render`] and [`validate`]: `kind` and `apiVersion` first, then
 /// the fields in Go order, into `out`.
-fn run<'a, O: text::Sink>(
+fn run<'a, O: gojson::Sink>(
     out: O,
     api_version: &str,
     kind: &str,
@@ -240,7 +203,7 @@ pub fn render(
 /// output discarded, so it fails exactly where `render` would. Returns the number of
 /// fields this schema does not know (skipped, as `render` skips them).
 pub fn validate(api_version: &str, kind: &str, raw: &[u8]) -> Result<u32, TranscodeError> {
-    Ok(run(text::Discard, api_version, kind, raw, None)?.unknown)
+    Ok(run(gojson::Discard, api_version, kind, raw, None)?.unknown)
 }
 
 /// Renders only the object's `metadata` (the JSON object, no key), exactly as it appears
@@ -277,6 +240,57 @@ pub fn render_metadata(
     })
 }
 
+/// The root message of a kind the schema does not know: only `metadata` (field 1, the
+/// ObjectMeta of every stored kind), so everything else is skipped as unknown.
+fn metadata_only_root() -> &'static types::Msg {
+    static FIELDS: OnceLock<[types::Field; 1]> = OnceLock::new();
+    static ROOT: OnceLock<types::Msg> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        let object_meta = schema::MSGS
+            .iter()
+            .position(|m| m.name == "meta/v1.ObjectMeta")
+            .unwrap_or(0);
+        types::Msg {
+            name: "metadata-only object",
+            flags: types::TYPE_META,
+            fields: FIELDS.get_or_init(|| {
+                [types::f(
+                    1,
+                    ",\"metadata\":",
+                    types::Kind::Message,
+                    object_meta as u16,
+                    types::OMITEMPTY,
+                )]
+            }),
+            by_num: &[255, 0],
+        }
+    })
+}
+
+/// Renders an object of a kind this schema does not know (newer than Kubernetes 1.34) as
+/// what can be known of it: `kind`, `apiVersion` and `metadata`, rendered exactly as for
+/// known kinds, with `resource_version`.
+pub fn render_metadata_only(
+    api_version: &str,
+    kind: &str,
+    raw: &[u8],
+    resource_version: &str,
+) -> Result<Rendered, TranscodeError> {
+    let out = Vec::with_capacity(raw.len() / 2 + 64);
+    let mut ctx = render::Ctx::new(out, Some(resource_version));
+    ctx.out.push(b'{');
+    let mut first = true;
+    ctx.type_meta(&mut first, api_version, kind);
+    ctx.members(metadata_only_root(), raw, 0, &mut first, render::Meta::Root)
+        .map_err(|e| *e)?;
+    ctx.out.push(b'}');
+    Ok(Rendered {
+        json: ctx.out,
+        rv_span: ctx.rv_span,
+        unknown_fields: ctx.unknown,
+    })
+}
+
 /// The values at the dot-separated JSON `paths` of the object `raw`, as field selectors
 /// read them from its JSON rendering (string text, `true`/`false`, digits), without
 /// rendering the object; None where the rendering omits the field or has no scalar.
@@ -299,11 +313,8 @@ pub fn render_stored(
     value: &[u8],
     resource_version: Option<&str>,
 ) -> Result<Rendered, TranscodeError> {
-    let env = parse_envelope(value)?;
-    if !env.content_encoding.is_empty()
-        || !(env.content_type.is_empty()
-            || env.content_type == "application/vnd.kubernetes.protobuf")
-    {
+    let env = envelope::parse(value)?;
+    if !env.is_plain_protobuf() {
         return Err(TranscodeError::ContentType);
     }
     render(env.api_version, env.kind, env.raw, resource_version)

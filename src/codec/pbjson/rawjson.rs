@@ -110,7 +110,7 @@ impl Compactor<'_, '_> {
                     start = self.i;
                 }
                 0x80..=0xff => {
-                    let n = super::text::utf8_len(self.src, self.i);
+                    let n = crate::codec::gojson::utf8_len(self.src, self.i);
                     if n == 0 {
                         // Go passes invalid UTF-8 through (and its decoder reads it as
                         // U+FFFD); write U+FFFD so the output is valid UTF-8.

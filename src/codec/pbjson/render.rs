@@ -7,14 +7,12 @@
 //! rendering, and wire order does not matter. Repeated fields and maps are written by
 //! `collections.rs`, map entries collected on a second reusable stack.
 
-use super::collections::Entry;
 use super::schema::MSGS;
-use super::special::decode_time;
-use super::text::{self, Sink};
 use super::types::*;
-use super::wire::{Reader, Val, BYTES, FIXED32, FIXED64, VARINT};
 use super::{TranscodeError, MAX_DEPTH};
+use crate::codec::gojson::{self, Sink};
 use crate::codec::json::RvSpan;
+use crate::codec::wire::{Reader, Val, BYTES, FIXED32, FIXED64, VARINT};
 
 /// Internal results: errors are boxed so the hot paths pass one word around.
 pub(super) type R<T> = Result<T, Box<TranscodeError>>;
@@ -33,6 +31,14 @@ const NO_SLOT: Slot<'static> = Slot {
     count: 0,
     last: Val::Varint(0),
 };
+
+/// One map entry: key, value (if on the wire) and position, for last-wins.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Entry<'a> {
+    pub(super) key: &'a [u8],
+    pub(super) val: Option<Val<'a>>,
+    pub(super) seq: u32,
+}
 
 /// Whether a message is the root object or its metadata (for the resourceVersion).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,11 +116,11 @@ impl<'a, O: Sink> Ctx<'a, O> {
     pub fn type_meta(&mut self, first: &mut bool, api_version: &str, kind: &str) {
         if !kind.is_empty() {
             self.member(first, ",\"kind\":");
-            text::string(&mut self.out, kind.as_bytes());
+            gojson::string(&mut self.out, kind.as_bytes());
         }
         if !api_version.is_empty() {
             self.member(first, ",\"apiVersion\":");
-            text::string(&mut self.out, api_version.as_bytes());
+            gojson::string(&mut self.out, api_version.as_bytes());
         }
     }
 
@@ -277,7 +283,7 @@ impl<'a, O: Sink> Ctx<'a, O> {
             let Val::Bytes(b) = v else {
                 return Err(Self::wrong_wire(msg, f, v.wire_type()));
             };
-            let t = decode_time(b, f.kind == Kind::MicroTime, &mut self.unknown)?;
+            let t = self.decode_time(b, f.kind == Kind::MicroTime)?;
             if t.is_none() && flags & OMITZERO != 0 {
                 return Ok(());
             }
@@ -375,7 +381,7 @@ impl<'a, O: Sink> Ctx<'a, O> {
         self.member(first, f.key);
         self.out.push(b'"');
         let at = self.out.len();
-        text::string_body(&mut self.out, value);
+        gojson::string_body(&mut self.out, value);
         self.rv_span = RvSpan {
             at: u32::try_from(at).unwrap_or(u32::MAX),
             len: u32::try_from(self.out.len() - at).unwrap_or(u32::MAX),
@@ -425,23 +431,23 @@ impl<'a, O: Sink> Ctx<'a, O> {
         meta: Meta,
     ) -> R<bool> {
         match (kind, v) {
-            (Kind::String, Val::Bytes(b)) => text::string(&mut self.out, b),
-            (Kind::Bytes, Val::Bytes(b)) => text::base64(&mut self.out, b),
+            (Kind::String, Val::Bytes(b)) => gojson::string(&mut self.out, b),
+            (Kind::Bytes, Val::Bytes(b)) => gojson::base64(&mut self.out, b),
             (Kind::Bool, Val::Varint(x)) => {
                 self.out
                     .extend_from_slice(if x != 0 { b"true" } else { b"false" })
             }
-            (Kind::Int32, Val::Varint(x)) => text::int(&mut self.out, i64::from(x as i32)),
-            (Kind::Int64, Val::Varint(x)) => text::int(&mut self.out, x as i64),
-            (Kind::Uint32, Val::Varint(x)) => text::uint(&mut self.out, u64::from(x as u32)),
-            (Kind::Uint64, Val::Varint(x)) => text::uint(&mut self.out, x),
+            (Kind::Int32, Val::Varint(x)) => gojson::int(&mut self.out, i64::from(x as i32)),
+            (Kind::Int64, Val::Varint(x)) => gojson::int(&mut self.out, x as i64),
+            (Kind::Uint32, Val::Varint(x)) => gojson::uint(&mut self.out, u64::from(x as u32)),
+            (Kind::Uint64, Val::Varint(x)) => gojson::uint(&mut self.out, x),
             (Kind::Double, Val::Fixed64(x)) => {
-                if !text::float(&mut self.out, f64::from_bits(x), false) {
+                if !gojson::float(&mut self.out, f64::from_bits(x), false) {
                     return Err(TranscodeError::Invalid("NaN or infinite float").into());
                 }
             }
             (Kind::Float, Val::Fixed32(x)) => {
-                if !text::float(&mut self.out, f64::from(f32::from_bits(x)), true) {
+                if !gojson::float(&mut self.out, f64::from(f32::from_bits(x)), true) {
                     return Err(TranscodeError::Invalid("NaN or infinite float").into());
                 }
             }
@@ -449,7 +455,7 @@ impl<'a, O: Sink> Ctx<'a, O> {
                 return self.object(&MSGS[msg as usize], b, depth + 1, meta)
             }
             (Kind::Time | Kind::MicroTime, Val::Bytes(b)) => {
-                let t = decode_time(b, kind == Kind::MicroTime, &mut self.unknown)?;
+                let t = self.decode_time(b, kind == Kind::MicroTime)?;
                 self.time(t, kind == Kind::MicroTime);
             }
             (Kind::Duration, Val::Bytes(b)) => self.duration(b)?,

@@ -3,49 +3,51 @@
 //! `runtime.RawExtension` and `metav1.FieldsV1`.
 
 use super::render::{Ctx, R};
-use super::text::{self, Sink};
-use super::wire::{Reader, Val};
 use super::TranscodeError;
-
-/// The seconds and microseconds of a Time/MicroTime, or None when it is Go's zero time.
-/// `Time` drops nanoseconds on decode; `MicroTime` truncates them to microseconds.
-pub(super) fn decode_time(b: &[u8], micro: bool, unknown: &mut u32) -> R<Option<(i64, u32)>> {
-    if b.is_empty() {
-        return Ok(None);
-    }
-    let (mut secs, mut nanos) = (0i64, 0i32);
-    let mut r = Reader::new(b);
-    while !r.done() {
-        let (num, wt) = r.tag()?;
-        match (num, r.value(wt)?) {
-            (1, Val::Varint(v)) => secs = v as i64,
-            (2, Val::Varint(v)) => nanos = v as i32,
-            (1 | 2, _) => {
-                return Err(TranscodeError::Invalid("Timestamp field with wrong wire type").into())
-            }
-            _ => *unknown += 1,
-        }
-    }
-    let mut n = if micro {
-        i64::from(nanos) - i64::from(nanos) % 1000
-    } else {
-        0
-    };
-    // time.Unix normalizes nanoseconds outside [0, 1e9).
-    secs = secs.wrapping_add(n.div_euclid(1_000_000_000));
-    n = n.rem_euclid(1_000_000_000);
-    if secs == text::ZERO_TIME_UNIX && n == 0 {
-        return Ok(None);
-    }
-    Ok(Some((secs, (n / 1000) as u32)))
-}
+use crate::codec::gojson::{self, Sink};
+use crate::codec::wire::{Reader, Val};
 
 impl<'a, O: Sink> Ctx<'a, O> {
+    /// The seconds and microseconds of a Time/MicroTime, or None when it is Go's zero time.
+    /// `Time` drops nanoseconds on decode; `MicroTime` truncates them to microseconds.
+    pub(super) fn decode_time(&mut self, b: &[u8], micro: bool) -> R<Option<(i64, u32)>> {
+        if b.is_empty() {
+            return Ok(None);
+        }
+        let (mut secs, mut nanos) = (0i64, 0i32);
+        let mut r = Reader::new(b);
+        while !r.done() {
+            let (num, wt) = r.tag()?;
+            match (num, r.value(wt)?) {
+                (1, Val::Varint(v)) => secs = v as i64,
+                (2, Val::Varint(v)) => nanos = v as i32,
+                (1 | 2, _) => {
+                    return Err(
+                        TranscodeError::Invalid("Timestamp field with wrong wire type").into(),
+                    )
+                }
+                _ => self.unknown = self.unknown.saturating_add(1),
+            }
+        }
+        let mut n = if micro {
+            i64::from(nanos) - i64::from(nanos) % 1000
+        } else {
+            0
+        };
+        // time.Unix normalizes nanoseconds outside [0, 1e9).
+        secs = secs.wrapping_add(n.div_euclid(1_000_000_000));
+        n = n.rem_euclid(1_000_000_000);
+        if secs == gojson::ZERO_TIME_UNIX && n == 0 {
+            return Ok(None);
+        }
+        Ok(Some((secs, (n / 1000) as u32)))
+    }
+
     /// Writes a decoded time: `null` for Go's zero time, else the RFC 3339 string.
     pub(super) fn time(&mut self, t: Option<(i64, u32)>, micro: bool) {
         match t {
             None => self.out.extend_from_slice(b"null"),
-            Some((secs, us)) => text::timestamp(&mut self.out, secs, micro.then_some(us)),
+            Some((secs, us)) => gojson::timestamp(&mut self.out, secs, micro.then_some(us)),
         }
     }
 
@@ -73,7 +75,7 @@ impl<'a, O: Sink> Ctx<'a, O> {
                 return Err(TranscodeError::Invalid("Duration with the wrong wire type").into())
             }
         };
-        text::duration(&mut self.out, nanos);
+        gojson::duration(&mut self.out, nanos);
         Ok(())
     }
 
@@ -82,7 +84,7 @@ impl<'a, O: Sink> Ctx<'a, O> {
     pub(super) fn quantity(&mut self, b: &'a [u8]) -> R<()> {
         match self.field1(b)? {
             None => self.out.extend_from_slice(b"\"0\""),
-            Some(Val::Bytes(s)) if !s.is_empty() => text::string(&mut self.out, s),
+            Some(Val::Bytes(s)) if !s.is_empty() => gojson::string(&mut self.out, s),
             Some(_) => {
                 return Err(
                     TranscodeError::Invalid("Quantity that is not a quantity string").into(),
@@ -110,8 +112,8 @@ impl<'a, O: Sink> Ctx<'a, O> {
             }
         }
         match ty {
-            0 => text::int(&mut self.out, i64::from(int)),
-            1 => text::string(&mut self.out, s),
+            0 => gojson::int(&mut self.out, i64::from(int)),
+            1 => gojson::string(&mut self.out, s),
             // Go's MarshalJSON fails on any other type.
             _ => return Err(TranscodeError::Invalid("IntOrString of unknown type").into()),
         }

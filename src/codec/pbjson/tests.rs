@@ -6,6 +6,7 @@
 use serde_json::{json, Value};
 
 use super::*;
+use crate::codec::wire::WireError;
 
 /// A protobuf message under construction.
 #[derive(Default, Clone)]
@@ -189,7 +190,7 @@ fn creation_timestamp_zero_is_omitted_and_set_is_rendered() {
         Pb::new()
             .str(1, "a")
             .msg(8, Pb::new())
-            .msg(9, time(text::ZERO_TIME_UNIX)),
+            .msg(9, time(gojson::ZERO_TIME_UNIX)),
     );
     let (v, _) = render_json("v1", "ConfigMap", &zero, None);
     // deletionTimestamp is a *Time set to the zero time: written, as null.
@@ -443,13 +444,19 @@ fn meta_kinds_resolve_in_any_group_version() {
 #[test]
 fn malformed_bytes_are_errors() {
     let cases: Vec<(Vec<u8>, TranscodeError)> = vec![
-        (vec![0x0a, 0x05, 0x01], TranscodeError::Truncated),
+        (
+            vec![0x0a, 0x05, 0x01],
+            TranscodeError::Wire(WireError::Truncated),
+        ),
         (
             vec![0x0a; 1].into_iter().chain([0xff; 11]).collect(),
-            TranscodeError::Varint,
+            TranscodeError::Wire(WireError::Varint),
         ),
-        (vec![0x0b], TranscodeError::WireType(3)),
-        (vec![0x02, 0x00], TranscodeError::FieldNumber),
+        (vec![0x0b], TranscodeError::Wire(WireError::WireType(3))),
+        (
+            vec![0x02, 0x00],
+            TranscodeError::Wire(WireError::FieldNumber),
+        ),
         (
             Pb::new().msg(1, Pb::new().int(1, 5)).0,
             TranscodeError::WrongWireType {
@@ -534,7 +541,7 @@ fn nesting_is_bounded() {
 #[test]
 fn stored_values_are_read_through_the_envelope() {
     let tm = Pb::new().str(1, "v1").str(2, "ConfigMap");
-    let mut value = MAGIC.to_vec();
+    let mut value = crate::codec::envelope::MAGIC.to_vec();
     value.extend(
         Pb::new()
             .msg(1, tm)
@@ -546,8 +553,11 @@ fn stored_values_are_read_through_the_envelope() {
         r.json,
         br#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x","resourceVersion":"3"}}"#
     );
-    assert_eq!(render_stored(b"nope", None), Err(TranscodeError::NoMagic));
-    let mut gz = MAGIC.to_vec();
+    assert_eq!(
+        render_stored(b"nope", None),
+        Err(TranscodeError::Wire(WireError::NoMagic))
+    );
+    let mut gz = crate::codec::envelope::MAGIC.to_vec();
     gz.extend(Pb::new().str(3, "gzip").0);
     assert_eq!(render_stored(&gz, None), Err(TranscodeError::ContentType));
 }

@@ -25,6 +25,10 @@ pub trait Sink {
     fn vec(&mut self) -> Option<&mut Vec<u8>>;
     /// Bytes written so far (0 when discarding).
     fn len(&self) -> usize;
+    /// Whether nothing was written (always, when discarding).
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Appends one byte.
     #[inline(always)]
     fn push(&mut self, b: u8) {
