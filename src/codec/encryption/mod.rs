@@ -13,7 +13,8 @@
 //! Files: `config.rs` (the file's schema), `validate.rs` (kube-apiserver's checks),
 //! `resources.rs` (patterns and precedence), `providers.rs` (prefixes, named keys),
 //! `transformer.rs` (reading a value), one file per layout (`aescbc.rs`, `aesgcm.rs`,
-//! `secretbox.rs`), and `errors.rs`.
+//! `secretbox.rs`), and `errors.rs`. `tests/` reads values encrypted by an independent
+//! implementation (`tools/encryption-vectors/gen.py`).
 
 mod aescbc;
 mod aesgcm;
@@ -24,6 +25,9 @@ mod resources;
 mod secretbox;
 mod transformer;
 mod validate;
+
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
