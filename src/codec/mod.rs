@@ -6,6 +6,7 @@
 //! skipped by ingestion.
 
 pub mod civil;
+pub mod encryption;
 pub mod envelope;
 pub mod extract;
 pub mod gojson;
