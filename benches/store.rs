@@ -82,6 +82,7 @@ fn pods_snapshot(cache: &Cache) -> Arc<Snapshot> {
     cache
         .resources()
         .by_dir("pods")
+        .next()
         .expect("pods are a built-in resource")
         .snapshot()
 }
@@ -116,7 +117,11 @@ fn bench_apply(c: &mut Criterion, cache: &Arc<Cache>, ingestor: &mut Ingestor) {
     for _ in 0..config::DEFAULT_HISTORY_MAX_EVENTS {
         ingestor.apply(vec![change()]);
     }
-    let log = cache.resources().by_dir("pods").map(|s| s.log().len());
+    let log = cache
+        .resources()
+        .by_dir("pods")
+        .next()
+        .map(|s| s.log().len());
     assert_eq!(log, Some(config::DEFAULT_HISTORY_MAX_EVENTS as u64));
 
     let mut g = c.benchmark_group("store_apply");

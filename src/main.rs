@@ -11,7 +11,7 @@ use tokio::sync::watch;
 use watchd::api::grpc;
 use watchd::api::http::{self, ApiState};
 use watchd::api::read::ReadContext;
-use watchd::source::{self, EtcdConfig, RevisionReader};
+use watchd::source::{self, EtcdConfig, EtcdReader};
 use watchd::store::{Cache, StoreConfig};
 use watchd::{config, metrics};
 
@@ -155,7 +155,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let read = Arc::new(ReadContext {
         cache: cache.clone(),
-        revisions: RevisionReader::new(etcd.clone()),
+        etcd: EtcdReader::new(etcd.clone()),
         bookmark_interval: args.bookmark_interval.max(Duration::from_millis(100)),
     });
     let state = Arc::new(ApiState {

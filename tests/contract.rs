@@ -28,7 +28,6 @@ storage_tests! {
     builtin_group_names_are_omitted_from_etcd_keys,
     services_endpoints_controllers_ingress_keys_are_served,
     etcd_prefix_is_configurable,
-    encrypted_values_are_logged_once_per_key,
     list_rv_0_serves_any,
     list_rv_n_serves_not_older_than_n,
     list_rv_0_with_limit_may_ignore_limit_and_serves_any,
@@ -532,41 +531,6 @@ async fn resource_version_is_served_as_mod_revision_even_if_stored() {
             "{name}"
         );
     }
-}
-
-async fn encrypted_values_are_logged_once_per_key() {
-    let etcd = Etcd::start();
-    let mut kv = etcd.client().await;
-    let key = pod_key("enc", "sealed");
-    let sealed = |n: u8| {
-        let mut v = b"k8s:enc:aescbc:v1:key1:".to_vec();
-        v.extend_from_slice(&[0x8f, 0x00, n, 0xfe, 0x42]);
-        v
-    };
-    put_raw(&mut kv, &key, sealed(1)).await;
-    put_pod(&mut kv, "enc", "plain", &[]).await;
-    let watchd = Watchd::start(&etcd.client_url(), &[]);
-    let base = watchd.base_url();
-    put_raw(&mut kv, &key, sealed(2)).await;
-    put_raw(&mut kv, &key, sealed(3)).await;
-    // A consistent list has waited for every write above to be ingested.
-    let list = get_json(&format!("{base}/api/v1/namespaces/enc/pods")).await;
-    assert_eq!(item_names(&list), ["plain"], "never served: {list}");
-
-    let metrics = http::get(&format!("{base}/metrics"), &[]).await.text();
-    let counted = metric(
-        &metrics,
-        "watchd_undecodable_values_total",
-        &["resource=\"pods\"", "reason=\"encrypted\""],
-    )
-    .unwrap_or(0.0);
-    assert!(counted >= 3.0, "each value counted: {counted}");
-    let log = watchd.log();
-    let lines: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains(&key) && l.contains("unreadable"))
-        .collect();
-    assert_eq!(lines.len(), 1, "logged once for {key}:\n{log}");
 }
 
 // ---- list: resourceVersion × resourceVersionMatch × paging ----------------------------------
@@ -1803,7 +1767,7 @@ async fn readyz_fails_while_the_etcd_watch_is_down() {
 
 // One storage format: there is no etcd to store anything.
 #[tokio::test]
-async fn not_ready_and_service_unavailable_until_initial_sync() {
+async fn not_ready_until_initial_sync_like_kube_apiservers_watch_cache() {
     // An etcd that never answers: the initial sync cannot finish.
     let nowhere = format!("http://127.0.0.1:{}", support::free_port());
     let watchd = Watchd::spawn(&nowhere, &[]);
@@ -1819,13 +1783,17 @@ async fn not_ready_and_service_unavailable_until_initial_sync() {
         "{text}"
     );
     assert_eq!(text.lines().last(), Some("readyz check failed"), "{text}");
-    for path in [
-        "/api/v1/pods",
-        "/api/v1/namespaces/default/pods/a",
-        "/api/v1/pods?watch=1",
-    ] {
+    // kube-apiserver before its watch cache is ready: watches and unpaginated lists 429
+    // with Retry-After; gets and paginated lists read etcd (unreachable here: 504).
+    for path in ["/api/v1/pods", "/api/v1/pods?watch=1"] {
         let resp = http::get(&format!("{base}{path}"), &[]).await;
-        assert_full_status(&resp, 503, "ServiceUnavailable", path);
+        let status = assert_full_status(&resp, 429, "TooManyRequests", path);
+        assert_eq!(status["message"], "storage is (re)initializing", "{path}");
+        assert_eq!(resp.header("retry-after"), Some("1"), "{path}");
+    }
+    for path in ["/api/v1/namespaces/default/pods/a", "/api/v1/pods?limit=5"] {
+        let resp = http::get(&format!("{base}{path}"), &[]).await;
+        assert_full_status(&resp, 504, "Timeout", path);
     }
 }
 

@@ -18,8 +18,6 @@ use support::{http, storage_tests, Etcd, Watchd};
 storage_tests! {
     table_accept_with_json_fallback_returns_json,
     metrics_expose_the_applied_revision,
-    encrypted_values_are_skipped_and_counted,
-    corrupt_json_values_are_skipped_and_counted,
     custom_resources_of_a_crd_stored_before_start_are_served,
     crd_created_after_start_becomes_served,
     kubectl_get_pods_in_all_namespaces_lists_them,
@@ -408,70 +406,6 @@ async fn metrics_expose_the_applied_revision() {
 }
 
 /// The count of values of `resource` skipped for `reason`, from `/metrics`.
-async fn undecodable(base: &str, resource: &str, reason: &str) -> f64 {
-    let text = http::get(&format!("{base}/metrics"), &[]).await.text();
-    let labels = [
-        format!("resource=\"{resource}\""),
-        format!("reason=\"{reason}\""),
-    ];
-    let labels: Vec<&str> = labels.iter().map(String::as_str).collect();
-    metric(&text, "watchd_undecodable_values_total", &labels).unwrap_or(0.0)
-}
-
-/// Puts `bad` at pod keys before and after start and checks watchd skips and counts both
-/// while serving every readable pod, in lists, gets and watches.
-async fn check_unreadable_pods_are_skipped(bad: &[u8], reason: &str) {
-    let etcd = Etcd::start();
-    let mut kv = etcd.client().await;
-    put_pod(&mut kv, "u", "good-1", &[]).await;
-    put_raw(&mut kv, &pod_key("u", "bad-1"), bad.to_vec()).await;
-    let mut watchd = Watchd::start(&etcd.client_url(), &[]);
-    let base = watchd.base_url();
-    let from = etcd_revision(&mut kv).await;
-    let mut stream = open_watch(&format!(
-        "{base}/api/v1/namespaces/u/pods?watch=true&resourceVersion={from}"
-    ))
-    .await;
-    put_raw(&mut kv, &pod_key("u", "bad-2"), bad.to_vec()).await;
-    let good2 = put_pod(&mut kv, "u", "good-2", &[]).await;
-    check_event(&next_event(&mut stream).await, "ADDED", "good-2", good2);
-
-    let list = get_json(&format!("{base}/api/v1/namespaces/u/pods")).await;
-    assert_eq!(item_names(&list), ["good-1", "good-2"]);
-    get_status(
-        &format!("{base}/api/v1/namespaces/u/pods/bad-1"),
-        404,
-        "NotFound",
-    )
-    .await;
-    get_status(
-        &format!("{base}/api/v1/namespaces/u/pods/bad-2"),
-        404,
-        "NotFound",
-    )
-    .await;
-    assert!(
-        undecodable(&base, "pods", reason).await >= 2.0,
-        "both values counted as {reason}"
-    );
-    assert!(watchd.is_running());
-    assert!(http::get(&format!("{base}/readyz"), &[]).await.status == 200);
-}
-
-async fn encrypted_values_are_skipped_and_counted() {
-    let mut bad = b"k8s:enc:aescbc:v1:key1:".to_vec();
-    bad.extend_from_slice(&[0x8f, 0x00, 0x13, 0xfe, 0x42, 0x7a, 0x00, 0xc1]);
-    check_unreadable_pods_are_skipped(&bad, "encrypted").await;
-}
-
-async fn corrupt_json_values_are_skipped_and_counted() {
-    check_unreadable_pods_are_skipped(
-        br#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"bad""#,
-        "invalid_json",
-    )
-    .await;
-}
-
 /// Appends a protobuf length-delimited field.
 fn pb_field(out: &mut Vec<u8>, field: u64, bytes: &[u8]) {
     pb_varint(out, field << 3 | 2);

@@ -18,6 +18,7 @@ storage_tests! {
     watch_without_allow_bookmarks_never_sends_a_bookmark,
     watch_from_resource_version_older_than_history_gets_expired_error_event,
     watch_with_timeout_seconds_ends_the_stream,
+    watch_path_naming_an_object_requires_a_field_selector_naming_it,
 }
 
 async fn watch_from_resource_version_delivers_later_changes_in_order() {
@@ -349,4 +350,72 @@ async fn watch_frames_are_single_lines_even_for_pretty_printed_values() {
     }
     let list = get_json(&format!("{base}/api/v1/namespaces/pp/pods")).await;
     assert_eq!(item_names(&list), ["stored-after", "stored-before"]);
+}
+
+/// kube-apiserver's rule (handlers/get.go): a watch at a path that names an object takes
+/// its field selector as given if it names that object with `=`, else 400; no selector
+/// means the object. A plain object path with `watch=true` is a get.
+async fn watch_path_naming_an_object_requires_a_field_selector_naming_it() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_pod(&mut kv, "n", "a", &[]).await;
+    put_pod(&mut kv, "n", "b", &[]).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    for selector in [
+        "metadata.name%3Db",
+        "status.phase%3DRunning",
+        "metadata.name!%3Da",
+    ] {
+        let status = get_status(
+            &format!("{base}/api/v1/watch/namespaces/n/pods/a?fieldSelector={selector}"),
+            400,
+            "BadRequest",
+        )
+        .await;
+        assert_eq!(
+            status["message"], "fieldSelector metadata.name doesn't match requested name",
+            "{selector}"
+        );
+    }
+    for selector in [
+        "",
+        "&fieldSelector=metadata.name%3Da",
+        "&fieldSelector=metadata.name%3D%3Da%2Cstatus.phase%3DRunning",
+    ] {
+        let mut w = open_watch(&format!(
+            "{base}/api/v1/watch/namespaces/n/pods/a?resourceVersion=0{selector}"
+        ))
+        .await;
+        let ev = next_event(&mut w).await;
+        assert_eq!(
+            (
+                ev["type"].as_str(),
+                ev["object"]["metadata"]["name"].as_str()
+            ),
+            (Some("ADDED"), Some("a")),
+            "{selector}: {ev}"
+        );
+    }
+    // A selector term besides the name still filters.
+    let mut w = open_watch(&format!(
+        "{base}/api/v1/watch/namespaces/n/pods/a?resourceVersion=0&fieldSelector=metadata.name%3Da%2Cstatus.phase%3DPending"
+    ))
+    .await;
+    let b = put_pod(&mut kv, "n", "b", &[("v", "2")]).await;
+    let a = put_pod(&mut kv, "n", "a", &[("v", "2")]).await;
+    assert!(
+        w.next_event(Duration::from_millis(500)).await.is_none(),
+        "a is not Pending"
+    );
+    assert!(a > b);
+    // The object path itself is a get, even with watch=true and a selector.
+    let got = get_json(&format!(
+        "{base}/api/v1/namespaces/n/pods/a?watch=true&fieldSelector=metadata.name%3Db"
+    ))
+    .await;
+    assert_eq!(
+        (got["kind"].as_str(), got["metadata"]["name"].as_str()),
+        (Some("Pod"), Some("a"))
+    );
 }

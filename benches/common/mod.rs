@@ -130,6 +130,7 @@ pub fn cached_pod(ns: &str, name: &str, revision: Revision) -> ObjectRef {
     let pods = cache
         .resources()
         .by_dir("pods")
+        .next()
         .expect("pods are a built-in resource")
         .snapshot();
     let object = pods.objects.get(format!("{ns}/{name}").as_str()).cloned();

@@ -131,9 +131,27 @@ impl Selectors {
     fn parse(p: &Params, info: &ResourceInfo) -> Result<Selectors, ApiError> {
         let bad = |e: crate::selectors::SelectorError| ApiError::BadRequest(e.to_string());
         let labels = LabelSelector::parse(p.get("labelSelector").unwrap_or("")).map_err(bad)?;
-        let fields = FieldSelector::parse(p.get("fieldSelector").unwrap_or("")).map_err(bad)?;
-        fields.validate(|f| info.supports_field(f)).map_err(bad)?;
+        let mut fields = FieldSelector::parse(p.get("fieldSelector").unwrap_or("")).map_err(bad)?;
+        fields
+            .convert_labels(|f| info.convert_field_label(f))
+            .map_err(bad)?;
         Ok(Selectors { labels, fields })
+    }
+
+    /// Scopes the selectors to the object `name` (a watch at a path that names it): no
+    /// field selector becomes `metadata.name=<name>`; one must name the same object with
+    /// an `=` term, else kube-apiserver's 400. Other terms still filter.
+    pub fn require_name(&mut self, name: &str) -> Result<(), ApiError> {
+        if self.fields.is_empty() {
+            self.fields = FieldSelector::exact("metadata.name", name);
+            return Ok(());
+        }
+        match self.fields.exact_value("metadata.name") {
+            Some(n) if n == name => Ok(()),
+            _ => Err(ApiError::BadRequest(
+                "fieldSelector metadata.name doesn't match requested name".into(),
+            )),
+        }
     }
 
     /// Whether no selector was given.

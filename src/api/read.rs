@@ -6,8 +6,10 @@ use std::sync::Arc;
 use super::query::{ContinueToken, GetQuery, ListQuery, RvMatch, RvParam, Selectors};
 use super::status::ApiError;
 use crate::config;
-use crate::source::RevisionReader;
-use crate::store::{Cache, CachedObject, ObjectRef, ResourceStore, Snapshot};
+use crate::source::{self, EtcdReader, RangePage, ReadError};
+use crate::store::{
+    Cache, CachedObject, ObjectRef, Readiness, ResourceStore, Snapshot, Unreadable,
+};
 use crate::Revision;
 
 /// What reads need: the cache, and etcd's current revision for consistent reads.
@@ -15,7 +17,7 @@ pub struct ReadContext {
     /// The cache.
     pub cache: Arc<Cache>,
     /// Linearizable reads of etcd's revision.
-    pub revisions: RevisionReader,
+    pub etcd: EtcdReader,
     /// How often an idle watch that allows bookmarks gets one.
     pub bookmark_interval: std::time::Duration,
 }
@@ -39,7 +41,7 @@ pub async fn wait_fresh(state: &ReadContext, rv: RvParam) -> Result<Revision, Ap
         RvParam::Any => return Ok(state.cache.applied()),
         RvParam::At(n) => n,
         RvParam::Unset => state
-            .revisions
+            .etcd
             .current(config::CONSISTENT_READ_TIMEOUT)
             .await
             .map_err(|e| ApiError::Timeout {
@@ -68,7 +70,30 @@ pub fn matches(obj: &CachedObject, selectors: &Selectors) -> bool {
     selectors.labels.matches(|k| obj.labels.get(k)) && selectors.fields.matches(|f| obj.field(f))
 }
 
-/// Serves a get of one object.
+/// The 429 kube-apiserver answers for a resource whose cache is not ready.
+pub fn not_ready(readiness: &Readiness) -> ApiError {
+    ApiError::TooManyRequests {
+        message: readiness.message(),
+        retry_after: readiness.retry_after(std::time::Instant::now()),
+    }
+}
+
+/// The resource's readiness as of what `rv` asks for: a resource that is pending
+/// because of an unreadable value may be healed by a write the request must see, so
+/// (once the cache is synced) it is looked at again after waiting for that write.
+pub async fn readiness_for(state: &ReadContext, store: &ResourceStore, rv: RvParam) -> Readiness {
+    let first = store.health.readiness();
+    if matches!(first, Readiness::Ready) || !state.cache.is_synced() || rv == RvParam::Any {
+        return first;
+    }
+    match wait_fresh(state, rv).await {
+        Ok(_) => store.health.readiness(),
+        Err(_) => first,
+    }
+}
+
+/// Serves a get of one object: from the cache, or from etcd while the resource is not
+/// ready (as kube-apiserver reads etcd then).
 pub async fn get(
     state: &ReadContext,
     store: &ResourceStore,
@@ -76,6 +101,9 @@ pub async fn get(
     name: &str,
     q: GetQuery,
 ) -> Result<ObjectRef, ApiError> {
+    if let Readiness::Pending { .. } = readiness_for(state, store, q.rv).await {
+        return get_from_etcd(state, store, namespace, name, q).await;
+    }
     let applied = wait_fresh(state, q.rv).await?;
     let view = store.view(applied);
     let key = match namespace {
@@ -144,6 +172,17 @@ pub async fn list_page(
     namespace: Option<&str>,
     q: &ListQuery,
 ) -> Result<ListPage, ApiError> {
+    let readiness = match &q.continue_from {
+        Some(_) => store.health.readiness(),
+        None => readiness_for(state, store, q.rv).await,
+    };
+    if let Readiness::Pending { .. } = readiness {
+        // kube-apiserver: only a paginated list without selectors goes to etcd.
+        if q.limit.is_some_and(|l| l > 0) && q.selectors.is_empty() {
+            return list_from_etcd(state, store, namespace, q).await;
+        }
+        return Err(not_ready(&readiness));
+    }
     let (snapshot, revision) = list_source(state, store, q).await?;
     let start = q.continue_from.as_ref().map(|t| t.start.as_str());
     let limit = q.limit.unwrap_or(usize::MAX);
@@ -171,6 +210,165 @@ pub async fn list_page(
             // The object that ended the page is counted too: it was consumed by `break`.
             remaining_item_count = Some(1 + iter.count());
         }
+    }
+    Ok(ListPage {
+        revision,
+        items,
+        continue_token,
+        remaining_item_count,
+    })
+}
+
+/// `<prefix>/<dir>/`: where a resource's keys start.
+fn dir_prefix(state: &ReadContext, store: &ResourceStore) -> String {
+    format!("{}/{}/", state.cache.prefix(), store.info.etcd_dir)
+}
+
+fn etcd_error(e: ReadError, asked: Option<Revision>, continuing: bool) -> ApiError {
+    match e {
+        ReadError::Compacted if continuing => ApiError::Expired(
+            "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.".into(),
+        ),
+        ReadError::Compacted => {
+            ApiError::Expired("The resourceVersion for the provided list is too old.".into())
+        }
+        ReadError::Future => ApiError::too_large_resource_version(
+            asked.map_or(0, |r| r.0),
+            std::time::Duration::ZERO,
+        ),
+        ReadError::Failed(e) => ApiError::Timeout {
+            message: format!("Timeout: cannot read etcd: {e}"),
+            too_large_rv: false,
+            retry_after: 1,
+        },
+    }
+}
+
+/// Decodes one value read from etcd for `store`, as ingestion decodes it; an unreadable
+/// value is kube-apiserver's storage read error, naming the key.
+fn decode_read(
+    store: &ResourceStore,
+    object_key: &str,
+    (key, value, rev): (&[u8], &[u8], Revision),
+) -> Result<ObjectRef, ApiError> {
+    match store.decode.decode(key, value, rev) {
+        Ok(d) => Ok(Arc::new(CachedObject::new(
+            Arc::from(object_key),
+            rev,
+            store.field_names.clone(),
+            d,
+        ))),
+        Err(error) => {
+            let u = Unreadable {
+                etcd_key: String::from_utf8_lossy(key).into_owned(),
+                error,
+                revision: rev,
+            };
+            Err(ApiError::Internal(u.storage_error()))
+        }
+    }
+}
+
+/// A get read from etcd.
+async fn get_from_etcd(
+    state: &ReadContext,
+    store: &ResourceStore,
+    namespace: Option<&str>,
+    name: &str,
+    q: GetQuery,
+) -> Result<ObjectRef, ApiError> {
+    let object_key = match namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    };
+    let key = format!("{}{object_key}", dir_prefix(state, store)).into_bytes();
+    let mut end = key.clone();
+    end.push(0);
+    let page = state
+        .etcd
+        .range(key, end, 1, None, config::CONSISTENT_READ_TIMEOUT)
+        .await
+        .map_err(|e| etcd_error(e, None, false))?;
+    if let RvParam::At(n) = q.rv {
+        if page.revision < n {
+            return Err(ApiError::too_large_resource_version(
+                n.0,
+                std::time::Duration::ZERO,
+            ));
+        }
+    }
+    match page.kvs.first() {
+        Some((k, v, rev)) => decode_read(store, &object_key, (k, v, *rev)),
+        None => Err(ApiError::NotFound {
+            group: store.info.group.clone(),
+            resource: store.info.resource.clone(),
+            name: name.to_string(),
+        }),
+    }
+}
+
+/// A list page read from etcd (a paginated list without selectors, while the resource is
+/// not ready): the revision the query asks for, one range of `limit` keys.
+async fn list_from_etcd(
+    state: &ReadContext,
+    store: &ResourceStore,
+    namespace: Option<&str>,
+    q: &ListQuery,
+) -> Result<ListPage, ApiError> {
+    let dir = dir_prefix(state, store);
+    let range = match namespace {
+        Some(ns) => format!("{dir}{ns}/"),
+        None => dir.clone(),
+    };
+    let start = match &q.continue_from {
+        Some(t) => format!("{dir}{}", t.start),
+        None => range.clone(),
+    };
+    let at = match (&q.continue_from, q.rv, q.rv_match) {
+        (Some(t), _, _) => Some(Revision(t.rv)),
+        (None, RvParam::At(n), RvMatch::Exact | RvMatch::Unset) => Some(n),
+        _ => None,
+    };
+    let limit = q.limit.unwrap_or(0) as i64;
+    let end = source::prefix_end(range.as_bytes());
+    let page: RangePage = state
+        .etcd
+        .range(
+            start.into_bytes(),
+            end,
+            limit,
+            at,
+            config::CONSISTENT_READ_TIMEOUT,
+        )
+        .await
+        .map_err(|e| etcd_error(e, at, q.continue_from.is_some()))?;
+    if let (RvParam::At(n), RvMatch::NotOlderThan) = (q.rv, q.rv_match) {
+        if page.revision < n {
+            return Err(ApiError::too_large_resource_version(
+                n.0,
+                std::time::Duration::ZERO,
+            ));
+        }
+    }
+    let revision = at.unwrap_or(page.revision);
+    let mut items = Vec::with_capacity(page.kvs.len());
+    for (key, value, rev) in &page.kvs {
+        let object_key = std::str::from_utf8(key)
+            .ok()
+            .and_then(|k| k.strip_prefix(dir.as_str()))
+            .filter(|k| crate::registry::split_object_key(k, store.info.namespaced).is_some());
+        if let Some(object_key) = object_key {
+            items.push(decode_read(store, object_key, (key, value, *rev))?);
+        }
+    }
+    let (mut continue_token, mut remaining_item_count) = (None, None);
+    if let (true, Some(last)) = (page.more, items.last()) {
+        continue_token = Some(ContinueToken::encode(
+            revision,
+            &format!("{}\u{0}", last.key()),
+        ));
+        let left = page.count - page.kvs.len() as i64;
+        remaining_item_count = (left > 0).then_some(left as usize);
     }
     Ok(ListPage {
         revision,

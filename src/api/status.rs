@@ -80,7 +80,16 @@ pub enum ApiError {
         /// The field errors.
         violations: Vec<FieldViolation>,
     },
-    /// 500.
+    /// 429 `TooManyRequests`: a resource whose cache is not ready (kube-apiserver:
+    /// "storage is (re)initializing"), with `Retry-After`.
+    TooManyRequests {
+        /// The message.
+        message: String,
+        /// Seconds for the `Retry-After` header and `details.retryAfterSeconds`.
+        retry_after: u64,
+    },
+    /// 500 `InternalError`, as kube-apiserver's `NewInternalError(err)` words it:
+    /// `Internal error occurred: <err>`, with `<err>` as the one cause.
     Internal(String),
     /// 503.
     Unavailable(String),
@@ -122,6 +131,7 @@ impl ApiError {
             ApiError::NotAcceptable(_) => 406,
             ApiError::Expired(_) => 410,
             ApiError::Invalid { .. } => 422,
+            ApiError::TooManyRequests { .. } => 429,
             ApiError::Internal(_) => 500,
             ApiError::Unavailable(_) => 503,
             ApiError::Timeout { .. } => 504,
@@ -137,6 +147,7 @@ impl ApiError {
             ApiError::NotAcceptable(_) => "NotAcceptable",
             ApiError::Expired(_) => "Expired",
             ApiError::Invalid { .. } => "Invalid",
+            ApiError::TooManyRequests { .. } => "TooManyRequests",
             ApiError::Internal(_) => "InternalError",
             ApiError::Unavailable(_) => "ServiceUnavailable",
             ApiError::Timeout { .. } => "Timeout",
@@ -146,7 +157,8 @@ impl ApiError {
     /// Seconds for a `Retry-After` header, if any.
     pub fn retry_after(&self) -> Option<u64> {
         match self {
-            ApiError::Timeout { retry_after, .. } => Some(*retry_after),
+            ApiError::Timeout { retry_after, .. }
+            | ApiError::TooManyRequests { retry_after, .. } => Some(*retry_after),
             ApiError::Unavailable(_) => Some(1),
             _ => None,
         }
@@ -183,9 +195,11 @@ impl ApiError {
             | ApiError::MethodNotAllowed(m)
             | ApiError::NotAcceptable(m)
             | ApiError::Expired(m)
-            | ApiError::Internal(m)
             | ApiError::Unavailable(m) => m.clone(),
-            ApiError::Timeout { message, .. } => message.clone(),
+            ApiError::Internal(m) => format!("Internal error occurred: {m}"),
+            ApiError::Timeout { message, .. } | ApiError::TooManyRequests { message, .. } => {
+                message.clone()
+            }
         }
     }
 
@@ -231,9 +245,11 @@ impl ApiError {
                 "causes": [{"reason": "ResourceVersionTooLarge", "message": message}],
                 "retryAfterSeconds": retry_after,
             })),
-            ApiError::Timeout { retry_after, .. } => {
+            ApiError::Timeout { retry_after, .. }
+            | ApiError::TooManyRequests { retry_after, .. } => {
                 Some(json!({"retryAfterSeconds": retry_after}))
             }
+            ApiError::Internal(m) => Some(json!({"causes": [{"message": m}]})),
             _ => None,
         };
         if let Some(d) = details {
@@ -295,6 +311,33 @@ mod tests {
             two.body,
             "Unsupported value: \"Foo\": supported values: \"Exact\", \"NotOlderThan\", \"\""
         );
+    }
+
+    #[test]
+    fn internal_errors_and_too_many_requests_are_worded_like_kube_apiserver() {
+        let e = ApiError::Internal(
+            "unable to transform key \"/registry/secrets/a/b\": no matching prefix found".into(),
+        );
+        let s = e.to_status();
+        assert_eq!(s["code"], 500);
+        assert_eq!(s["reason"], "InternalError");
+        assert_eq!(
+            s["message"],
+            "Internal error occurred: unable to transform key \"/registry/secrets/a/b\": no matching prefix found"
+        );
+        assert_eq!(
+            s["details"]["causes"][0]["message"],
+            "unable to transform key \"/registry/secrets/a/b\": no matching prefix found"
+        );
+        let e = ApiError::TooManyRequests {
+            message: "storage is (re)initializing".into(),
+            retry_after: 3,
+        };
+        let s = e.to_status();
+        assert_eq!((s["code"].as_u64(), e.retry_after()), (Some(429), Some(3)));
+        assert_eq!(s["reason"], "TooManyRequests");
+        assert_eq!(s["message"], "storage is (re)initializing");
+        assert_eq!(s["details"], json!({"retryAfterSeconds": 3}));
     }
 
     #[test]

@@ -87,6 +87,11 @@ impl<E: WatchEncoder> WatchSession<E> {
         q: WatchQuery,
         encoder: E,
     ) -> Result<WatchStart<E>, ApiError> {
+        // kube-apiserver answers every watch of a resource whose cache is not ready 429.
+        let readiness = super::read::readiness_for(state, &store, q.rv).await;
+        if let crate::store::Readiness::Pending { .. } = readiness {
+            return Err(super::read::not_ready(&readiness));
+        }
         let wants_initial = match (q.send_initial_events, q.rv) {
             (Some(b), _) => b,
             (None, RvParam::Unset | RvParam::Any) => true,
@@ -181,6 +186,9 @@ impl<E: WatchEncoder> WatchSession<E> {
             if self.encoder.pending() > 0 {
                 return Some(self.encoder.take());
             }
+            if self.done {
+                return None;
+            }
             if self.allow_bookmarks && Instant::now() >= self.next_bookmark {
                 self.next_bookmark =
                     next_bookmark(Instant::now(), self.deadline, self.bookmark_interval);
@@ -224,7 +232,9 @@ impl<E: WatchEncoder> WatchSession<E> {
                     }
                 }
                 Read::Pending => {
-                    if self.log.is_closed() {
+                    if self.log.is_terminated() {
+                        self.done = true;
+                    } else if self.log.is_closed() {
                         let msg = "the cache was re-listed from etcd; re-list and watch again";
                         self.end_with(ApiError::Expired(msg.into()));
                     }

@@ -12,8 +12,12 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 pub struct FieldSpec {
     /// The selector's name, e.g. `spec.nodeName` or `source`.
     pub name: String,
-    /// The JSON path, dot-separated, e.g. `source.component`.
+    /// The JSON path, dot-separated, e.g. `source.component`; empty: the field is
+    /// accepted but never set (it always reads as `default`).
     pub path: String,
+    /// A second path read when `path` is absent or empty (events' `source` falls back to
+    /// `reportingComponent`); empty: none.
+    pub fallback: String,
     /// The value when the object does not have the field (`""`, or `false` for booleans).
     pub default: String,
 }
@@ -21,12 +25,46 @@ pub struct FieldSpec {
 impl FieldSpec {
     /// A field whose name is its path, missing = "".
     pub fn simple(name: &str) -> FieldSpec {
+        FieldSpec::new(name, name, "")
+    }
+
+    /// A field `name` read at `path`, `default` when absent.
+    pub fn new(name: &str, path: &str, default: &str) -> FieldSpec {
         FieldSpec {
             name: name.into(),
-            path: name.into(),
-            default: String::new(),
+            path: path.into(),
+            fallback: String::new(),
+            default: default.into(),
         }
     }
+
+    /// The paths to read for `specs`: each spec's path, then its fallback (either may be
+    /// empty: nothing to read). [`selectable_values`] combines what was read.
+    pub fn paths(specs: &[FieldSpec]) -> Vec<&str> {
+        specs
+            .iter()
+            .flat_map(|f| [f.path.as_str(), f.fallback.as_str()])
+            .collect()
+    }
+}
+
+/// Each spec's value from what was read at [`FieldSpec::paths`]: the path's value, else
+/// the fallback's when the path is absent or empty, else the default.
+pub fn selectable_values(specs: &[FieldSpec], read: Vec<Option<String>>) -> Box<[Box<str>]> {
+    let mut read = read.into_iter();
+    specs
+        .iter()
+        .map(|f| {
+            let (primary, fallback) = (read.next().flatten(), read.next().flatten());
+            let value = match (primary, fallback) {
+                (Some(p), _) if !p.is_empty() || f.fallback.is_empty() => p,
+                (_, Some(fb)) if !fb.is_empty() => fb,
+                (Some(p), _) => p,
+                (None, _) => f.default.clone(),
+            };
+            Box::from(value)
+        })
+        .collect()
 }
 
 /// What the pass found.
@@ -34,8 +72,8 @@ impl FieldSpec {
 pub struct Extracted {
     /// `metadata.labels`.
     pub labels: BTreeMap<String, String>,
-    /// One value per requested field, in order (defaults filled in).
-    pub fields: Vec<String>,
+    /// One value per requested path, in order; None where the object has none.
+    pub fields: Vec<Option<String>>,
 }
 
 #[derive(Default)]
@@ -62,39 +100,32 @@ impl Node {
     }
 }
 
-/// Validates `json` (a complete JSON object) and extracts labels and `fields`.
-pub fn extract(json: &[u8], fields: &[FieldSpec]) -> Result<Extracted, serde_json::Error> {
+/// Validates `json` (a complete JSON object) and extracts labels and the scalar values at
+/// `paths` (dot-separated; an empty path reads nothing).
+pub fn extract(json: &[u8], paths: &[&str]) -> Result<Extracted, serde_json::Error> {
     let mut root = Node::default();
     root.insert("metadata.labels").labels = true;
-    for (i, f) in fields.iter().enumerate() {
-        root.insert(&f.path).field = Some(i);
+    for (i, p) in paths.iter().enumerate().filter(|(_, p)| !p.is_empty()) {
+        root.insert(p).field = Some(i);
     }
     let mut out = Extracted {
         labels: BTreeMap::new(),
-        fields: vec![String::new(); fields.len()],
+        fields: vec![None; paths.len()],
     };
-    let mut found = vec![false; fields.len()];
     let mut de = serde_json::Deserializer::from_slice(json);
     Seed {
         node: &root,
         out: &mut out,
-        found: &mut found,
         top: true,
     }
     .deserialize(&mut de)?;
     de.end()?;
-    for (i, f) in fields.iter().enumerate() {
-        if !found[i] {
-            out.fields[i] = f.default.clone();
-        }
-    }
     Ok(out)
 }
 
 struct Seed<'a> {
     node: &'a Node,
     out: &'a mut Extracted,
-    found: &'a mut Vec<bool>,
     top: bool,
 }
 
@@ -106,17 +137,9 @@ impl<'de> DeserializeSeed<'de> for Seed<'_> {
     }
 }
 
-fn scalar_text<E>(
-    out: &mut Extracted,
-    found: &mut [bool],
-    i: Option<usize>,
-    v: String,
-) -> Result<(), E> {
-    if let Some(i) = i {
-        if let (Some(slot), Some(f)) = (out.fields.get_mut(i), found.get_mut(i)) {
-            *slot = v;
-            *f = true;
-        }
+fn scalar_text<E>(out: &mut Extracted, i: Option<usize>, v: String) -> Result<(), E> {
+    if let Some(slot) = i.and_then(|i| out.fields.get_mut(i)) {
+        *slot = Some(v);
     }
     Ok(())
 }
@@ -144,7 +167,6 @@ impl<'de> Visitor<'de> for Seed<'_> {
                 Some((_, child)) => map.next_value_seed(Seed {
                     node: child,
                     out: &mut *self.out,
-                    found: &mut *self.found,
                     top: false,
                 })?,
                 None => {
@@ -200,7 +222,7 @@ impl Seed<'_> {
         if self.top {
             return Err(E::custom("expected a JSON object"));
         }
-        scalar_text(self.out, self.found, self.node.field, v)
+        scalar_text(self.out, self.node.field, v)
     }
 }
 
@@ -209,11 +231,15 @@ mod tests {
     use super::*;
 
     fn spec(name: &str, path: &str, default: &str) -> FieldSpec {
-        FieldSpec {
-            name: name.into(),
-            path: path.into(),
-            default: default.into(),
-        }
+        FieldSpec::new(name, path, default)
+    }
+
+    fn values(json: &[u8], specs: &[FieldSpec]) -> Vec<String> {
+        let e = extract(json, &FieldSpec::paths(specs)).unwrap();
+        selectable_values(specs, e.fields)
+            .iter()
+            .map(|v| v.to_string())
+            .collect()
     }
 
     #[test]
@@ -227,19 +253,34 @@ mod tests {
             spec("spec.unschedulable", "spec.unschedulable", "false"),
             FieldSpec::simple("status.phase"),
         ];
-        let e = extract(json, &fields).unwrap();
+        let e = extract(json, &FieldSpec::paths(&fields)).unwrap();
         assert_eq!(e.labels.get("app").map(String::as_str), Some("web"));
-        assert_eq!(e.fields, vec!["node-1", "kubelet", "true", ""]);
+        assert_eq!(values(json, &fields), ["node-1", "kubelet", "true", ""]);
     }
 
     #[test]
     fn missing_fields_take_their_defaults() {
-        let e = extract(
-            br#"{"spec":{}}"#,
-            &[spec("spec.unschedulable", "spec.unschedulable", "false")],
-        )
-        .unwrap();
-        assert_eq!(e.fields, vec!["false"]);
+        let specs = [spec("spec.unschedulable", "spec.unschedulable", "false")];
+        assert_eq!(values(br#"{"spec":{}}"#, &specs), ["false"]);
+    }
+
+    #[test]
+    fn fallbacks_fill_absent_or_empty_values_and_empty_paths_read_nothing() {
+        let mut source = spec("source", "source.component", "");
+        source.fallback = "reportingComponent".into();
+        let specs = [source, spec("status.podIPs", "", "")];
+        let v = |j: &[u8]| values(j, &specs);
+        assert_eq!(
+            v(br#"{"source":{"component":"kubelet"},"reportingComponent":"x"}"#)[0],
+            "kubelet"
+        );
+        assert_eq!(
+            v(br#"{"source":{"component":""},"reportingComponent":"x"}"#)[0],
+            "x"
+        );
+        assert_eq!(v(br#"{"source":{},"reportingComponent":"x"}"#)[0], "x");
+        assert_eq!(v(br#"{"source":{}}"#)[0], "");
+        assert_eq!(v(br#"{"":"never"}"#)[1], "");
     }
 
     #[test]

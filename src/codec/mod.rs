@@ -6,6 +6,7 @@
 //! skipped by ingestion.
 
 pub mod civil;
+pub mod convert;
 pub mod encryption;
 pub mod envelope;
 pub mod extract;
@@ -17,9 +18,13 @@ pub mod wire;
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use crate::Revision;
+use convert::Convert;
+use encryption::{DecryptError, ValueTransformer};
 pub use extract::FieldSpec;
 pub use json::RvSpan;
 
@@ -113,9 +118,9 @@ impl Decoded {
 /// Why a value cannot be served.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
-    /// Encrypted at rest (`k8s:enc:` prefix); watchd has no key.
-    #[error("value is encrypted at rest (k8s:enc:)")]
-    Encrypted,
+    /// Encrypted at rest, and not readable with the keys watchd was given (or none).
+    #[error("{0}")]
+    Decrypt(DecryptError),
     /// An empty value.
     #[error("empty value")]
     Empty,
@@ -134,7 +139,7 @@ impl DecodeError {
     /// A short stable label for metrics.
     pub fn reason(&self) -> &'static str {
         match self {
-            DecodeError::Encrypted => "encrypted",
+            DecodeError::Decrypt(e) => e.reason(),
             DecodeError::Empty => "empty",
             DecodeError::Json(_) => "invalid_json",
             DecodeError::Protobuf(_) => "invalid_protobuf",
@@ -143,16 +148,88 @@ impl DecodeError {
     }
 }
 
-/// Decodes an etcd value stored at `revision` (its mod_revision), extracting the values
-/// of `fields` for field selectors.
+/// How one resource's values are read: decrypted, converted to the served version, and
+/// their selectable fields extracted.
+#[derive(Debug, Clone)]
+pub struct DecodeSpec {
+    /// The selectable fields, in the resource's order.
+    pub fields: Vec<FieldSpec>,
+    /// The conversion from the stored version, if the served one differs.
+    pub convert: Option<Convert>,
+    /// How values of this resource are decrypted (identity when not encrypted).
+    pub transformer: Arc<ValueTransformer>,
+}
+
+impl DecodeSpec {
+    /// Plain values, served as stored, with these fields.
+    pub fn plain(fields: Vec<FieldSpec>) -> DecodeSpec {
+        DecodeSpec {
+            fields,
+            convert: None,
+            transformer: Arc::new(ValueTransformer::identity()),
+        }
+    }
+
+    /// Decodes the value stored at `etcd_key` (the full key, which AES-GCM
+    /// authenticates) at `revision` (its mod_revision).
+    pub fn decode(
+        &self,
+        etcd_key: &[u8],
+        value: &[u8],
+        revision: Revision,
+    ) -> Result<Decoded, DecodeError> {
+        decode_with(
+            &self.transformer,
+            self.convert.as_ref(),
+            &self.fields,
+            (etcd_key, value),
+            revision,
+        )
+    }
+}
+
+/// Decodes a plain (not encrypted) etcd value stored at `revision` (its mod_revision),
+/// extracting the values of `fields` for field selectors; served as stored.
 pub fn decode(
     value: &[u8],
     revision: Revision,
     fields: &[FieldSpec],
 ) -> Result<Decoded, DecodeError> {
-    if value.starts_with(b"k8s:enc:") {
-        return Err(DecodeError::Encrypted);
+    let identity = ValueTransformer::identity();
+    decode_with(&identity, None, fields, (b"", value), revision)
+}
+
+fn decode_with(
+    transformer: &ValueTransformer,
+    convert: Option<&Convert>,
+    fields: &[FieldSpec],
+    (etcd_key, value): (&[u8], &[u8]),
+    revision: Revision,
+) -> Result<Decoded, DecodeError> {
+    let value = transformer
+        .read(value, etcd_key)
+        .map_err(DecodeError::Decrypt)?;
+    if let Some(c) = convert {
+        let converted = c.apply(&value).map_err(|e| {
+            let what = format!("cannot convert to {}: {e}", c.to);
+            if value.starts_with(envelope::MAGIC) {
+                DecodeError::Protobuf(what)
+            } else {
+                DecodeError::Json(what)
+            }
+        })?;
+        if let Some(v) = converted {
+            return decode_plain(&v, revision, fields);
+        }
     }
+    decode_plain(&value, revision, fields)
+}
+
+fn decode_plain(
+    value: &[u8],
+    revision: Revision,
+    fields: &[FieldSpec],
+) -> Result<Decoded, DecodeError> {
     if value.starts_with(envelope::MAGIC) {
         return decode_protobuf(value, revision, fields);
     }
@@ -171,7 +248,8 @@ fn decode_json(
     // Skipped strings are not checked by serde, and JSON must be UTF-8: check it all once.
     std::str::from_utf8(value).map_err(|e| DecodeError::Json(format!("not UTF-8: {e}")))?;
     // One validating pass that also yields labels and fields; the rest is skipped.
-    let head = extract::extract(value, fields).map_err(|e| DecodeError::Json(e.to_string()))?;
+    let head = extract::extract(value, &FieldSpec::paths(fields))
+        .map_err(|e| DecodeError::Json(e.to_string()))?;
     let compacted = json::compact(value);
     let compact = compacted.as_deref().unwrap_or(value);
     let place = json::locate_resource_version(compact)
@@ -185,7 +263,7 @@ fn decode_json(
             rv_span,
         }),
         labels: Labels::from_pairs(head.labels),
-        fields: head.fields.into_iter().map(Box::from).collect(),
+        fields: extract::selectable_values(fields, head.fields),
         protobuf: None,
     })
 }
@@ -227,17 +305,13 @@ fn decode_protobuf(
                 metrics::counter!("watchd_protobuf_unknown_fields_total", "kind" => k.to_string())
                     .increment(u64::from(unknown));
             }
-            let values = pbjson::field_values(v, k, env.raw, fields.iter().map(|f| &*f.path))
-                .map_err(perr)?;
+            let values =
+                pbjson::field_values(v, k, env.raw, FieldSpec::paths(fields)).map_err(perr)?;
             Ok(Decoded {
                 format: StorageFormat::Protobuf,
                 json: None,
                 labels,
-                fields: values
-                    .into_iter()
-                    .zip(fields)
-                    .map(|(v, f)| Box::from(v.as_deref().unwrap_or(&f.default)))
-                    .collect(),
+                fields: extract::selectable_values(fields, values),
                 protobuf: Some(stored),
             })
         }
@@ -319,10 +393,10 @@ mod tests {
 
     #[test]
     fn unreadable_values_are_classified() {
-        assert_eq!(
-            decode(b"k8s:enc:aescbc:v1:key1:xxxx", Revision(1), &[]).unwrap_err(),
-            DecodeError::Encrypted
-        );
+        assert!(matches!(
+            decode(b"k8s:enc:aescbc:v1:key1:xxxx", Revision(1), &[]),
+            Err(DecodeError::Decrypt(_))
+        ));
         assert_eq!(
             decode(b"", Revision(1), &[]).unwrap_err(),
             DecodeError::Empty
@@ -369,11 +443,7 @@ mod tests {
         let value = pbjson::encode_stored(&pod).unwrap();
         let specs = [
             FieldSpec::simple("spec.nodeName"),
-            FieldSpec {
-                name: "spec.hostNetwork".into(),
-                path: "spec.hostNetwork".into(),
-                default: "false".into(),
-            },
+            FieldSpec::new("spec.hostNetwork", "spec.hostNetwork", "false"),
             FieldSpec::simple("status.phase"),
         ];
         let d = decode(&value, Revision(5), &specs).unwrap();

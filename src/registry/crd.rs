@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::{Origin, PrinterColumn, ResourceInfo};
+use super::{FieldPolicy, Origin, PrinterColumn, ResourceInfo};
 use crate::codec::envelope;
 use crate::codec::wire::{self, Val, WireError};
 use crate::codec::FieldSpec;
@@ -102,6 +102,7 @@ pub fn parse_crd(value: &[u8]) -> Result<ResourceInfo, CrdError> {
     };
     Ok(ResourceInfo {
         etcd_dir: format!("{}/{}", spec.group, spec.names.plural),
+        storage_version: format!("{}/{version}", spec.group),
         group: spec.group,
         version,
         resource: spec.names.plural,
@@ -112,6 +113,8 @@ pub fn parse_crd(value: &[u8]) -> Result<ResourceInfo, CrdError> {
         categories: spec.names.categories,
         origin: Origin::CustomResource,
         fields,
+        // Custom resources: apiextensions-apiserver's selectable-field conversion.
+        field_policy: FieldPolicy::meta_only("field label not supported: {}"),
         printer_columns: storage.additional_printer_columns.clone(),
     })
 }

@@ -10,7 +10,9 @@ pub mod crd;
 
 use std::sync::Arc;
 
-use crate::codec::FieldSpec;
+use crate::codec::convert::Convert;
+use crate::codec::encryption::ValueTransformer;
+use crate::codec::{DecodeSpec, FieldSpec};
 
 /// Where a resource definition came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +40,9 @@ pub struct ResourceInfo {
     pub namespaced: bool,
     /// Key prefix below `--etcd-prefix`, without slashes around it, e.g. `services/specs`.
     pub etcd_dir: String,
+    /// The apiVersion kube-apiserver writes objects of this resource in; when it is not
+    /// the served one, values are converted ([`builtin::conversion_of`]).
+    pub storage_version: String,
     /// Short names kubectl accepts, e.g. `po`.
     pub short_names: Vec<String>,
     /// Categories such as `all`.
@@ -46,8 +51,34 @@ pub struct ResourceInfo {
     pub origin: Origin,
     /// Fields usable in field selectors besides `metadata.name` and `metadata.namespace`.
     pub fields: Vec<FieldSpec>,
+    /// How field selector labels are checked and named.
+    pub field_policy: FieldPolicy,
     /// A custom resource's `additionalPrinterColumns` (empty for built-ins).
     pub printer_columns: Vec<PrinterColumn>,
+}
+
+/// How a resource's field selector labels are accepted, as its field label conversion
+/// function in kube-apiserver accepts them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldPolicy {
+    /// Whether `metadata.namespace` is accepted (kinds with their own conversion function
+    /// that are cluster-scoped refuse it).
+    pub namespace: bool,
+    /// The message for a label that is not accepted; `{}` stands for the label.
+    pub unsupported: &'static str,
+    /// Labels accepted as another one: (alias, label), e.g. pods' `spec.host`.
+    pub aliases: &'static [(&'static str, &'static str)],
+}
+
+impl FieldPolicy {
+    /// `metadata.name` and `metadata.namespace` only, refusing others with `message`.
+    pub fn meta_only(message: &'static str) -> FieldPolicy {
+        FieldPolicy {
+            namespace: true,
+            unsupported: message,
+            aliases: &[],
+        }
+    }
 }
 
 /// One `additionalPrinterColumns` entry of a CustomResourceDefinition.
@@ -95,8 +126,40 @@ impl ResourceInfo {
 
     /// Whether `field` can be used in a field selector of this resource.
     pub fn supports_field(&self, field: &str) -> bool {
-        matches!(field, "metadata.name" | "metadata.namespace")
-            || self.fields.iter().any(|f| f.name == field)
+        self.convert_field_label(field).is_ok()
+    }
+
+    /// The selectable field a field selector label stands for (itself, or what an alias
+    /// names), or kube-apiserver's message refusing it.
+    pub fn convert_field_label(&self, label: &str) -> Result<String, String> {
+        let known = label == "metadata.name"
+            || (label == "metadata.namespace" && self.field_policy.namespace)
+            || self.fields.iter().any(|f| f.name == label);
+        if known {
+            return Ok(label.to_string());
+        }
+        match self.field_policy.aliases.iter().find(|(a, _)| *a == label) {
+            Some((_, to)) => Ok(to.to_string()),
+            None => Err(self.field_policy.unsupported.replace("{}", label)),
+        }
+    }
+
+    /// How values of this resource are decoded, decrypted with `transformer`.
+    pub fn decode_spec(&self, transformer: Arc<ValueTransformer>) -> DecodeSpec {
+        let convert = (self.storage_version != self.api_version())
+            .then(|| builtin::conversion_of(&self.group, &self.resource))
+            .flatten()
+            .map(|conversion| Convert {
+                from: self.storage_version.clone(),
+                to: self.api_version(),
+                kind: self.kind.clone(),
+                conversion,
+            });
+        DecodeSpec {
+            fields: self.fields.clone(),
+            convert,
+            transformer,
+        }
     }
 
     /// The (group, resource) name used in log lines and metrics labels, e.g. `pods` or

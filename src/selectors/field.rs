@@ -92,6 +92,17 @@ impl FieldSelector {
         Ok(FieldSelector { requirements })
     }
 
+    /// The selector `field=value`.
+    pub fn exact(field: &str, value: &str) -> FieldSelector {
+        FieldSelector {
+            requirements: vec![FieldRequirement {
+                field: field.to_owned(),
+                op: FieldOp::Equals,
+                value: value.to_owned(),
+            }],
+        }
+    }
+
     /// The selector that matches every object.
     pub fn everything() -> FieldSelector {
         FieldSelector::default()
@@ -123,6 +134,19 @@ impl FieldSelector {
             ))),
             None => Ok(()),
         }
+    }
+
+    /// Applies a resource's field label conversion to every term: a label becomes the
+    /// field it stands for (an alias is renamed), and the first label refused ends it with
+    /// the conversion's message, as kube-apiserver answers.
+    pub fn convert_labels(
+        &mut self,
+        convert: impl Fn(&str) -> Result<String, String>,
+    ) -> Result<(), SelectorError> {
+        for r in &mut self.requirements {
+            r.field = convert(&r.field).map_err(SelectorError::new)?;
+        }
+        Ok(())
     }
 
     /// The value `field` must equal (from its first `=`/`==` term), for index lookups.

@@ -127,7 +127,7 @@ async fn initial_list(
 }
 
 /// The smallest key after every key starting with `prefix`.
-fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
         if last < 0xff {
@@ -213,47 +213,140 @@ pub async fn current_revision(client: &mut EtcdClient) -> Result<Revision, etcd_
     Ok(Revision(resp.header().map_or(0, |h| h.revision())))
 }
 
-/// A shared handle for linearizable revision reads from request handlers.
+/// One page of a range read.
+#[derive(Debug, Clone, Default)]
+pub struct RangePage {
+    /// (key, value, mod_revision), in key order.
+    pub kvs: Vec<(Vec<u8>, Vec<u8>, Revision)>,
+    /// Whether more keys follow in the range.
+    pub more: bool,
+    /// How many keys the whole range holds at the read revision.
+    pub count: i64,
+    /// The revision read at.
+    pub revision: Revision,
+}
+
+/// Why a read of etcd failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReadError {
+    /// The revision asked for was compacted.
+    #[error("required revision has been compacted")]
+    Compacted,
+    /// The revision asked for is ahead of etcd.
+    #[error("required revision is a future revision")]
+    Future,
+    /// etcd did not answer, or answered an error.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Reads of etcd for request handlers: its current revision (what a consistent read
+/// waits for), and ranges and keys for the resources whose cache is not ready (kube-
+/// apiserver reads etcd for those too). The read path asks these questions of a source,
+/// not of an etcd client.
 #[derive(Clone)]
-pub struct RevisionReader {
+pub struct EtcdReader {
     config: EtcdConfig,
     client: Arc<tokio::sync::Mutex<Option<EtcdClient>>>,
 }
 
-impl RevisionReader {
+impl EtcdReader {
     /// A reader connecting lazily with `config`.
     pub fn new(config: EtcdConfig) -> Self {
-        RevisionReader {
+        EtcdReader {
             config,
             client: Arc::new(tokio::sync::Mutex::new(None)),
         }
     }
 
-    /// etcd's current revision, via one linearizable range request (bounded by `timeout`).
-    pub async fn current(&self, timeout: Duration) -> Result<Revision, String> {
+    async fn client(&self) -> Result<EtcdClient, ReadError> {
+        let mut guard = self.client.lock().await;
+        if let Some(c) = guard.as_ref() {
+            return Ok(c.clone());
+        }
+        let c = self
+            .config
+            .connect()
+            .await
+            .map_err(|e| ReadError::Failed(e.to_string()))?;
+        *guard = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Runs `read` with a client, bounded by `timeout`; a failed connection is dropped so
+    /// the next read reconnects.
+    async fn with_client<T, F, Fut>(&self, timeout: Duration, read: F) -> Result<T, ReadError>
+    where
+        F: FnOnce(EtcdClient) -> Fut,
+        Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
+    {
         let fut = async {
-            let mut client = {
-                let mut guard = self.client.lock().await;
-                match guard.as_ref() {
-                    Some(c) => c.clone(),
-                    None => {
-                        let c = self.config.connect().await.map_err(|e| e.to_string())?;
-                        *guard = Some(c.clone());
-                        c
-                    }
-                }
-            };
-            match current_revision(&mut client).await {
-                Ok(r) => Ok(r),
+            let client = self.client().await?;
+            match read(client).await {
+                Ok(v) => Ok(v),
                 Err(e) => {
+                    let text = e.to_string();
+                    if text.contains("required revision has been compacted") {
+                        return Err(ReadError::Compacted);
+                    }
+                    if text.contains("required revision is a future revision") {
+                        return Err(ReadError::Future);
+                    }
                     *self.client.lock().await = None;
-                    Err(e.to_string())
+                    Err(ReadError::Failed(text))
                 }
             }
         };
         tokio::time::timeout(timeout, fut)
             .await
-            .unwrap_or_else(|_| Err("etcd did not answer in time".into()))
+            .unwrap_or_else(|_| Err(ReadError::Failed("etcd did not answer in time".into())))
+    }
+
+    /// etcd's current revision, via one linearizable range request (bounded by `timeout`).
+    pub async fn current(&self, timeout: Duration) -> Result<Revision, String> {
+        self.with_client(
+            timeout,
+            |mut c| async move { current_revision(&mut c).await },
+        )
+        .await
+        .map_err(|e| e.to_string())
+    }
+
+    /// Keys in [`start`, `end`) at `revision` (None: the current one, read
+    /// linearizably), at most `limit` (0: all).
+    pub async fn range(
+        &self,
+        start: Vec<u8>,
+        end: Vec<u8>,
+        limit: i64,
+        revision: Option<Revision>,
+        timeout: Duration,
+    ) -> Result<RangePage, ReadError> {
+        self.with_client(timeout, |mut c| async move {
+            let mut opts = GetOptions::new().with_range(end).with_limit(limit);
+            if let Some(r) = revision {
+                opts = opts.with_revision(r.0);
+            }
+            let mut resp = c.kv.get(start, Some(opts)).await?;
+            let revision = Revision(resp.header().map_or(0, |h| h.revision()));
+            let (more, count) = (resp.more(), resp.count());
+            let kvs = resp
+                .take_kvs()
+                .into_iter()
+                .map(|kv| {
+                    let rev = Revision(kv.mod_revision());
+                    let (k, v) = kv.into_key_value();
+                    (k, v, rev)
+                })
+                .collect();
+            Ok(RangePage {
+                kvs,
+                more,
+                count,
+                revision,
+            })
+        })
+        .await
     }
 }
 

@@ -9,26 +9,58 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use super::resource::{ResourceStore, StoreConfig};
+use crate::codec::encryption::{EncryptionConfig, ValueTransformer};
 use crate::registry::{builtin, ResourceInfo};
 use crate::Revision;
 
-/// The resources the cache serves, looked up by etcd directory or by API name.
+/// The resources the cache serves, looked up by etcd directory or by API name. One
+/// directory may feed several resources (core and events.k8s.io events share `events`),
+/// each with its own store of the objects in its served version.
 #[derive(Default)]
 pub struct ResourceIndex {
     stores: Vec<Arc<ResourceStore>>,
-    by_dir: HashMap<String, usize>,
-    by_api: HashMap<(String, String), usize>,
+    by_dir: HashMap<String, Vec<usize>>,
+    by_api: HashMap<(String, String, String), usize>,
 }
 
 impl ResourceIndex {
+    fn from_stores(stores: Vec<Arc<ResourceStore>>) -> ResourceIndex {
+        let mut by_dir: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut by_api = HashMap::new();
+        for (i, s) in stores.iter().enumerate() {
+            by_dir.entry(s.info.etcd_dir.clone()).or_default().push(i);
+            let api = (
+                s.info.group.clone(),
+                s.info.version.clone(),
+                s.info.resource.clone(),
+            );
+            by_api.insert(api, i);
+        }
+        ResourceIndex {
+            stores,
+            by_dir,
+            by_api,
+        }
+    }
+
     /// Every store, built-ins first, in discovery order.
     pub fn stores(&self) -> &[Arc<ResourceStore>] {
         &self.stores
     }
 
-    /// The store of an etcd directory such as `pods` or `services/specs`.
-    pub fn by_dir(&self, dir: &str) -> Option<&Arc<ResourceStore>> {
-        self.by_dir.get(dir).and_then(|&i| self.stores.get(i))
+    /// Whether any resource is stored under the etcd directory `dir`.
+    pub fn has_dir(&self, dir: &str) -> bool {
+        self.by_dir.contains_key(dir)
+    }
+
+    /// The stores fed by an etcd directory such as `pods` or `services/specs` (empty if
+    /// none).
+    pub fn by_dir(&self, dir: &str) -> impl Iterator<Item = &Arc<ResourceStore>> + '_ {
+        self.by_dir
+            .get(dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|&i| self.stores.get(i))
     }
 
     /// The store of (group, plural resource) at API `version`.
@@ -39,40 +71,31 @@ impl ResourceIndex {
         resource: &str,
     ) -> Option<&Arc<ResourceStore>> {
         self.by_api
-            .get(&(group.to_string(), resource.to_string()))
+            .get(&(group.to_string(), version.to_string(), resource.to_string()))
             .and_then(|&i| self.stores.get(i))
-            .filter(|s| s.info.version == version)
+    }
+
+    /// The store of the same resource (etcd directory, group and plural) as `info`.
+    fn same_resource(&self, info: &ResourceInfo) -> Option<usize> {
+        self.stores.iter().position(|s| {
+            s.info.etcd_dir == info.etcd_dir
+                && s.info.group == info.group
+                && s.info.resource == info.resource
+        })
     }
 
     fn without(&self, dir: &str) -> ResourceIndex {
-        let mut next = ResourceIndex::default();
-        for s in self.stores.iter().filter(|s| s.info.etcd_dir != dir) {
-            next = next.with(s.clone());
-        }
-        next
+        let stores = self.stores.iter().filter(|s| s.info.etcd_dir != dir);
+        ResourceIndex::from_stores(stores.cloned().collect())
     }
 
     fn with(&self, store: Arc<ResourceStore>) -> ResourceIndex {
-        let mut next = ResourceIndex {
-            stores: self.stores.clone(),
-            by_dir: self.by_dir.clone(),
-            by_api: self.by_api.clone(),
-        };
-        let api = (store.info.group.clone(), store.info.resource.clone());
-        let dir = store.info.etcd_dir.clone();
-        let i = match next.by_dir.get(&dir) {
-            Some(&i) => {
-                next.stores[i] = store;
-                i
-            }
-            None => {
-                next.stores.push(store);
-                next.stores.len() - 1
-            }
-        };
-        next.by_dir.insert(dir, i);
-        next.by_api.insert(api, i);
-        next
+        let mut stores = self.stores.clone();
+        match self.same_resource(&store.info) {
+            Some(i) => stores[i] = store,
+            None => stores.push(store),
+        }
+        ResourceIndex::from_stores(stores)
     }
 }
 
@@ -80,6 +103,7 @@ impl ResourceIndex {
 pub struct Cache {
     prefix: String,
     config: StoreConfig,
+    encryption: Option<EncryptionConfig>,
     index: ArcSwap<ResourceIndex>,
     applied: watch::Sender<Revision>,
     epoch: AtomicU64,
@@ -88,11 +112,24 @@ pub struct Cache {
 }
 
 impl Cache {
-    /// An empty, not-yet-synced cache of every built-in resource under `prefix`.
+    /// An empty, not-yet-synced cache of every built-in resource under `prefix`, whose
+    /// values are not encrypted.
     pub fn new(prefix: &str, config: StoreConfig) -> Arc<Cache> {
+        Cache::with_encryption(prefix, config, None)
+    }
+
+    /// An empty, not-yet-synced cache of every built-in resource under `prefix`, whose
+    /// values are decrypted with `encryption` (kube-apiserver's
+    /// `--encryption-provider-config`).
+    pub fn with_encryption(
+        prefix: &str,
+        config: StoreConfig,
+        encryption: Option<EncryptionConfig>,
+    ) -> Arc<Cache> {
         let cache = Cache {
             prefix: prefix.trim_end_matches('/').to_string(),
             config,
+            encryption,
             index: ArcSwap::from_pointee(ResourceIndex::default()),
             applied: watch::channel(Revision::ZERO).0,
             epoch: AtomicU64::new(0),
@@ -121,18 +158,23 @@ impl Cache {
     /// its existing store. Returns the store.
     pub fn register(&self, info: ResourceInfo, revision: Revision) -> Arc<ResourceStore> {
         let index = self.index.load_full();
-        let existing = index.by_dir(&info.etcd_dir).cloned();
+        let existing = index
+            .same_resource(&info)
+            .and_then(|i| index.stores().get(i))
+            .cloned();
         if let Some(existing) = &existing {
             if *existing.info == info {
                 return existing.clone();
             }
         }
         let epoch = self.epoch.load(Ordering::Acquire);
+        let decode = info.decode_spec(self.transformer_of(&info));
         let store = Arc::new(ResourceStore::new(
             Arc::new(info),
             revision,
             epoch,
             self.config,
+            decode,
         ));
         if let Some(old) = &existing {
             let objects = old
@@ -148,6 +190,10 @@ impl Cache {
                 .collect();
             store.reset(revision.max(old.snapshot().revision), epoch, objects);
         }
+        if self.is_synced() {
+            // Added while watching etcd (a new CRD): what it holds is current.
+            store.health.loaded(imbl::OrdMap::new());
+        }
         self.index.store(Arc::new(index.with(store.clone())));
         if let Some(old) = existing {
             old.retire();
@@ -155,14 +201,30 @@ impl Cache {
         store
     }
 
-    /// Stops serving the resource stored under `etcd_dir` (its CRD was deleted); its
+    /// How the values of a resource are decrypted: the rule of the group-resource
+    /// kube-apiserver stores them as (events.k8s.io events are core `events`).
+    fn transformer_of(&self, info: &ResourceInfo) -> Arc<ValueTransformer> {
+        let Some(enc) = &self.encryption else {
+            return Arc::new(ValueTransformer::identity());
+        };
+        if info.etcd_dir == "events" {
+            return enc.transformer("", "events");
+        }
+        enc.transformer(&info.group, &info.resource)
+    }
+
+    /// Stops serving the resources stored under `etcd_dir` (its CRD was deleted); its
     /// watchers are ended.
-    pub fn unregister(&self, etcd_dir: &str) -> Option<Arc<ResourceStore>> {
+    pub fn unregister(&self, etcd_dir: &str) -> Vec<Arc<ResourceStore>> {
         let index = self.index.load_full();
-        let old = index.by_dir(etcd_dir).cloned()?;
-        self.index.store(Arc::new(index.without(etcd_dir)));
-        old.retire();
-        Some(old)
+        let old: Vec<_> = index.by_dir(etcd_dir).cloned().collect();
+        if !old.is_empty() {
+            self.index.store(Arc::new(index.without(etcd_dir)));
+        }
+        for s in &old {
+            s.retire();
+        }
+        old
     }
 
     /// The newest etcd revision fully applied.

@@ -165,6 +165,7 @@ pub struct EventLog {
     tail: AtomicU64,
     floor: AtomicI64,
     closed: AtomicBool,
+    terminated: AtomicBool,
     epoch: u64,
 }
 
@@ -181,6 +182,7 @@ impl EventLog {
             tail: AtomicU64::new(0),
             floor: AtomicI64::new(start.0),
             closed: AtomicBool::new(false),
+            terminated: AtomicBool::new(false),
             epoch,
         }
     }
@@ -280,6 +282,18 @@ impl EventLog {
     /// Ends the log's epoch: its watchers must stop and their clients re-list.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
+    }
+
+    /// Ends the log without an error: its watchers' streams just end, as kube-apiserver
+    /// ends them when a resource's cache must re-initialize; clients watch again.
+    pub fn terminate(&self) {
+        self.terminated.store(true, Ordering::Release);
+        self.close();
+    }
+
+    /// Whether the log was ended by [`EventLog::terminate`].
+    pub fn is_terminated(&self) -> bool {
+        self.terminated.load(Ordering::Acquire)
     }
 
     /// The epoch this log belongs to.

@@ -1,14 +1,21 @@
 //! The writer side of the cache: routes etcd key-values to resources, decodes them, and
 //! applies them revision by revision. Owned by the ingestion task; never shared.
+//!
+//! One etcd directory may feed several resources (core and events.k8s.io events share
+//! `events`): each change is decoded once per resource, into that resource's served
+//! version. A value that cannot be decoded or decrypted is never skipped silently: it is
+//! counted, logged once per key, and makes its resource pending until it is fixed
+//! ([`super::health`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::cache::Cache;
+use super::health::{Transition, Unreadable};
 use super::object::CachedObject;
 use super::resource::{Change, ResourceStore};
 use super::snapshot::ObjectMap;
-use crate::codec::{self, DecodeError};
+use crate::codec::DecodeError;
 use crate::dispatch::WakeKey;
 use crate::registry::{self, crd};
 use crate::Revision;
@@ -40,6 +47,15 @@ pub struct Ingestor {
     logged: HashSet<Vec<u8>>,
 }
 
+/// What decoding one value for one resource gave.
+enum Decoded {
+    Object(Arc<CachedObject>),
+    Unreadable(Unreadable),
+    /// The key does not have the resource's shape (e.g. a cluster-scoped key with a
+    /// namespace): not an object of it.
+    NotAnObject,
+}
+
 impl Ingestor {
     /// A writer for `cache`.
     pub fn new(cache: Arc<Cache>) -> Self {
@@ -54,55 +70,72 @@ impl Ingestor {
         &self.cache
     }
 
-    fn report_undecodable(&mut self, resource: &str, key: &[u8], err: &DecodeError) {
-        metrics::counter!("watchd_undecodable_values_total", "resource" => resource.to_string(), "reason" => err.reason())
+    fn report_unreadable(&mut self, store: &ResourceStore, key: &[u8], err: &DecodeError) {
+        let resource = store.info.qualified_name();
+        metrics::counter!("watchd_undecodable_values_total", "resource" => resource.clone(), "reason" => err.reason())
             .increment(1);
         if self.logged.len() >= LOGGED_KEYS_MAX {
             self.logged.clear();
         }
         if self.logged.insert(key.to_vec()) {
-            tracing::warn!(key = %String::from_utf8_lossy(key), error = %err, "skipping unreadable value");
+            tracing::warn!(key = %String::from_utf8_lossy(key), %resource, error = %err,
+                "cannot read value; the resource answers reads from etcd (which fail on this key) and watches with 429 until the value is replaced or deleted");
         }
     }
 
-    fn decode_object(
+    fn decode(
         &mut self,
         store: &ResourceStore,
         object_key: &str,
         key: &[u8],
         value: &[u8],
         revision: Revision,
-    ) -> Option<Arc<CachedObject>> {
-        registry::split_object_key(object_key, store.info.namespaced)?;
-        match codec::decode(value, revision, &store.info.fields) {
-            Ok(decoded) => Some(Arc::new(CachedObject::new(
+    ) -> Decoded {
+        if registry::split_object_key(object_key, store.info.namespaced).is_none() {
+            return Decoded::NotAnObject;
+        }
+        match store.decode.decode(key, value, revision) {
+            Ok(decoded) => Decoded::Object(Arc::new(CachedObject::new(
                 Arc::from(object_key),
                 revision,
                 store.field_names.clone(),
                 decoded,
             ))),
             Err(e) => {
-                self.report_undecodable(&store.info.qualified_name(), key, &e);
-                None
+                self.report_unreadable(store, key, &e);
+                Decoded::Unreadable(Unreadable {
+                    etcd_key: String::from_utf8_lossy(key).into_owned(),
+                    error: e,
+                    revision,
+                })
             }
         }
     }
 
+    /// Serves the resource a CustomResourceDefinition defines, read from its object as
+    /// the CRD resource serves it (stored versions are converted like any other).
     fn register_crd(&mut self, key: &[u8], value: &[u8], revision: Revision) {
-        match crd::parse_crd(value) {
+        let index = self.cache.resources();
+        let Some(crds) = index.by_dir(crd::CRD_DIR).next().cloned() else {
+            return;
+        };
+        let parsed = match crds.decode.decode(key, value, revision) {
+            Ok(d) => crd::parse_crd(d.json(revision).bytes.as_ref()),
+            // The CRD resource itself reports the value as unreadable.
+            Err(_) => return,
+        };
+        match parsed {
             Ok(info) => {
-                let index = self.cache.resources();
-                match index.by_dir(&info.etcd_dir) {
-                    Some(s) if *s.info == info => {}
-                    Some(_) => {
-                        tracing::info!(resource = %info.qualified_name(), version = %info.version, "custom resource definition changed; its watchers re-list");
-                        self.cache.register(info, revision);
-                    }
-                    None => {
-                        tracing::info!(resource = %info.qualified_name(), version = %info.version, "serving custom resource");
-                        self.cache.register(info, revision);
-                    }
+                let same = index.by_dir(&info.etcd_dir).any(|s| *s.info == info);
+                if same {
+                    return;
                 }
+                if index.has_dir(&info.etcd_dir) {
+                    tracing::info!(resource = %info.qualified_name(), version = %info.version, "custom resource definition changed; its watchers re-list");
+                } else {
+                    tracing::info!(resource = %info.qualified_name(), version = %info.version, "serving custom resource");
+                }
+                self.cache.register(info, revision);
             }
             Err(e) => {
                 metrics::counter!("watchd_undecodable_values_total", "resource" => "customresourcedefinitions.apiextensions.k8s.io", "reason" => "invalid_crd")
@@ -123,7 +156,7 @@ impl Ingestor {
         let Some((plural, group)) = name.split_once('.') else {
             return;
         };
-        if let Some(old) = self.cache.unregister(&format!("{group}/{plural}")) {
+        for old in self.cache.unregister(&format!("{group}/{plural}")) {
             tracing::info!(resource = %old.info.qualified_name(), "custom resource definition deleted; no longer served");
         }
     }
@@ -144,33 +177,44 @@ impl Ingestor {
             }
         }
         let index = self.cache.resources();
-        let mut maps: HashMap<String, ObjectMap> = HashMap::new();
+        let stores = index.stores();
+        let mut maps: Vec<ObjectMap> = vec![ObjectMap::new(); stores.len()];
+        let mut unreadable: Vec<imbl::OrdMap<Arc<str>, Unreadable>> =
+            vec![imbl::OrdMap::new(); stores.len()];
+        let at: HashMap<*const ResourceStore, usize> = stores
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (Arc::as_ptr(s), i))
+            .collect();
         let prefix = self.cache.prefix().to_string();
         for (key, value, rev) in kvs {
             let Ok(key_str) = std::str::from_utf8(&key) else {
                 continue;
             };
-            let Some(route) = registry::route_key(&prefix, key_str, |d| index.by_dir(d).is_some())
-            else {
+            let Some(route) = registry::route_key(&prefix, key_str, |d| index.has_dir(d)) else {
                 continue;
             };
-            let Some(store) = index.by_dir(route.etcd_dir) else {
-                continue;
-            };
-            if let Some(obj) = self.decode_object(store, route.object_key, &key, &value, rev) {
-                maps.entry(route.etcd_dir.to_string())
-                    .or_default()
-                    .insert(obj.key().clone(), obj);
+            for store in index.by_dir(route.etcd_dir) {
+                let i = at[&Arc::as_ptr(store)];
+                match self.decode(store, route.object_key, &key, &value, rev) {
+                    Decoded::Object(obj) => {
+                        maps[i].insert(obj.key().clone(), obj);
+                    }
+                    Decoded::Unreadable(u) => {
+                        unreadable[i].insert(Arc::from(route.object_key), u);
+                    }
+                    Decoded::NotAnObject => {}
+                }
             }
         }
         let epoch = self.cache.next_epoch();
-        for store in index.stores() {
-            let objects = maps.remove(&store.info.etcd_dir).unwrap_or_default();
+        for ((store, objects), bad) in stores.iter().zip(maps).zip(unreadable) {
             store.reset(revision, epoch, objects);
+            store.health.loaded(bad);
         }
         self.cache.set_applied(revision);
         metrics::gauge!("watchd_epoch").set(epoch as f64);
-        tracing::info!(%revision, epoch, resources = index.stores().len(), "cache loaded");
+        tracing::info!(%revision, epoch, resources = stores.len(), "cache loaded");
     }
 
     /// Applies watch changes (in revision order), then wakes the watchers they concern.
@@ -203,42 +247,48 @@ impl Ingestor {
         }
         let index = self.cache.resources();
         let prefix = self.cache.prefix().to_string();
-        let Some(route) = registry::route_key(&prefix, key_str, |d| index.by_dir(d).is_some())
-        else {
+        let Some(route) = registry::route_key(&prefix, key_str, |d| index.has_dir(d)) else {
             return;
         };
-        let Some(store) = index.by_dir(route.etcd_dir).cloned() else {
-            return;
-        };
-        let object = match &change.value {
-            Some(v) => {
-                match self.decode_object(&store, route.object_key, &change.key, v, change.revision)
-                {
-                    Some(o) => Change::Put(o),
-                    None => return,
-                }
+        for store in index.by_dir(route.etcd_dir) {
+            let Some(c) = self.change_for(store, route.object_key, &change) else {
+                continue;
+            };
+            match per_store.iter_mut().find(|(s, _)| Arc::ptr_eq(s, store)) {
+                Some((_, list)) => list.push(c),
+                None => per_store.push((store.clone(), vec![c])),
             }
+        }
+    }
+
+    /// What one etcd change is to one resource.
+    fn change_for(
+        &mut self,
+        store: &ResourceStore,
+        object_key: &str,
+        change: &KvChange,
+    ) -> Option<Change> {
+        let key: Arc<str> = Arc::from(object_key);
+        match &change.value {
+            Some(v) => match self.decode(store, object_key, &change.key, v, change.revision) {
+                Decoded::Object(o) => Some(Change::Put(o)),
+                Decoded::Unreadable(value) => Some(Change::Unreadable { key, value }),
+                Decoded::NotAnObject => None,
+            },
             None => {
                 // Our own last state wins; etcd's prev_kv is only needed if we never held it.
-                let held = store.snapshot().objects.contains_key(route.object_key);
-                let prev = change.prev_value.as_ref().filter(|_| !held).and_then(|v| {
-                    self.decode_object(
-                        &store,
-                        route.object_key,
-                        &change.key,
-                        v,
-                        change.prev_revision,
-                    )
-                });
-                Change::Delete {
-                    key: Arc::from(route.object_key),
-                    prev,
-                }
+                let held = store.snapshot().objects.contains_key(object_key);
+                let prev = match change.prev_value.as_ref().filter(|_| !held) {
+                    Some(v) => {
+                        match self.decode(store, object_key, &change.key, v, change.prev_revision) {
+                            Decoded::Object(o) => Some(o),
+                            _ => None,
+                        }
+                    }
+                    None => None,
+                };
+                Some(Change::Delete { key, prev })
             }
-        };
-        match per_store.iter_mut().find(|(s, _)| Arc::ptr_eq(s, &store)) {
-            Some((_, list)) => list.push(object),
-            None => per_store.push((store, vec![object])),
         }
     }
 
@@ -259,7 +309,21 @@ impl Ingestor {
                     woken.len() - 1
                 }
             };
-            store.apply(revision, changes, &mut woken[i].1);
+            match store.apply(revision, changes, &mut woken[i].1) {
+                Transition::Same => {}
+                Transition::Broke => {
+                    tracing::warn!(resource = %store.info.qualified_name(), %revision,
+                    "resource not ready: etcd holds a value that cannot be read; its watchers were ended")
+                }
+                Transition::Healed => {
+                    // Watchers that were ended may resume from before: start a new epoch,
+                    // so resumes from before the bad value get 410 and re-list.
+                    let objects = store.snapshot().objects.clone();
+                    store.reset(revision, self.cache.next_epoch(), objects);
+                    tracing::info!(resource = %store.info.qualified_name(), %revision,
+                        "resource ready again: every value can be read");
+                }
+            }
         }
         self.cache.set_applied(revision);
     }

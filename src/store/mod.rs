@@ -3,6 +3,7 @@
 
 pub mod cache;
 pub mod event_log;
+pub mod health;
 pub mod ingest;
 pub mod object;
 pub mod resource;
@@ -10,6 +11,7 @@ pub mod snapshot;
 
 pub use cache::{Cache, ResourceIndex};
 pub use event_log::{EventLog, EventType, Read, TooOld, WatchEvent};
+pub use health::{Readiness, Transition, Unreadable};
 pub use object::{CachedObject, ObjectRef};
 pub use resource::{Change, ResourceStore, StoreConfig, View};
 pub use snapshot::{ObjectMap, Snapshot};

@@ -161,9 +161,11 @@ impl CachedObject {
     ) -> CachedObject {
         let values = match &self.protobuf {
             Some(pb) => protobuf_field_values(pb, specs),
-            None => crate::codec::extract::extract(self.json(), specs)
-                .ok()
-                .map(|e| e.fields.into_iter().map(Box::from).collect()),
+            None => {
+                crate::codec::extract::extract(self.json(), &crate::codec::FieldSpec::paths(specs))
+                    .ok()
+                    .map(|e| crate::codec::extract::selectable_values(specs, e.fields))
+            }
         };
         let values = values.unwrap_or_else(|| {
             specs
@@ -279,16 +281,10 @@ fn protobuf_field_values(
     specs: &[crate::codec::FieldSpec],
 ) -> Option<Box<[Box<str>]>> {
     let env = crate::codec::envelope::parse(&pb.value).ok()?;
-    let paths = specs.iter().map(|f| &*f.path);
+    let paths = crate::codec::FieldSpec::paths(specs);
     let values =
         crate::codec::pbjson::field_values(env.api_version, env.kind, env.raw, paths).ok()?;
-    Some(
-        values
-            .into_iter()
-            .zip(specs)
-            .map(|(v, f)| Box::from(v.as_deref().unwrap_or(&f.default)))
-            .collect(),
-    )
+    Some(crate::codec::extract::selectable_values(specs, values))
 }
 
 #[cfg(test)]

@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 
 use super::event_log::{EventLog, WatchEvent};
+use super::health::{Health, Transition, Unreadable};
 use super::object::ObjectRef;
 use super::snapshot::{ObjectMap, Snapshot};
+use crate::codec::DecodeSpec;
 use crate::dispatch::{self, WakeIndex, WakeKey};
 use crate::registry::ResourceRef;
 use crate::Revision;
@@ -39,6 +41,14 @@ pub enum Change {
         /// The last state as etcd reported it.
         prev: Option<ObjectRef>,
     },
+    /// The object's new value cannot be read: the resource is pending until it can (or
+    /// the object is deleted); the cache forgets the object without an event.
+    Unreadable {
+        /// The object key.
+        key: Arc<str>,
+        /// What cannot be read, and why.
+        value: Unreadable,
+    },
 }
 
 /// A consistent view for serving a list or starting a watch: a snapshot, the log of the
@@ -56,8 +66,12 @@ pub struct View {
 pub struct ResourceStore {
     /// What this resource is.
     pub info: ResourceRef,
+    /// How its etcd values are read (decrypted, converted, fields extracted).
+    pub decode: DecodeSpec,
     /// Its watchers' wake-up index.
     pub wake: Arc<WakeIndex>,
+    /// Whether it may be served from the cache.
+    pub health: Health,
     /// Names of the selectable fields, shared by every cached object of the resource.
     pub field_names: Arc<[String]>,
     current: ArcSwap<Snapshot>,
@@ -70,7 +84,13 @@ pub struct ResourceStore {
 
 impl ResourceStore {
     /// An empty store at `revision` of `epoch`.
-    pub fn new(info: ResourceRef, revision: Revision, epoch: u64, config: StoreConfig) -> Self {
+    pub fn new(
+        info: ResourceRef,
+        revision: Revision,
+        epoch: u64,
+        config: StoreConfig,
+        decode: DecodeSpec,
+    ) -> Self {
         let snapshot = Arc::new(Snapshot::new(
             revision,
             epoch,
@@ -81,7 +101,9 @@ impl ResourceStore {
         let metric_name = info.qualified_name();
         let field_names = info.fields.iter().map(|f| f.name.clone()).collect();
         ResourceStore {
+            health: Health::new(info.qualified_name()),
             info,
+            decode,
             wake: Arc::new(WakeIndex::default()),
             field_names,
             current: ArcSwap::new(snapshot.clone()),
@@ -129,45 +151,59 @@ impl ResourceStore {
 
     /// Applies all changes of one etcd revision, adding to `keys` the wake keys of every
     /// state involved (new and previous) so the caller can wake their watchers once.
-    /// Returns the number of events appended.
+    /// Returns how the resource's health moved: when it broke, its watchers were ended
+    /// (their clients watch again and wait, as kube-apiserver's do); when it healed, the
+    /// caller starts a new epoch for it.
     pub fn apply(
         &self,
         revision: Revision,
         changes: Vec<Change>,
         keys: &mut HashSet<WakeKey>,
-    ) -> usize {
+    ) -> Transition {
         let cur = self.snapshot();
         let log = self.log();
         let mut objects = cur.objects.clone();
         let (mut bytes, mut json_objects) = (cur.bytes, cur.json_objects);
-        let mut appended = 0usize;
+        let (mut appended, mut forgotten) = (0usize, 0usize);
         let indexed = self.info.indexed_field();
+        let unheld = |p: &ObjectRef, bytes: &mut usize, json_objects: &mut usize| {
+            *bytes = bytes.saturating_sub(p.cached_bytes());
+            *json_objects = json_objects.saturating_sub(usize::from(p.protobuf.is_none()));
+        };
         for change in changes {
             let event = match change {
                 Change::Put(obj) => {
+                    self.health.clear(obj.key());
                     bytes += obj.cached_bytes();
                     json_objects += usize::from(obj.protobuf.is_none());
                     let prev = objects.insert(obj.key().clone(), obj.clone());
                     if let Some(p) = &prev {
-                        bytes = bytes.saturating_sub(p.cached_bytes());
-                        json_objects =
-                            json_objects.saturating_sub(usize::from(p.protobuf.is_none()));
+                        unheld(p, &mut bytes, &mut json_objects);
                     }
                     WatchEvent::new(revision, Some(obj), prev)
                 }
-                Change::Delete { key, prev } => match objects.remove(&key) {
-                    Some(p) => {
-                        bytes = bytes.saturating_sub(p.cached_bytes());
-                        json_objects =
-                            json_objects.saturating_sub(usize::from(p.protobuf.is_none()));
-                        WatchEvent::new(revision, None, Some(p))
+                Change::Delete { key, prev } => {
+                    self.health.clear(&key);
+                    match objects.remove(&key) {
+                        Some(p) => {
+                            unheld(&p, &mut bytes, &mut json_objects);
+                            WatchEvent::new(revision, None, Some(p))
+                        }
+                        // Never held: etcd's last state, for the event only.
+                        None => match prev {
+                            Some(p) => WatchEvent::new(revision, None, Some(p)),
+                            None => continue,
+                        },
                     }
-                    // Never held: etcd's last state, for the event only.
-                    None => match prev {
-                        Some(p) => WatchEvent::new(revision, None, Some(p)),
-                        None => continue,
-                    },
-                },
+                }
+                Change::Unreadable { key, value } => {
+                    if let Some(p) = objects.remove(&key) {
+                        unheld(&p, &mut bytes, &mut json_objects);
+                        forgotten += 1;
+                    }
+                    self.health.set(key, value);
+                    continue;
+                }
             };
             for o in event.object.iter().chain(event.prev.iter()) {
                 let value = indexed.and_then(|f| o.field(f));
@@ -176,8 +212,13 @@ impl ResourceStore {
             log.append(event);
             appended += 1;
         }
-        if appended == 0 {
-            return 0;
+        let transition = self.health.publish();
+        if transition == Transition::Broke {
+            log.terminate();
+            self.wake.wake_all();
+        }
+        if appended + forgotten == 0 {
+            return transition;
         }
         metrics::counter!("watchd_events_ingested_total", "resource" => self.metric_name.clone())
             .increment(appended as u64);
@@ -189,7 +230,7 @@ impl ResourceStore {
             Some(cur),
         ));
         self.publish(snap);
-        appended
+        transition
     }
 
     /// Starts a new epoch at `revision` with these objects: the old epoch's watchers are

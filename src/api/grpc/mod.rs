@@ -59,6 +59,7 @@ fn to_status(e: &ApiError) -> Status {
         404 => Code::NotFound,
         405 => Code::Unimplemented,
         410 => Code::OutOfRange,
+        429 => Code::ResourceExhausted,
         503 => Code::Unavailable,
         504 => Code::DeadlineExceeded,
         _ => Code::Internal,
@@ -98,11 +99,6 @@ impl GrpcApi {
                 "{} is not namespaced",
                 store.info.qualified_name()
             )));
-        }
-        if !self.read.cache.is_synced() {
-            return Err(ApiError::Unavailable(
-                "the cache is still loading from etcd".into(),
-            ));
         }
         Ok((store, ns))
     }

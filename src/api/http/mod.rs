@@ -251,7 +251,9 @@ async fn serve_resource(
         return ("unknown", String::new(), error_response(&e));
     };
     let resource = store.info.qualified_name();
-    let is_watch = path.legacy_watch || params.is_watch().unwrap_or(false);
+    // A path naming an object is a get, whatever `watch` says (kube-apiserver routes it
+    // so); only the legacy `/watch/` path watches one object.
+    let is_watch = path.legacy_watch || (path.name.is_none() && params.is_watch().unwrap_or(false));
     let verb = match (is_watch, path.name.is_some()) {
         (true, _) => "watch",
         (false, true) => "get",
@@ -297,23 +299,17 @@ async fn serve_verb(
     is_watch: bool,
 ) -> Result<Response<Body>, ApiError> {
     check_scope(&store, &path)?;
-    params.is_watch()?;
+    if path.name.is_none() {
+        params.is_watch()?;
+    }
     let list = !is_watch && path.name.is_none();
     let protobuf = store.info.origin == crate::registry::Origin::Builtin;
     let output = negotiate::negotiate_with(accept, list, protobuf)?;
-    if !state.read.cache.is_synced() {
-        return Err(ApiError::Unavailable(
-            "the cache is still loading from etcd".into(),
-        ));
-    }
     let ns = path.namespace.as_deref();
     if is_watch {
         let mut q = WatchQuery::parse(&store.info, params)?;
         if let Some(name) = &path.name {
-            // Watching one object by path is a watch with a name field selector.
-            let sel = format!("metadata.name={name}");
-            q.selectors.fields = crate::selectors::FieldSelector::parse(&sel)
-                .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+            q.selectors.require_name(name)?;
         }
         let ns = path.namespace.clone();
         return Ok(match output {

@@ -40,16 +40,44 @@ fn nested(out: &mut Vec<u8>, num: u16, body: impl FnOnce(&mut Vec<u8>) -> R<()>)
     wire::put_nested(out, u32::from(num), body)
 }
 
-/// Encodes `json` as the protobuf of `kind` in `api_version` (the envelope's `raw`).
-pub fn encode_json(api_version: &str, kind: &str, json: &Value) -> R<Vec<u8>> {
+/// Where the encoder is: the nesting depth, and whether JSON members the schema does not
+/// know are an error (or skipped, as Go's non-strict JSON decoding drops them).
+#[derive(Debug, Clone, Copy)]
+struct At {
+    depth: u32,
+    strict: bool,
+}
+
+impl At {
+    fn deeper(self) -> At {
+        At {
+            depth: self.depth + 1,
+            ..self
+        }
+    }
+}
+
+fn encode_object(api_version: &str, kind: &str, json: &Value, strict: bool) -> R<Vec<u8>> {
     let msg = root(api_version, kind).ok_or_else(|| TranscodeError::UnknownType {
         api_version: api_version.to_string(),
         kind: kind.to_string(),
     })?;
     let obj = json.as_object().ok_or(bad("object is not a JSON object"))?;
     let mut out = Vec::new();
-    message(&mut out, msg, obj, 0, true)?;
+    message(&mut out, msg, obj, At { depth: 0, strict }, strict)?;
     Ok(out)
+}
+
+/// Encodes `json` as the protobuf of `kind` in `api_version` (the envelope's `raw`); a
+/// JSON member the schema does not know is an error.
+pub fn encode_json(api_version: &str, kind: &str, json: &Value) -> R<Vec<u8>> {
+    encode_object(api_version, kind, json, true)
+}
+
+/// Encodes `json` as kube-apiserver would after decoding it from storage: members the
+/// schema does not know are dropped, as Go's non-strict JSON decoder drops them.
+pub fn encode_json_lossy(api_version: &str, kind: &str, json: &Value) -> R<Vec<u8>> {
+    encode_object(api_version, kind, json, false)
 }
 
 /// Encodes a whole stored value: the `k8s\0` magic and a `runtime.Unknown` whose
@@ -75,14 +103,8 @@ fn knows(msg: &Msg, key: &str) -> bool {
 
 /// Writes the fields of `msg` from the members of `obj`; `check` rejects unknown keys
 /// (off for inlined structs, which share their parent's object).
-fn message(
-    out: &mut Vec<u8>,
-    msg: &Msg,
-    obj: &Map<String, Value>,
-    depth: u32,
-    check: bool,
-) -> R<()> {
-    if depth > MAX_DEPTH {
+fn message(out: &mut Vec<u8>, msg: &Msg, obj: &Map<String, Value>, at: At, check: bool) -> R<()> {
+    if at.depth > MAX_DEPTH {
         return Err(TranscodeError::TooDeep);
     }
     if check && !obj.keys().all(|k| knows(msg, k)) {
@@ -97,7 +119,7 @@ fn message(
     for f in fields {
         if f.flags & INLINE != 0 {
             let inner = &MSGS[f.msg as usize];
-            nested(out, f.num, |b| message(b, inner, obj, depth + 1, false))?;
+            nested(out, f.num, |b| message(b, inner, obj, at.deeper(), false))?;
             continue;
         }
         let Some(v) = obj.get(f.name()).filter(|v| !v.is_null()) else {
@@ -116,16 +138,16 @@ fn message(
                     bytes_field(b, 1, k.as_bytes());
                     match &map[k] {
                         Value::Null => Ok(()),
-                        mv => value(b, 2, val_f.kind, val_f.msg, mv, depth + 1),
+                        mv => value(b, 2, val_f.kind, val_f.msg, mv, at.deeper()),
                     }
                 })?;
             }
         } else if f.flags & REPEATED != 0 {
             for e in v.as_array().ok_or(bad("repeated field is not an array"))? {
-                value(out, f.num, f.kind, f.msg, e, depth + 1)?;
+                value(out, f.num, f.kind, f.msg, e, at.deeper())?;
             }
         } else {
-            value(out, f.num, f.kind, f.msg, v, depth + 1)?;
+            value(out, f.num, f.kind, f.msg, v, at.deeper())?;
         }
     }
     Ok(())
@@ -140,7 +162,7 @@ fn text(v: &Value) -> R<&str> {
 }
 
 /// Writes one value of `kind` as field `num`.
-fn value(out: &mut Vec<u8>, num: u16, kind: Kind, msg: u16, v: &Value, depth: u32) -> R<()> {
+fn value(out: &mut Vec<u8>, num: u16, kind: Kind, msg: u16, v: &Value, at: At) -> R<()> {
     match kind {
         Kind::String => bytes_field(out, num, text(v)?.as_bytes()),
         Kind::Bytes => {
@@ -187,12 +209,12 @@ fn value(out: &mut Vec<u8>, num: u16, kind: Kind, msg: u16, v: &Value, depth: u3
                 if m.flags & LIST_WRAPPER != 0 {
                     let item = &m.fields[0];
                     for e in v.as_array().ok_or(bad("list is not an array"))? {
-                        value(b, item.num, item.kind, item.msg, e, depth + 1)?;
+                        value(b, item.num, item.kind, item.msg, e, at.deeper())?;
                     }
                     return Ok(());
                 }
                 let obj = v.as_object().ok_or(bad("struct is not a JSON object"))?;
-                message(b, m, obj, depth, true)
+                message(b, m, obj, at, at.strict)
             })?;
         }
         Kind::Time | Kind::MicroTime => {

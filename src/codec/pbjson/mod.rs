@@ -51,7 +51,7 @@ use crate::codec::gojson;
 use crate::codec::json::RvSpan;
 use crate::codec::wire::WireError;
 
-pub use encode::{encode_json, encode_stored};
+pub use encode::{encode_json, encode_json_lossy, encode_stored};
 
 /// Deepest message nesting accepted.
 pub const MAX_DEPTH: u32 = 64;
@@ -167,6 +167,85 @@ fn run<'a, O: gojson::Sink>(
         .map_err(|e| *e)?;
     ctx.out.push(b'}');
     Ok(ctx)
+}
+
+/// Whether protobuf of message `a` reads, field by field, as message `b`: the same field
+/// numbers, with the same wire kinds, repetition and nested shapes, recursively; with
+/// `same_names`, also the same JSON names (then one kind is the other under another
+/// apiVersion). `visited` stops at recursive types.
+fn wire_compatible(
+    a: &'static types::Msg,
+    b: &'static types::Msg,
+    same_names: bool,
+    visited: &mut Vec<(usize, usize)>,
+) -> bool {
+    let key = (a as *const _ as usize, b as *const _ as usize);
+    if visited.contains(&key) {
+        return true;
+    }
+    visited.push(key);
+    let wire_fields = |m: &'static types::Msg| {
+        let mut v: Vec<&types::Field> = m.fields.iter().filter(|f| f.num != 0).collect();
+        v.sort_by_key(|f| f.num);
+        v
+    };
+    let (fa, fb) = (wire_fields(a), wire_fields(b));
+    let shape = types::REPEATED | types::MAP | types::INLINE | types::POINTER;
+    fa.len() == fb.len()
+        && fa.iter().zip(&fb).all(|(x, y)| {
+            x.num == y.num
+                && x.kind == y.kind
+                && x.flags & shape == y.flags & shape
+                && (!same_names || x.name() == y.name())
+                && (x.kind != types::Kind::Message
+                    || wire_compatible(
+                        &schema::MSGS[x.msg as usize],
+                        &schema::MSGS[y.msg as usize],
+                        same_names,
+                        visited,
+                    ))
+        })
+}
+
+/// Whether `kind` is the same type in two apiVersions: the same fields under the same
+/// numbers and JSON names, recursively. Then stored bytes of one are served as the other
+/// by changing only the envelope's apiVersion (resource.k8s.io v1beta2 → v1 in 1.34).
+pub fn same_type(kind: &str, from: &str, to: &str) -> bool {
+    match (root(from, kind), root(to, kind)) {
+        (Some(a), Some(b)) => wire_compatible(a, b, true, &mut Vec::new()),
+        _ => false,
+    }
+}
+
+/// Whether field `num_a` of (`api_a`, `kind_a`) reads as field `num_b` of (`api_b`,
+/// `kind_b`) on the wire: the same kind and repetition, and for messages the same fields
+/// recursively (JSON names may differ). For checking a table that renumbers fields.
+pub fn same_field_wire(a: (&str, &str, u16), b: (&str, &str, u16)) -> bool {
+    let field = |(v, k, n): (&str, &str, u16)| {
+        root(v, k).and_then(|m| m.fields.iter().find(|f| f.num == n))
+    };
+    let shape = types::REPEATED | types::MAP | types::POINTER;
+    match (field(a), field(b)) {
+        (Some(x), Some(y)) => {
+            x.kind == y.kind
+                && x.flags & shape == y.flags & shape
+                && (x.kind != types::Kind::Message
+                    || wire_compatible(
+                        &schema::MSGS[x.msg as usize],
+                        &schema::MSGS[y.msg as usize],
+                        false,
+                        &mut Vec::new(),
+                    ))
+        }
+        _ => false,
+    }
+}
+
+/// The field numbers of (`api_version`, `kind`) on the wire.
+pub fn field_numbers(api_version: &str, kind: &str) -> Vec<u16> {
+    root(api_version, kind).map_or_else(Vec::new, |m| {
+        m.fields.iter().map(|f| f.num).filter(|n| *n != 0).collect()
+    })
 }
 
 /// Whether `kind` in `api_version` is an object kube-apiserver can store: one with an

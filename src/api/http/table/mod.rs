@@ -338,7 +338,7 @@ fn container_cells(containers: &[Value]) -> (String, String) {
 
 #[cfg(test)]
 pub(super) mod test_support {
-    use crate::registry::{Origin, PrinterColumn, ResourceInfo};
+    use crate::registry::{FieldPolicy, Origin, PrinterColumn, ResourceInfo};
 
     /// A resource definition for tests.
     pub fn info(group: &str, resource: &str, kind: &str) -> ResourceInfo {
@@ -350,10 +350,16 @@ pub(super) mod test_support {
             kind: kind.into(),
             namespaced: true,
             etcd_dir: resource.into(),
+            storage_version: if group.is_empty() {
+                "v1".into()
+            } else {
+                format!("{group}/v1")
+            },
             short_names: Vec::new(),
             categories: Vec::new(),
             origin: Origin::Builtin,
             fields: Vec::new(),
+            field_policy: FieldPolicy::meta_only("field label not supported: {}"),
             printer_columns: Vec::new(),
         }
     }
