@@ -11,6 +11,7 @@ use tokio::sync::watch;
 use watchd::api::grpc;
 use watchd::api::http::{self, ApiState};
 use watchd::api::read::ReadContext;
+use watchd::codec::encryption::EncryptionConfig;
 use watchd::source::{self, EtcdConfig, EtcdReader};
 use watchd::store::{Cache, StoreConfig};
 use watchd::{config, metrics};
@@ -54,6 +55,11 @@ struct ServeArgs {
     /// Client key for etcd.
     #[arg(long)]
     etcd_keyfile: Option<String>,
+    /// kube-apiserver's EncryptionConfiguration file (the same file): values it encrypted
+    /// at rest (aescbc, aesgcm, secretbox) are decrypted with its keys. kms providers
+    /// are not supported.
+    #[arg(long, value_name = "FILE")]
+    encryption_provider_config: Option<std::path::PathBuf>,
     /// Address of the Kubernetes HTTP API (loopback unless told otherwise).
     #[arg(long, default_value = "127.0.0.1:8080")]
     http_address: SocketAddr,
@@ -112,6 +118,22 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
+/// Reads and checks `--encryption-provider-config`; logs its rules (never its keys).
+fn load_encryption_config(path: &std::path::Path) -> Result<EncryptionConfig, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "reading --encryption-provider-config {}: {e}",
+            path.display()
+        )
+    })?;
+    let config = EncryptionConfig::parse(&text)
+        .map_err(|e| format!("--encryption-provider-config {}: {e}", path.display()))?;
+    for rule in config.describe() {
+        tracing::info!(file = %path.display(), %rule, "encryption at rest");
+    }
+    Ok(config)
+}
+
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -135,13 +157,18 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         cert_file: args.etcd_certfile.clone(),
         key_file: args.etcd_keyfile.clone(),
     };
-    let cache = Cache::new(
+    let encryption = match &args.encryption_provider_config {
+        Some(path) => Some(load_encryption_config(path)?),
+        None => None,
+    };
+    let cache = Cache::with_encryption(
         &args.etcd_prefix,
         StoreConfig {
             history_window: args.history_window,
             max_events: args.history_max_events.max(1),
             snapshot_ring: args.snapshot_ring.max(1),
         },
+        encryption,
     );
     let listener = TcpListener::bind(args.http_address)
         .await

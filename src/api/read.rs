@@ -78,17 +78,13 @@ pub fn not_ready(readiness: &Readiness) -> ApiError {
     }
 }
 
-/// The resource's readiness as of what `rv` asks for: a resource that is pending
-/// because of an unreadable value may be healed by a write the request must see, so
-/// (once the cache is synced) it is looked at again after waiting for that write.
-pub async fn readiness_for(state: &ReadContext, store: &ResourceStore, rv: RvParam) -> Readiness {
-    let first = store.health.readiness();
-    if matches!(first, Readiness::Ready) || !state.cache.is_synced() || rv == RvParam::Any {
-        return first;
-    }
-    match wait_fresh(state, rv).await {
-        Ok(_) => store.health.readiness(),
-        Err(_) => first,
+/// Whether a resource is pending: always before the initial sync; after it, checked
+/// once the request has waited for the revision it must see (a write it must see may have
+/// healed, or broken, the resource).
+fn pending(store: &ResourceStore) -> Option<Readiness> {
+    match store.health.readiness() {
+        Readiness::Ready => None,
+        r => Some(r),
     }
 }
 
@@ -101,10 +97,13 @@ pub async fn get(
     name: &str,
     q: GetQuery,
 ) -> Result<ObjectRef, ApiError> {
-    if let Readiness::Pending { .. } = readiness_for(state, store, q.rv).await {
+    if !state.cache.is_synced() {
         return get_from_etcd(state, store, namespace, name, q).await;
     }
     let applied = wait_fresh(state, q.rv).await?;
+    if pending(store).is_some() {
+        return get_from_etcd(state, store, namespace, name, q).await;
+    }
     let view = store.view(applied);
     let key = match namespace {
         Some(ns) => format!("{ns}/{name}"),
@@ -172,18 +171,22 @@ pub async fn list_page(
     namespace: Option<&str>,
     q: &ListQuery,
 ) -> Result<ListPage, ApiError> {
-    let readiness = match &q.continue_from {
-        Some(_) => store.health.readiness(),
-        None => readiness_for(state, store, q.rv).await,
+    let not_synced = (!state.cache.is_synced()).then(|| store.health.readiness());
+    let source = match not_synced {
+        Some(r) => Err(r),
+        None => {
+            let (snapshot, revision) = list_source(state, store, q).await?;
+            pending(store).map_or(Ok((snapshot, revision)), Err)
+        }
     };
-    if let Readiness::Pending { .. } = readiness {
+    let (snapshot, revision) = match source {
+        Ok(s) => s,
         // kube-apiserver: only a paginated list without selectors goes to etcd.
-        if q.limit.is_some_and(|l| l > 0) && q.selectors.is_empty() {
+        Err(_) if q.limit.is_some_and(|l| l > 0) && q.selectors.is_empty() => {
             return list_from_etcd(state, store, namespace, q).await;
         }
-        return Err(not_ready(&readiness));
-    }
-    let (snapshot, revision) = list_source(state, store, q).await?;
+        Err(r) => return Err(not_ready(&r)),
+    };
     let start = q.continue_from.as_ref().map(|t| t.start.as_str());
     let limit = q.limit.unwrap_or(usize::MAX);
     let mut items = Vec::new();

@@ -87,10 +87,14 @@ impl<E: WatchEncoder> WatchSession<E> {
         q: WatchQuery,
         encoder: E,
     ) -> Result<WatchStart<E>, ApiError> {
-        // kube-apiserver answers every watch of a resource whose cache is not ready 429.
-        let readiness = super::read::readiness_for(state, &store, q.rv).await;
-        if let crate::store::Readiness::Pending { .. } = readiness {
-            return Err(super::read::not_ready(&readiness));
+        // kube-apiserver answers every watch of a resource whose cache is not ready 429;
+        // after the initial sync, once the watch has waited for the state it starts from.
+        let not_ready = || match store.health.readiness() {
+            crate::store::Readiness::Ready => Ok(()),
+            r => Err(super::read::not_ready(&r)),
+        };
+        if !state.cache.is_synced() {
+            not_ready()?;
         }
         let wants_initial = match (q.send_initial_events, q.rv) {
             (Some(b), _) => b,
@@ -99,6 +103,7 @@ impl<E: WatchEncoder> WatchSession<E> {
         };
         let (log, cursor, after, initial) = if wants_initial {
             let applied = wait_fresh(state, q.rv).await?;
+            not_ready()?;
             let view = store.view(applied);
             let cursor = match view.log.cursor_after(view.revision) {
                 Ok(c) => c,
@@ -116,6 +121,7 @@ impl<E: WatchEncoder> WatchSession<E> {
             };
             (view.log, cursor, view.revision, Some(initial))
         } else {
+            not_ready()?;
             let from = match q.rv {
                 RvParam::At(n) => n,
                 _ => state.cache.applied(),

@@ -58,11 +58,13 @@ SECRET_JSON = (
     b'"uid":"5d1c7a3e-0000-4000-8000-000000000001"},"data":{"password":"aHVudGVyMg=="},'
     b'"type":"Opaque"}\n'
 )
-# A protobuf-stored ConfigMap's first bytes: the `k8s\0` envelope is what kube-apiserver
-# encrypts for built-in types (binary, with zero bytes).
+# A protobuf-stored ConfigMap, what kube-apiserver encrypts for built-in types (binary,
+# with zero bytes): `k8s\0`, runtime.Unknown{typeMeta{v1, ConfigMap}, raw:
+# ConfigMap{metadata{name c1, generateName "", namespace default}, data{k: value!}},
+# contentEncoding "", contentType ""}.
 CONFIGMAP_PROTOBUF = (
-    b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap\x12\x1f\n\x10\n\x02c1\x12\x00\x1a\x07default"
-    b"\x1a\x0b\n\x01k\x12\x06value!\x1a\x00\"\x00"
+    b"k8s\x00\n\x0f\n\x02v1\x12\tConfigMap\x12\x1e\n\x0f\n\x02c1\x12\x00\x1a\x07default"
+    b"\x12\x0b\n\x01k\x12\x06value!\x1a\x00\"\x00"
 )
 
 
