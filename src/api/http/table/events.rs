@@ -7,84 +7,45 @@
 
 use serde_json::Value;
 
+use super::openapi_docs as docs;
 use super::{
-    at, column, int_at, name_cell, name_column, obj_at, since, str_at, string_cell, time_at, Column,
+    at, column, int_at, name_cell, name_column, obj_at, since, str_at, string_cell, time_at,
+    BuiltinPrinter, Column,
 };
 
+/// Core v1 events, and events.k8s.io events: kube-apiserver prints both with the Event
+/// printer because both are the same internal Event, and etcd stores core v1 Events.
+pub(super) const PRINTERS: &[BuiltinPrinter] = &[
+    BuiltinPrinter::new("", "events", columns, cells),
+    BuiltinPrinter::new("events.k8s.io", "events", columns, cells),
+];
+
 /// Event columns, in kube-apiserver's order and priorities.
-pub(super) fn columns() -> Vec<Column> {
+fn columns() -> Vec<Column> {
     let mut name = name_column();
     name.priority = 1;
     vec![
-        column(
-            "Last Seen",
-            "string",
-            "",
-            0,
-            "Time since the event was last observed.",
-        ),
-        column(
-            "Type",
-            "string",
-            "",
-            0,
-            "The event's type: Normal or Warning.",
-        ),
-        column(
-            "Reason",
-            "string",
-            "",
-            0,
-            "Short machine-readable reason for the event.",
-        ),
-        column(
-            "Object",
-            "string",
-            "",
-            0,
-            "The object the event is about, as kind/name.",
-        ),
+        column("Last Seen", "string", "", 0, docs::EVENT_LAST_TIMESTAMP),
+        column("Type", "string", "", 0, docs::EVENT_TYPE),
+        column("Reason", "string", "", 0, docs::EVENT_REASON),
+        column("Object", "string", "", 0, docs::EVENT_INVOLVED_OBJECT),
         column(
             "Subobject",
             "string",
             "",
             1,
-            "The part of the object the event is about (fieldPath).",
+            docs::OBJECT_REFERENCE_FIELD_PATH,
         ),
-        column(
-            "Source",
-            "string",
-            "",
-            1,
-            "The component (and host) that reported the event.",
-        ),
-        column(
-            "Message",
-            "string",
-            "",
-            0,
-            "Human-readable description of the event.",
-        ),
-        column(
-            "First Seen",
-            "string",
-            "",
-            1,
-            "Time since the event was first observed.",
-        ),
-        column(
-            "Count",
-            "string",
-            "",
-            1,
-            "How many times the event has occurred.",
-        ),
+        column("Source", "string", "", 1, docs::EVENT_SOURCE),
+        column("Message", "string", "", 0, docs::EVENT_MESSAGE),
+        column("First Seen", "string", "", 1, docs::EVENT_FIRST_TIMESTAMP),
+        column("Count", "string", "", 1, docs::EVENT_COUNT),
         name,
     ]
 }
 
 /// An event row.
-pub(super) fn cells(ev: &Value, now_unix: i64) -> Vec<Value> {
+fn cells(ev: &Value, now_unix: i64) -> Vec<Value> {
     let first_seen = match time_at(ev, &["firstTimestamp"]) {
         Some(t) => since(now_unix, Some(t)),
         None => since(now_unix, time_at(ev, &["eventTime"])),

@@ -1,0 +1,125 @@
+//! How kube-apiserver's printers turn common API values into cell text: label selectors
+//! (`LabelSelectorAsSelector(...).String()`, `metav1.FormatLabelSelector`, and the protobuf
+//! debug form a few printers print), lists cut after a few entries with "+ N more...",
+//! booleans behind pointers, quantities, int-or-strings and access modes.
+//!
+//! Each function is named after what it formats, so a printer reads like its Go original
+//! without repeating these rules.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::{at, list_at, str_at};
+
+/// Why a label selector could not be turned into a `labels.Selector`.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct InvalidSelector;
+
+/// A metav1.LabelSelector as `labels.Selector.String()` prints it after
+/// `LabelSelectorAsSelector`: requirements sorted by key, `k=v`, `k in (a,b)`,
+/// `k notin (a,b)`, `k`, `!k`, comma-joined; "" for a missing (`Nothing`) or empty
+/// (`Everything`) selector. An unknown operator, or values that do not fit the operator,
+/// are an error. (Keys and values are not checked against the label syntax: kube-apiserver
+/// validated them when the object was written.)
+pub(super) fn label_selector(selector: Option<&Value>) -> Result<String, InvalidSelector> {
+    let Some(selector) = selector.filter(|s| s.is_object()) else {
+        return Ok(String::new());
+    };
+    let mut reqs: Vec<(&str, String)> = Vec::new();
+    if let Some(labels) = at(selector, &["matchLabels"]).and_then(Value::as_object) {
+        for (key, value) in labels {
+            reqs.push((key, format!("{key}={}", value.as_str().unwrap_or(""))));
+        }
+    }
+    for expr in list_at(selector, &["matchExpressions"]) {
+        let key = str_at(expr, &["key"]);
+        let mut values = strings(list_at(expr, &["values"]));
+        values.sort_unstable();
+        let text = match (str_at(expr, &["operator"]), values.is_empty()) {
+            ("In", false) => format!("{key} in ({})", values.join(",")),
+            ("NotIn", false) => format!("{key} notin ({})", values.join(",")),
+            ("Exists", true) => key.to_owned(),
+            ("DoesNotExist", true) => format!("!{key}"),
+            _ => return Err(InvalidSelector),
+        };
+        reqs.push((key, text));
+    }
+    // Stable, like Go's sort of so few requirements: equal keys keep their order.
+    reqs.sort_by(|a, b| a.0.cmp(b.0));
+    let parts: Vec<String> = reqs.into_iter().map(|(_, text)| text).collect();
+    Ok(parts.join(","))
+}
+
+/// `metav1.FormatLabelSelector`: the selector's string, `<none>` when that is empty,
+/// `<error>` when the selector is invalid.
+pub(super) fn format_label_selector(selector: Option<&Value>) -> String {
+    match label_selector(selector) {
+        Ok(s) if s.is_empty() => "<none>".into(),
+        Ok(s) => s,
+        Err(InvalidSelector) => "<error>".into(),
+    }
+}
+
+/// The strings of a JSON array; a non-string entry reads as "".
+pub(super) fn strings(list: &[Value]) -> Vec<&str> {
+    list.iter().map(|v| v.as_str().unwrap_or("")).collect()
+}
+
+/// The points of a load balancer status (`status.loadBalancer.ingress`), as
+/// `loadBalancerStatusStringer` lists them in wide output: each one's IP, else its
+/// hostname; sorted and distinct.
+pub(super) fn load_balancer_ingress(ingress: &[Value]) -> Vec<&str> {
+    let points: BTreeSet<&str> = ingress
+        .iter()
+        .map(|i| match str_at(i, &["ip"]) {
+            "" => str_at(i, &["hostname"]),
+            ip => ip,
+        })
+        .filter(|s| !s.is_empty())
+        .collect();
+    points.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn selectors_as_label_selector_strings() {
+        assert_eq!(label_selector(None), Ok(String::new()));
+        assert_eq!(label_selector(Some(&json!({}))), Ok(String::new()));
+        let sel = json!({
+            "matchLabels": {"tier": "web", "app": "shop"},
+            "matchExpressions": [
+                {"key": "env", "operator": "In", "values": ["prod", "canary"]},
+                {"key": "zone", "operator": "NotIn", "values": ["b"]},
+                {"key": "gpu", "operator": "Exists"},
+                {"key": "legacy", "operator": "DoesNotExist", "values": []}
+            ]
+        });
+        assert_eq!(
+            label_selector(Some(&sel)).as_deref(),
+            Ok("app=shop,env in (canary,prod),gpu,!legacy,tier=web,zone notin (b)")
+        );
+        let bad_op = json!({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]});
+        assert_eq!(label_selector(Some(&bad_op)), Err(InvalidSelector));
+        let no_values = json!({"matchExpressions": [{"key": "a", "operator": "In"}]});
+        assert_eq!(label_selector(Some(&no_values)), Err(InvalidSelector));
+    }
+
+    #[test]
+    fn format_label_selector_placeholders() {
+        assert_eq!(format_label_selector(None), "<none>");
+        assert_eq!(format_label_selector(Some(&json!({}))), "<none>");
+        assert_eq!(
+            format_label_selector(Some(&json!({"matchLabels": {"app": "db"}}))),
+            "app=db"
+        );
+        let bad =
+            json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]});
+        assert_eq!(format_label_selector(Some(&bad)), "<error>");
+    }
+}

@@ -1,0 +1,270 @@
+//! Column descriptions kube-apiserver's printers take from the OpenAPI field docs
+//! (`SwaggerDoc()` of the k8s.io/api and apimachinery types of Kubernetes 1.34), word for
+//! word: they are part of the Table a client receives. Fixed descriptions written in the
+//! printers themselves stay beside their columns.
+//!
+//! This file is data, one constant per field, extracted from `types_swagger_doc_generated.go`
+//! of k8s.io/api and k8s.io/apimachinery v0.34; that is why it is longer than a module
+//! usually is here. The printers cite some fields through older API versions
+//! (extensions/v1beta1 ReplicaSetSpec, batch/v1beta1 CronJobSpec, ...): each doc comment
+//! names the type the text was taken from.
+
+/// `meta/v1` ObjectMeta.name
+pub(super) const OBJECT_META_NAME: &str = "\
+    Name must be unique within a namespace. Is required when creating resources, although \
+    some resources may allow a client to request the generation of an appropriate name \
+    automatically. Name is primarily intended for creation idempotence and configuration \
+    definition. Cannot be updated. More info: \
+    https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+
+/// `meta/v1` ObjectMeta.creationTimestamp
+pub(super) const OBJECT_META_CREATION_TIMESTAMP: &str = "\
+    CreationTimestamp is a timestamp representing the server time when this object was \
+    created. It is not guaranteed to be set in happens-before order across separate \
+    operations. Clients may not set this value. It is represented in RFC3339 form and is in \
+    UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: \
+    https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+
+/// `core/v1` PodStatus.podIP
+pub(super) const POD_STATUS_POD_IP: &str = "\
+    podIP address allocated to the pod. Routable at least within the cluster. Empty if not \
+    yet allocated.";
+
+/// `core/v1` PodSpec.nodeName
+pub(super) const POD_SPEC_NODE_NAME: &str = "\
+    NodeName indicates in which node this pod is scheduled. If empty, this pod is a candidate \
+    for scheduling by the scheduler defined in schedulerName. Once this field is set, the \
+    kubelet for this node becomes responsible for the lifecycle of this pod. This field \
+    should not be used to express a desire for the pod to be scheduled on a specific node. \
+    https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename";
+
+/// `core/v1` PodStatus.nominatedNodeName
+pub(super) const POD_STATUS_NOMINATED_NODE_NAME: &str = "\
+    nominatedNodeName is set only when this pod preempts other pods on the node, but it \
+    cannot be scheduled right away as preemption victims receive their graceful termination \
+    periods. This field does not guarantee that the pod will be scheduled on this node. \
+    Scheduler may decide to place the pod elsewhere if other nodes become available sooner. \
+    Scheduler may also decide to give the resources on this node to a higher priority pod \
+    that is created after preemption. As a result, this field may be different than \
+    PodSpec.nodeName when the pod is scheduled.";
+
+/// `core/v1` PodSpec.readinessGates
+pub(super) const POD_SPEC_READINESS_GATES: &str = "\
+    If specified, all readiness gates will be evaluated for pod readiness. A pod is ready \
+    when all its containers are ready AND all conditions specified in the readiness gates \
+    have status equal to \"True\" More info: \
+    https://git.k8s.io/enhancements/keps/sig-network/580-pod-readiness-gates";
+
+/// `core/v1` PodSpec.nodeSelector
+pub(super) const POD_SPEC_NODE_SELECTOR: &str = "\
+    NodeSelector is a selector which must be true for the pod to fit on a node. Selector \
+    which must match a node's labels for the pod to be scheduled on that node. More info: \
+    https://kubernetes.io/docs/concepts/configuration/assign-pod-node/";
+
+/// `core/v1` NodeSystemInfo.kubeletVersion
+pub(super) const NODE_SYSTEM_INFO_KUBELET_VERSION: &str = "\
+    Kubelet Version reported by the node.";
+
+/// `core/v1` NodeStatus.addresses
+pub(super) const NODE_STATUS_ADDRESSES: &str = "\
+    List of addresses reachable to the node. Queried from cloud provider, if available. More \
+    info: https://kubernetes.io/docs/reference/node/node-status/#addresses Note: This field \
+    is declared as mergeable, but the merge key is not sufficiently unique, which can cause \
+    data corruption when it is merged. Callers should instead use a full-replacement patch. \
+    See https://pr.k8s.io/79391 for an example. Consumers should assume that addresses can \
+    change during the lifetime of a Node. However, there are some exceptions where this may \
+    not be possible, such as Pods that inherit a Node's address in its own status or \
+    consumers of the downward API (status.hostIP).";
+
+/// `core/v1` NodeSystemInfo.osImage
+pub(super) const NODE_SYSTEM_INFO_OS_IMAGE: &str = "\
+    OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).";
+
+/// `core/v1` NodeSystemInfo.kernelVersion
+pub(super) const NODE_SYSTEM_INFO_KERNEL_VERSION: &str = "\
+    Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).";
+
+/// `core/v1` NodeSystemInfo.containerRuntimeVersion
+pub(super) const NODE_SYSTEM_INFO_CONTAINER_RUNTIME_VERSION: &str = "\
+    ContainerRuntime Version reported by the node through runtime remote API (e.g. \
+    containerd://1.4.2).";
+
+/// `core/v1` Event.lastTimestamp
+pub(super) const EVENT_LAST_TIMESTAMP: &str = "\
+    The time at which the most recent occurrence of this event was recorded.";
+
+/// `core/v1` Event.type
+pub(super) const EVENT_TYPE: &str = "\
+    Type of this event (Normal, Warning), new types could be added in the future";
+
+/// `core/v1` Event.reason
+pub(super) const EVENT_REASON: &str = "\
+    This should be a short, machine understandable string that gives the reason for the \
+    transition into the object's current status.";
+
+/// `core/v1` Event.involvedObject
+pub(super) const EVENT_INVOLVED_OBJECT: &str = "The object that this event is about.";
+
+/// `core/v1` ObjectReference.fieldPath
+pub(super) const OBJECT_REFERENCE_FIELD_PATH: &str = "\
+    If referring to a piece of an object instead of an entire object, this string should \
+    contain a valid JSON/Go field access statement, such as \
+    desiredState.manifest.containers[2]. For example, if the object reference is to a \
+    container within a pod, this would take on a value like: \"spec.containers{name}\" (where \
+    \"name\" refers to the name of the container that triggered the event) or if no container \
+    name is specified \"spec.containers[2]\" (container with index 2 in this pod). This \
+    syntax is chosen only to have some well-defined way of referencing a part of an object.";
+
+/// `core/v1` Event.source
+pub(super) const EVENT_SOURCE: &str = "\
+    The component reporting this event. Should be a short machine understandable string.";
+
+/// `core/v1` Event.message
+pub(super) const EVENT_MESSAGE: &str = "\
+    A human-readable description of the status of this operation.";
+
+/// `core/v1` Event.firstTimestamp
+pub(super) const EVENT_FIRST_TIMESTAMP: &str = "\
+    The time at which the event was first recorded. (Time of server receipt is in TypeMeta.)";
+
+/// `core/v1` Event.count
+pub(super) const EVENT_COUNT: &str = "The number of times this event has occurred.";
+
+/// `core/v1` ServiceSpec.type
+pub(super) const SERVICE_SPEC_TYPE: &str = "\
+    type determines how the Service is exposed. Defaults to ClusterIP. Valid options are \
+    ExternalName, ClusterIP, NodePort, and LoadBalancer. \"ClusterIP\" allocates a \
+    cluster-internal IP address for load-balancing to endpoints. Endpoints are determined by \
+    the selector or if that is not specified, by manual construction of an Endpoints object \
+    or EndpointSlice objects. If clusterIP is \"None\", no virtual IP is allocated and the \
+    endpoints are published as a set of endpoints rather than a virtual IP. \"NodePort\" \
+    builds on ClusterIP and allocates a port on every node which routes to the same endpoints \
+    as the clusterIP. \"LoadBalancer\" builds on NodePort and creates an external \
+    load-balancer (if supported in the current cloud) which routes to the same endpoints as \
+    the clusterIP. \"ExternalName\" aliases this service to the specified externalName. \
+    Several other fields do not apply to ExternalName services. More info: \
+    https://kubernetes.io/docs/concepts/services-networking/service/#publishing-services-service-types";
+
+/// `core/v1` ServiceSpec.clusterIP
+pub(super) const SERVICE_SPEC_CLUSTER_IP: &str = "\
+    clusterIP is the IP address of the service and is usually assigned randomly. If an \
+    address is specified manually, is in-range (as per system configuration), and is not in \
+    use, it will be allocated to the service; otherwise creation of the service will fail. \
+    This field may not be changed through updates unless the type field is also being changed \
+    to ExternalName (which requires this field to be blank) or the type field is being \
+    changed from ExternalName (in which case this field may optionally be specified, as \
+    describe above).  Valid values are \"None\", empty string (\"\"), or a valid IP address. \
+    Setting this to \"None\" makes a \"headless service\" (no virtual IP), which is useful \
+    when direct endpoint connections are preferred and proxying is not required.  Only \
+    applies to types ClusterIP, NodePort, and LoadBalancer. If this field is specified when \
+    creating a Service of type ExternalName, creation will fail. This field will be wiped \
+    when updating a Service to type ExternalName. More info: \
+    https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies";
+
+/// `core/v1` ServiceSpec.externalIPs
+pub(super) const SERVICE_SPEC_EXTERNAL_IPS: &str = "\
+    externalIPs is a list of IP addresses for which nodes in the cluster will also accept \
+    traffic for this service.  These IPs are not managed by Kubernetes.  The user is \
+    responsible for ensuring that traffic arrives at a node with this IP.  A common example \
+    is external load-balancers that are not part of the Kubernetes system.";
+
+/// `core/v1` ServiceSpec.ports
+pub(super) const SERVICE_SPEC_PORTS: &str = "\
+    The list of ports that are exposed by this service. More info: \
+    https://kubernetes.io/docs/concepts/services-networking/service/#virtual-ips-and-service-proxies";
+
+/// `core/v1` ServiceSpec.selector
+pub(super) const SERVICE_SPEC_SELECTOR: &str = "\
+    Route service traffic to pods with label keys and values matching this selector. If empty \
+    or not present, the service is assumed to have an external process managing its \
+    endpoints, which Kubernetes will not modify. Only applies to types ClusterIP, NodePort, \
+    and LoadBalancer. Ignored if type is ExternalName. More info: \
+    https://kubernetes.io/docs/concepts/services-networking/service/";
+
+/// `core/v1` Secret.type
+pub(super) const SECRET_TYPE: &str = "\
+    Used to facilitate programmatic handling of secret data. More info: \
+    https://kubernetes.io/docs/concepts/configuration/secret/#secret-types";
+
+/// `core/v1` Secret.data
+pub(super) const SECRET_DATA: &str = "\
+    Data contains the secret data. Each key must consist of alphanumeric characters, '-', '_' \
+    or '.'. The serialized form of the secret data is a base64 encoded string, representing \
+    the arbitrary (possibly non-string) data value here. Described in \
+    https://tools.ietf.org/html/rfc4648#section-4";
+
+/// `core/v1` ConfigMap.data
+pub(super) const CONFIG_MAP_DATA: &str = "\
+    Data contains the configuration data. Each key must consist of alphanumeric characters, \
+    '-', '_' or '.'. Values with non-UTF-8 byte sequences must use the BinaryData field. The \
+    keys stored in Data must not overlap with the keys in the BinaryData field, this is \
+    enforced during validation process.";
+
+/// `extensions/v1beta1` DeploymentStatus.updatedReplicas
+pub(super) const DEPLOYMENT_STATUS_UPDATED_REPLICAS: &str = "\
+    Total number of non-terminating pods targeted by this deployment that have the desired \
+    template spec.";
+
+/// `extensions/v1beta1` DeploymentStatus.availableReplicas
+pub(super) const DEPLOYMENT_STATUS_AVAILABLE_REPLICAS: &str = "\
+    Total number of available non-terminating pods (ready for at least minReadySeconds) \
+    targeted by this deployment.";
+
+/// `extensions/v1beta1` DeploymentSpec.selector
+pub(super) const DEPLOYMENT_SPEC_SELECTOR: &str = "\
+    Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the \
+    ones affected by this deployment.";
+
+/// `extensions/v1beta1` ReplicaSetSpec.replicas
+pub(super) const REPLICA_SET_SPEC_REPLICAS: &str = "\
+    Replicas is the number of desired pods. This is a pointer to distinguish between explicit \
+    zero and unspecified. Defaults to 1. More info: \
+    https://kubernetes.io/docs/concepts/workloads/controllers/replicaset";
+
+/// `extensions/v1beta1` ReplicaSetStatus.replicas
+pub(super) const REPLICA_SET_STATUS_REPLICAS: &str = "\
+    Replicas is the most recently observed number of non-terminating pods. More info: \
+    https://kubernetes.io/docs/concepts/workloads/controllers/replicaset";
+
+/// `extensions/v1beta1` ReplicaSetStatus.readyReplicas
+pub(super) const REPLICA_SET_STATUS_READY_REPLICAS: &str = "\
+    The number of non-terminating pods targeted by this ReplicaSet with a Ready Condition.";
+
+/// `extensions/v1beta1` ReplicaSetSpec.selector
+pub(super) const REPLICA_SET_SPEC_SELECTOR: &str = "\
+    Selector is a label query over pods that should match the replica count. If the selector \
+    is empty, it is defaulted to the labels present on the pod template. Label keys and \
+    values that must match in order to be controlled by this replica set. More info: \
+    https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors";
+
+/// `extensions/v1beta1` DaemonSetStatus.desiredNumberScheduled
+pub(super) const DAEMON_SET_STATUS_DESIRED: &str = "\
+    The total number of nodes that should be running the daemon pod (including nodes \
+    correctly running the daemon pod). More info: \
+    https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/";
+
+/// `extensions/v1beta1` DaemonSetStatus.currentNumberScheduled
+pub(super) const DAEMON_SET_STATUS_CURRENT: &str = "\
+    The number of nodes that are running at least 1 daemon pod and are supposed to run the \
+    daemon pod. More info: \
+    https://kubernetes.io/docs/concepts/workloads/controllers/daemonset/";
+
+/// `extensions/v1beta1` DaemonSetStatus.numberReady
+pub(super) const DAEMON_SET_STATUS_READY: &str = "\
+    The number of nodes that should be running the daemon pod and have one or more of the \
+    daemon pod running and ready.";
+
+/// `extensions/v1beta1` DaemonSetStatus.updatedNumberScheduled
+pub(super) const DAEMON_SET_STATUS_UPDATED: &str = "\
+    The total number of nodes that are running updated daemon pod";
+
+/// `extensions/v1beta1` DaemonSetStatus.numberAvailable
+pub(super) const DAEMON_SET_STATUS_AVAILABLE: &str = "\
+    The number of nodes that should be running the daemon pod and have one or more of the \
+    daemon pod running and available (ready for at least spec.minReadySeconds)";
+
+/// `extensions/v1beta1` DaemonSetSpec.selector
+pub(super) const DAEMON_SET_SPEC_SELECTOR: &str = "\
+    A label query over pods that are managed by the daemon set. Must match in order to be \
+    controlled. If empty, defaulted to labels on Pod template. More info: \
+    https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors";
