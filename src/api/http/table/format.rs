@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::{at, list_at, str_at};
+use super::{at, int_of, list_at, str_at};
 
 /// Why a label selector could not be turned into a `labels.Selector`.
 #[derive(Debug, PartialEq, Eq)]
@@ -79,6 +79,46 @@ pub(super) fn load_balancer_ingress(ingress: &[Value]) -> Vec<&str> {
         .filter(|s| !s.is_empty())
         .collect();
     points.into_iter().collect()
+}
+
+/// `printBool`: `True` or `False`.
+pub(super) fn go_bool(b: bool) -> String {
+    if b { "True" } else { "False" }.into()
+}
+
+/// `printBoolPtr`: `True`, `False`, or `<unset>` for a nil pointer.
+pub(super) fn bool_ptr(v: Option<&Value>) -> String {
+    match v.and_then(Value::as_bool) {
+        Some(b) => go_bool(b),
+        None => "<unset>".into(),
+    }
+}
+
+/// `Quantity.String()` of a quantity the object holds by value: the stored text, or "0" for
+/// a missing one (Go's zero Quantity). kube-apiserver stores quantities in canonical form,
+/// which is what `String()` prints, so the stored text is printed as is.
+pub(super) fn quantity(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.trim().to_owned(),
+        Some(n @ Value::Number(_)) => n.to_string(),
+        _ => "0".into(),
+    }
+}
+
+/// `(*Quantity).String()` of a pointer field: `<nil>` when it is not set.
+pub(super) fn quantity_ptr(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => "<nil>".into(),
+        some => quantity(some),
+    }
+}
+
+/// `IntOrString.String()`: the number, or the string.
+pub(super) fn int_or_string(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => int_of(other).to_string(),
+    }
 }
 
 #[cfg(test)]

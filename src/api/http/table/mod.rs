@@ -43,6 +43,9 @@
 //! defaults are applied here.
 
 mod apps;
+mod autoscaling;
+mod batch;
+mod controller_revisions;
 mod core_v1;
 mod custom;
 mod events;
@@ -50,6 +53,8 @@ mod format;
 mod jsonpath;
 mod openapi_docs;
 mod pods;
+mod policy;
+mod replication;
 mod templates;
 mod timestamp;
 
@@ -119,7 +124,12 @@ impl BuiltinPrinter {
 const FAMILIES: &[&[BuiltinPrinter]] = &[
     pods::PRINTERS,
     core_v1::PRINTERS,
+    replication::PRINTERS,
+    policy::PRINTERS,
     apps::PRINTERS,
+    controller_revisions::PRINTERS,
+    batch::PRINTERS,
+    autoscaling::PRINTERS,
     events::PRINTERS,
 ];
 

@@ -200,6 +200,29 @@ pub(super) const CONFIG_MAP_DATA: &str = "\
     keys stored in Data must not overlap with the keys in the BinaryData field, this is \
     enforced during validation process.";
 
+/// `core/v1` ReplicationControllerSpec.replicas
+pub(super) const RC_SPEC_REPLICAS: &str = "\
+    Replicas is the number of desired replicas. This is a pointer to distinguish between \
+    explicit zero and unspecified. Defaults to 1. More info: \
+    https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller#what-is-a-replicationcontroller";
+
+/// `core/v1` ReplicationControllerStatus.replicas
+pub(super) const RC_STATUS_REPLICAS: &str = "\
+    Replicas is the most recently observed number of replicas. More info: \
+    https://kubernetes.io/docs/concepts/workloads/controllers/replicationcontroller#what-is-a-replicationcontroller";
+
+/// `core/v1` ReplicationControllerStatus.readyReplicas
+pub(super) const RC_STATUS_READY_REPLICAS: &str = "\
+    The number of ready replicas for this replication controller.";
+
+/// `core/v1` ReplicationControllerSpec.selector
+pub(super) const RC_SPEC_SELECTOR: &str = "\
+    Selector is a label query over pods that should match the Replicas count. If Selector is \
+    empty, it is defaulted to the labels present on the Pod template. Label keys and values \
+    that must match in order to be controlled by this replication controller, if empty \
+    defaulted to labels on Pod template. More info: \
+    https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors";
+
 /// `extensions/v1beta1` DeploymentStatus.updatedReplicas
 pub(super) const DEPLOYMENT_STATUS_UPDATED_REPLICAS: &str = "\
     Total number of non-terminating pods targeted by this deployment that have the desired \
@@ -268,3 +291,78 @@ pub(super) const DAEMON_SET_SPEC_SELECTOR: &str = "\
     A label query over pods that are managed by the daemon set. Must match in order to be \
     controlled. If empty, defaulted to labels on Pod template. More info: \
     https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors";
+
+/// `apps/v1beta1` ControllerRevision.revision
+pub(super) const CONTROLLER_REVISION_REVISION: &str = "\
+    revision indicates the revision of the state represented by Data.";
+
+/// `batch/v1` JobStatus.succeeded
+pub(super) const JOB_STATUS_SUCCEEDED: &str = "\
+    The number of pods which reached phase Succeeded. The value increases monotonically for a \
+    given spec. However, it may decrease in reaction to scale down of elastic indexed jobs.";
+
+/// `batch/v1` JobSpec.selector
+pub(super) const JOB_SPEC_SELECTOR: &str = "\
+    A label query over pods that should match the pod count. Normally, the system sets this \
+    field for you. More info: \
+    https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors";
+
+/// `batch/v1beta1` CronJobSpec.schedule
+pub(super) const CRON_JOB_SPEC_SCHEDULE: &str = "\
+    The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.";
+
+/// `batch/v1beta1` CronJobSpec.timeZone
+pub(super) const CRON_JOB_SPEC_TIME_ZONE: &str = "\
+    The time zone name for the given schedule, see \
+    https://en.wikipedia.org/wiki/List_of_tz_database_time_zones. If not specified, this will \
+    default to the time zone of the kube-controller-manager process. The set of valid time \
+    zone names and the time zone offset is loaded from the system-wide time zone database by \
+    the API server during CronJob validation and the controller manager during execution. If \
+    no system-wide time zone database can be found a bundled version of the database is used \
+    instead. If the time zone name becomes invalid during the lifetime of a CronJob or due to \
+    a change in host configuration, the controller will stop creating new new Jobs and will \
+    create a system event with the reason UnknownTimeZone. More information can be found in \
+    https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/#time-zones";
+
+/// `batch/v1beta1` CronJobSpec.suspend
+pub(super) const CRON_JOB_SPEC_SUSPEND: &str = "\
+    This flag tells the controller to suspend subsequent executions, it does not apply to \
+    already started executions.  Defaults to false.";
+
+/// `batch/v1beta1` CronJobStatus.active
+pub(super) const CRON_JOB_STATUS_ACTIVE: &str = "A list of pointers to currently running jobs.";
+
+/// `batch/v1beta1` CronJobStatus.lastScheduleTime
+pub(super) const CRON_JOB_STATUS_LAST_SCHEDULE_TIME: &str = "\
+    Information when was the last time the job was successfully scheduled.";
+
+/// `autoscaling/v2beta1` HorizontalPodAutoscalerSpec.scaleTargetRef
+pub(super) const HPA_SPEC_SCALE_TARGET_REF: &str = "\
+    scaleTargetRef points to the target resource to scale, and is used to the pods for which \
+    metrics should be collected, as well as to actually change the replica count.";
+
+/// `autoscaling/v2beta1` HorizontalPodAutoscalerSpec.metrics
+pub(super) const HPA_SPEC_METRICS: &str = "\
+    metrics contains the specifications for which to use to calculate the desired replica \
+    count (the maximum replica count across all metrics will be used).  The desired replica \
+    count is calculated multiplying the ratio between the target value and the current value \
+    by the current number of pods.  Ergo, metrics used must decrease as the pod count is \
+    increased, and vice-versa.  See the individual metric source types for more information \
+    about how each type of metric must respond.";
+
+/// `autoscaling/v2beta1` HorizontalPodAutoscalerSpec.minReplicas
+pub(super) const HPA_SPEC_MIN_REPLICAS: &str = "\
+    minReplicas is the lower limit for the number of replicas to which the autoscaler can \
+    scale down.  It defaults to 1 pod.  minReplicas is allowed to be 0 if the alpha feature \
+    gate HPAScaleToZero is enabled and at least one Object or External metric is configured.  \
+    Scaling is active as long as at least one metric value is available.";
+
+/// `autoscaling/v2beta1` HorizontalPodAutoscalerSpec.maxReplicas
+pub(super) const HPA_SPEC_MAX_REPLICAS: &str = "\
+    maxReplicas is the upper limit for the number of replicas to which the autoscaler can \
+    scale up. It cannot be less that minReplicas.";
+
+/// `autoscaling/v2beta1` HorizontalPodAutoscalerStatus.currentReplicas
+pub(super) const HPA_STATUS_CURRENT_REPLICAS: &str = "\
+    currentReplicas is current number of replicas of pods managed by this autoscaler, as last \
+    seen by the autoscaler.";
