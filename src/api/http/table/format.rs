@@ -66,6 +66,20 @@ pub(super) fn strings(list: &[Value]) -> Vec<&str> {
     list.iter().map(|v| v.as_str().unwrap_or("")).collect()
 }
 
+/// `listWithMoreString`: the first `max` entries comma-joined, then " + N more..." for the
+/// `count - max` left out; `<unset>` for an empty result.
+pub(super) fn list_with_more(list: &[String], count: usize, max: usize) -> String {
+    let shown = &list[..list.len().min(max)];
+    let text = shown.join(",");
+    if count > max {
+        format!("{text} + {} more...", count - max)
+    } else if text.is_empty() {
+        "<unset>".into()
+    } else {
+        text
+    }
+}
+
 /// The points of a load balancer status (`status.loadBalancer.ingress`), as
 /// `loadBalancerStatusStringer` lists them in wide output: each one's IP, else its
 /// hostname; sorted and distinct.
@@ -121,6 +135,23 @@ pub(super) fn int_or_string(v: &Value) -> String {
     }
 }
 
+/// `helper.GetAccessModesAsString`: the modes present, in the order RWO, ROX, RWX, RWOP.
+pub(super) fn access_modes(modes: &[Value]) -> String {
+    let present = strings(modes);
+    let known = [
+        ("ReadWriteOnce", "RWO"),
+        ("ReadOnlyMany", "ROX"),
+        ("ReadWriteMany", "RWX"),
+        ("ReadWriteOncePod", "RWOP"),
+    ];
+    let short: Vec<&str> = known
+        .iter()
+        .filter(|(mode, _)| present.contains(mode))
+        .map(|(_, short)| *short)
+        .collect();
+    short.join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -161,5 +192,40 @@ mod tests {
         let bad =
             json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]});
         assert_eq!(format_label_selector(Some(&bad)), "<error>");
+    }
+
+    #[test]
+    fn lists_with_more() {
+        let l = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(list_with_more(&[], 0, 3), "<unset>");
+        assert_eq!(list_with_more(&l(&["a", "b"]), 2, 3), "a,b");
+        assert_eq!(
+            list_with_more(&l(&["a", "b", "c"]), 5, 3),
+            "a,b,c + 2 more..."
+        );
+    }
+
+    #[test]
+    fn scalars() {
+        assert_eq!(bool_ptr(None), "<unset>");
+        assert_eq!(bool_ptr(Some(&json!(true))), "True");
+        assert_eq!(bool_ptr(Some(&json!(false))), "False");
+        assert_eq!(quantity(None), "0");
+        assert_eq!(quantity(Some(&json!("10Gi"))), "10Gi");
+        assert_eq!(quantity(Some(&json!(5))), "5");
+        assert_eq!(quantity_ptr(None), "<nil>");
+        assert_eq!(quantity_ptr(Some(&json!(null))), "<nil>");
+        assert_eq!(quantity_ptr(Some(&json!("500m"))), "500m");
+        assert_eq!(int_or_string(&json!(2)), "2");
+        assert_eq!(int_or_string(&json!("50%")), "50%");
+        assert_eq!(
+            access_modes(&[
+                json!("ReadWriteOncePod"),
+                json!("ReadWriteOnce"),
+                json!("ReadWriteOnce")
+            ]),
+            "RWO,RWOP"
+        );
+        assert_eq!(access_modes(&[]), "");
     }
 }

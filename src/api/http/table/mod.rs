@@ -42,21 +42,25 @@
 //! reclaim policies, CSI driver flags, HPA metrics, flow-control settings, ...) the same
 //! defaults are applied here.
 
+mod access;
 mod apps;
 mod autoscaling;
 mod batch;
 mod controller_revisions;
 mod core_v1;
 mod custom;
+mod endpoints;
 mod events;
 mod format;
 mod jsonpath;
+mod networking;
 mod openapi_docs;
 mod pods;
 mod policy;
 mod replication;
 mod templates;
 mod timestamp;
+mod volumes;
 
 use std::collections::BTreeMap;
 
@@ -125,11 +129,15 @@ const FAMILIES: &[&[BuiltinPrinter]] = &[
     pods::PRINTERS,
     core_v1::PRINTERS,
     replication::PRINTERS,
+    volumes::PRINTERS,
+    endpoints::PRINTERS,
+    access::PRINTERS,
     policy::PRINTERS,
     apps::PRINTERS,
     controller_revisions::PRINTERS,
     batch::PRINTERS,
     autoscaling::PRINTERS,
+    networking::PRINTERS,
     events::PRINTERS,
 ];
 

@@ -223,6 +223,90 @@ pub(super) const RC_SPEC_SELECTOR: &str = "\
     defaulted to labels on Pod template. More info: \
     https://kubernetes.io/docs/concepts/overview/working-with-objects/labels/#label-selectors";
 
+/// `core/v1` Endpoints.subsets
+pub(super) const ENDPOINTS_SUBSETS: &str = "\
+    The set of all endpoints is the union of all subsets. Addresses are placed into subsets \
+    according to the IPs they share. A single address with multiple ports, some of which are \
+    ready and some of which are not (because they come from different containers) will result \
+    in the address being displayed in different subsets for the different ports. No address \
+    will appear in both Addresses and NotReadyAddresses in the same subset. Sets of addresses \
+    and ports that comprise a service.";
+
+/// `core/v1` ServiceAccount.secrets
+pub(super) const SERVICE_ACCOUNT_SECRETS: &str = "\
+    Secrets is a list of the secrets in the same namespace that pods running using this \
+    ServiceAccount are allowed to use. Pods are only limited to this list if this service \
+    account has a \"kubernetes.io/enforce-mountable-secrets\" annotation set to \"true\". The \
+    \"kubernetes.io/enforce-mountable-secrets\" annotation is deprecated since v1.32. Prefer \
+    separate namespaces to isolate access to mounted secrets. This field should not be used \
+    to find auto-generated service account token secrets for use outside of pods. Instead, \
+    tokens can be requested directly using the TokenRequest API, or service account token \
+    secrets can be manually created. More info: \
+    https://kubernetes.io/docs/concepts/configuration/secret";
+
+/// `core/v1` PersistentVolumeSpec.capacity
+pub(super) const PV_SPEC_CAPACITY: &str = "\
+    capacity is the description of the persistent volume's resources and capacity. More info: \
+    https://kubernetes.io/docs/concepts/storage/persistent-volumes#capacity";
+
+/// `core/v1` PersistentVolumeSpec.accessModes
+pub(super) const PV_SPEC_ACCESS_MODES: &str = "\
+    accessModes contains all ways the volume can be mounted. More info: \
+    https://kubernetes.io/docs/concepts/storage/persistent-volumes#access-modes";
+
+/// `core/v1` PersistentVolumeSpec.persistentVolumeReclaimPolicy
+pub(super) const PV_SPEC_RECLAIM_POLICY: &str = "\
+    persistentVolumeReclaimPolicy defines what happens to a persistent volume when released \
+    from its claim. Valid options are Retain (default for manually created \
+    PersistentVolumes), Delete (default for dynamically provisioned PersistentVolumes), and \
+    Recycle (deprecated). Recycle must be supported by the volume plugin underlying this \
+    PersistentVolume. More info: \
+    https://kubernetes.io/docs/concepts/storage/persistent-volumes#reclaiming";
+
+/// `core/v1` PersistentVolumeStatus.phase
+pub(super) const PV_STATUS_PHASE: &str = "\
+    phase indicates if a volume is available, bound to a claim, or released by a claim. More \
+    info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#phase";
+
+/// `core/v1` PersistentVolumeSpec.claimRef
+pub(super) const PV_SPEC_CLAIM_REF: &str = "\
+    claimRef is part of a bi-directional binding between PersistentVolume and \
+    PersistentVolumeClaim. Expected to be non-nil when bound. claim.VolumeName is the \
+    authoritative bind between PV and PVC. More info: \
+    https://kubernetes.io/docs/concepts/storage/persistent-volumes#binding";
+
+/// `core/v1` PersistentVolumeStatus.reason
+pub(super) const PV_STATUS_REASON: &str = "\
+    reason is a brief CamelCase string that describes any failure and is meant for machine \
+    parsing and tidy display in the CLI.";
+
+/// `core/v1` PersistentVolumeSpec.volumeMode
+pub(super) const PV_SPEC_VOLUME_MODE: &str = "\
+    volumeMode defines if a volume is intended to be used with a formatted filesystem or to \
+    remain in raw block state. Value of Filesystem is implied when not included in spec.";
+
+/// `core/v1` PersistentVolumeClaimStatus.phase
+pub(super) const PVC_STATUS_PHASE: &str = "\
+    phase represents the current phase of PersistentVolumeClaim.";
+
+/// `core/v1` PersistentVolumeClaimSpec.volumeName
+pub(super) const PVC_SPEC_VOLUME_NAME: &str = "\
+    volumeName is the binding reference to the PersistentVolume backing this claim.";
+
+/// `core/v1` PersistentVolumeClaimStatus.capacity
+pub(super) const PVC_STATUS_CAPACITY: &str = "\
+    capacity represents the actual resources of the underlying volume.";
+
+/// `core/v1` PersistentVolumeClaimStatus.accessModes
+pub(super) const PVC_STATUS_ACCESS_MODES: &str = "\
+    accessModes contains the actual access modes the volume backing the PVC has. More info: \
+    https://kubernetes.io/docs/concepts/storage/persistent-volumes#access-modes-1";
+
+/// `core/v1` PersistentVolumeClaimSpec.volumeMode
+pub(super) const PVC_SPEC_VOLUME_MODE: &str = "\
+    volumeMode defines what type of volume is required by the claim. Value of Filesystem is \
+    implied when not included in claim spec.";
+
 /// `extensions/v1beta1` DeploymentStatus.updatedReplicas
 pub(super) const DEPLOYMENT_STATUS_UPDATED_REPLICAS: &str = "\
     Total number of non-terminating pods targeted by this deployment that have the desired \
@@ -366,3 +450,83 @@ pub(super) const HPA_SPEC_MAX_REPLICAS: &str = "\
 pub(super) const HPA_STATUS_CURRENT_REPLICAS: &str = "\
     currentReplicas is current number of replicas of pods managed by this autoscaler, as last \
     seen by the autoscaler.";
+
+/// `extensions/v1beta1` NetworkPolicySpec.podSelector
+pub(super) const NETWORK_POLICY_SPEC_POD_SELECTOR: &str = "\
+    Selects the pods to which this NetworkPolicy object applies.  The array of ingress rules \
+    is applied to any pods selected by this field. Multiple network policies can select the \
+    same set of pods.  In this case, the ingress rules for each are combined additively. This \
+    field is NOT optional and follows standard label selector semantics. An empty podSelector \
+    matches all pods in this namespace.";
+
+/// `networking/v1` ServiceCIDRSpec.cidrs
+pub(super) const SERVICE_CIDR_SPEC_CIDRS: &str = "\
+    CIDRs defines the IP blocks in CIDR notation (e.g. \"192.168.0.0/24\" or \
+    \"2001:db8::/64\") from which to assign service cluster IPs. Max of two CIDRs is allowed, \
+    one of each IP family. This field is immutable.";
+
+/// `networking/v1` IPAddressSpec.parentRef
+pub(super) const IP_ADDRESS_SPEC_PARENT_REF: &str = "\
+    ParentRef references the resource that an IPAddress is attached to. An IPAddress must \
+    reference a parent object.";
+
+/// `rbac/v1beta1` RoleBinding.roleRef
+pub(super) const ROLE_BINDING_ROLE_REF: &str = "\
+    RoleRef can reference a Role in the current namespace or a ClusterRole in the global \
+    namespace. If the RoleRef cannot be resolved, the Authorizer must return an error.";
+
+/// `rbac/v1beta1` ClusterRoleBinding.roleRef
+pub(super) const CLUSTER_ROLE_BINDING_ROLE_REF: &str = "\
+    RoleRef can only reference a ClusterRole in the global namespace. If the RoleRef cannot \
+    be resolved, the Authorizer must return an error.";
+
+/// `certificates/v1beta1` CertificateSigningRequestSpec.signerName
+pub(super) const CSR_SPEC_SIGNER_NAME: &str = "\
+    Requested signer for the request. It is a qualified name in the form: \
+    `scope-hostname.io/name`. If empty, it will be defaulted:\n 1. If it's a kubelet client \
+    certificate, it is assigned\n    \"kubernetes.io/kube-apiserver-client-kubelet\".\n 2. If \
+    it's a kubelet serving certificate, it is assigned\n    \
+    \"kubernetes.io/kubelet-serving\".\n 3. Otherwise, it is assigned \
+    \"kubernetes.io/legacy-unknown\".\nDistribution of trust for signers happens out of band. \
+    You can select on this field using `spec.signerName`.";
+
+/// `certificates/v1beta1` CertificateSigningRequestSpec.request
+pub(super) const CSR_SPEC_REQUEST: &str = "Base64-encoded PKCS#10 CSR data";
+
+/// `certificates/v1beta1` CertificateSigningRequestSpec.expirationSeconds
+pub(super) const CSR_SPEC_EXPIRATION_SECONDS: &str = "\
+    expirationSeconds is the requested duration of validity of the issued certificate. The \
+    certificate signer may issue a certificate with a different validity duration so a client \
+    must check the delta between the notBefore and and notAfter fields in the issued \
+    certificate to determine the actual duration.\n\nThe v1.22+ in-tree implementations of \
+    the well-known Kubernetes signers will honor this field as long as the requested duration \
+    is not greater than the maximum duration they will honor per the \
+    --cluster-signing-duration CLI flag to the Kubernetes controller manager.\n\nCertificate \
+    signers may not honor this field for various reasons:\n\n  1. Old signer that is unaware \
+    of the field (such as the in-tree\n     implementations prior to v1.22)\n  2. Signer \
+    whose configured maximum is shorter than the requested duration\n  3. Signer whose \
+    configured minimum is longer than the requested duration\n\nThe minimum valid value for \
+    expirationSeconds is 600, i.e. 10 minutes.";
+
+/// `certificates/v1beta1` CertificateSigningRequestStatus.conditions
+pub(super) const CSR_STATUS_CONDITIONS: &str = "\
+    Conditions applied to the request, such as approval or denial.";
+
+/// `discovery/v1beta1` EndpointSlice.addressType
+pub(super) const ENDPOINT_SLICE_ADDRESS_TYPE: &str = "\
+    addressType specifies the type of address carried by this EndpointSlice. All addresses in \
+    this slice must be the same type. This field is immutable after creation. The following \
+    address types are currently supported: * IPv4: Represents an IPv4 Address. * IPv6: \
+    Represents an IPv6 Address. * FQDN: Represents a Fully Qualified Domain Name.";
+
+/// `discovery/v1beta1` EndpointSlice.ports
+pub(super) const ENDPOINT_SLICE_PORTS: &str = "\
+    ports specifies the list of network ports exposed by each endpoint in this slice. Each \
+    port must have a unique name. When ports is empty, it indicates that there are no defined \
+    ports. When a port is defined with a nil port value, it indicates \"all ports\". Each \
+    slice may include a maximum of 100 ports.";
+
+/// `discovery/v1beta1` EndpointSlice.endpoints
+pub(super) const ENDPOINT_SLICE_ENDPOINTS: &str = "\
+    endpoints is a list of unique endpoints in this slice. Each slice may include a maximum \
+    of 1000 endpoints.";
