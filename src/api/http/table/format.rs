@@ -61,6 +61,40 @@ pub(super) fn format_label_selector(selector: Option<&Value>) -> String {
     }
 }
 
+/// The gogo-protobuf `String()` of a metav1.LabelSelector, which a few printers print as
+/// is: `&LabelSelector{MatchLabels:map[string]string{k: v,},MatchExpressions:[]...{...},}`.
+pub(super) fn label_selector_debug(selector: &Value) -> String {
+    let mut labels: Vec<(&String, &Value)> = at(selector, &["matchLabels"])
+        .and_then(Value::as_object)
+        .map(|m| m.iter().collect())
+        .unwrap_or_default();
+    labels.sort_by(|a, b| a.0.cmp(b.0));
+    let labels: String = labels
+        .iter()
+        .map(|(k, v)| format!("{k}: {},", v.as_str().unwrap_or("")))
+        .collect();
+    let exprs: String = list_at(selector, &["matchExpressions"])
+        .iter()
+        .map(|e| {
+            format!(
+                "LabelSelectorRequirement{{Key:{},Operator:{},Values:{},}},",
+                str_at(e, &["key"]),
+                str_at(e, &["operator"]),
+                go_string_slice(&strings(list_at(e, &["values"])))
+            )
+        })
+        .collect();
+    format!(
+        "&LabelSelector{{MatchLabels:map[string]string{{{labels}}},\
+         MatchExpressions:[]LabelSelectorRequirement{{{exprs}}},}}"
+    )
+}
+
+/// Go's `%v` of a `[]string`: `[a b c]`.
+fn go_string_slice(items: &[&str]) -> String {
+    format!("[{}]", items.join(" "))
+}
+
 /// The strings of a JSON array; a non-string entry reads as "".
 pub(super) fn strings(list: &[Value]) -> Vec<&str> {
     list.iter().map(|v| v.as_str().unwrap_or("")).collect()
@@ -192,6 +226,24 @@ mod tests {
         let bad =
             json!({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]});
         assert_eq!(format_label_selector(Some(&bad)), "<error>");
+    }
+
+    #[test]
+    fn label_selector_debug_form() {
+        let sel = json!({"matchLabels": {"b": "2", "a": "1"},
+                         "matchExpressions": [{"key": "env", "operator": "In",
+                                               "values": ["prod", "dev"]}]});
+        assert_eq!(
+            label_selector_debug(&sel),
+            "&LabelSelector{MatchLabels:map[string]string{a: 1,b: 2,},\
+             MatchExpressions:[]LabelSelectorRequirement{\
+             LabelSelectorRequirement{Key:env,Operator:In,Values:[prod dev],},},}"
+        );
+        assert_eq!(
+            label_selector_debug(&json!({})),
+            "&LabelSelector{MatchLabels:map[string]string{},\
+             MatchExpressions:[]LabelSelectorRequirement{},}"
+        );
     }
 
     #[test]

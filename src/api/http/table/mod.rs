@@ -43,14 +43,19 @@
 //! defaults are applied here.
 
 mod access;
+mod admission;
+mod apiservices;
 mod apps;
 mod autoscaling;
 mod batch;
 mod controller_revisions;
+mod coordination;
 mod core_v1;
+mod csi;
 mod custom;
 mod endpoints;
 mod events;
+mod flowcontrol;
 mod format;
 mod jsonpath;
 mod networking;
@@ -58,6 +63,9 @@ mod openapi_docs;
 mod pods;
 mod policy;
 mod replication;
+mod resource;
+mod scheduling;
+mod storage;
 mod templates;
 mod timestamp;
 mod volumes;
@@ -138,7 +146,15 @@ const FAMILIES: &[&[BuiltinPrinter]] = &[
     batch::PRINTERS,
     autoscaling::PRINTERS,
     networking::PRINTERS,
+    storage::PRINTERS,
+    csi::PRINTERS,
+    scheduling::PRINTERS,
+    coordination::PRINTERS,
+    admission::PRINTERS,
+    flowcontrol::PRINTERS,
+    resource::PRINTERS,
     events::PRINTERS,
+    apiservices::PRINTERS,
 ];
 
 /// Which printer a resource uses.

@@ -512,6 +512,143 @@ pub(super) const CSR_SPEC_EXPIRATION_SECONDS: &str = "\
 pub(super) const CSR_STATUS_CONDITIONS: &str = "\
     Conditions applied to the request, such as approval or denial.";
 
+/// `coordination/v1` LeaseSpec.holderIdentity
+pub(super) const LEASE_SPEC_HOLDER_IDENTITY: &str = "\
+    holderIdentity contains the identity of the holder of a current lease. If Coordinated \
+    Leader Election is used, the holder identity must be equal to the elected \
+    LeaseCandidate.metadata.name field.";
+
+/// `storage/v1` StorageClass.provisioner
+pub(super) const STORAGE_CLASS_PROVISIONER: &str = "\
+    provisioner indicates the type of the provisioner.";
+
+/// `storage/v1` StorageClass.reclaimPolicy
+pub(super) const STORAGE_CLASS_RECLAIM_POLICY: &str = "\
+    reclaimPolicy controls the reclaimPolicy for dynamically provisioned PersistentVolumes of \
+    this storage class. Defaults to Delete.";
+
+/// `storage/v1` StorageClass.volumeBindingMode
+pub(super) const STORAGE_CLASS_VOLUME_BINDING_MODE: &str = "\
+    volumeBindingMode indicates how PersistentVolumeClaims should be provisioned and bound.  \
+    When unset, VolumeBindingImmediate is used. This field is only honored by servers that \
+    enable the VolumeScheduling feature.";
+
+/// `storage/v1` StorageClass.allowVolumeExpansion
+pub(super) const STORAGE_CLASS_ALLOW_VOLUME_EXPANSION: &str = "\
+    allowVolumeExpansion shows whether the storage class allow volume expand.";
+
+/// `storage/v1` VolumeAttributesClass.driverName
+pub(super) const VOLUME_ATTRIBUTES_CLASS_DRIVER_NAME: &str = "\
+    Name of the CSI driver This field is immutable.";
+
+/// `storage/v1` VolumeAttachmentSpec.attacher
+pub(super) const VOLUME_ATTACHMENT_SPEC_ATTACHER: &str = "\
+    attacher indicates the name of the volume driver that MUST handle this request. This is \
+    the name returned by GetPluginName().";
+
+/// `storage/v1` VolumeAttachmentSource.persistentVolumeName
+pub(super) const VOLUME_ATTACHMENT_SOURCE_PV_NAME: &str = "\
+    persistentVolumeName represents the name of the persistent volume to attach.";
+
+/// `storage/v1` VolumeAttachmentSpec.nodeName
+pub(super) const VOLUME_ATTACHMENT_SPEC_NODE_NAME: &str = "\
+    nodeName represents the node that the volume should be attached to.";
+
+/// `storage/v1` VolumeAttachmentStatus.attached
+pub(super) const VOLUME_ATTACHMENT_STATUS_ATTACHED: &str = "\
+    attached indicates the volume is successfully attached. This field must only be set by \
+    the entity completing the attach operation, i.e. the external-attacher.";
+
+/// `storage/v1` CSIDriverSpec.attachRequired
+pub(super) const CSI_DRIVER_SPEC_ATTACH_REQUIRED: &str = "\
+    attachRequired indicates this CSI volume driver requires an attach operation (because it \
+    implements the CSI ControllerPublishVolume() method), and that the Kubernetes attach \
+    detach controller should call the attach volume interface which checks the \
+    volumeattachment status and waits until the volume is attached before proceeding to \
+    mounting. The CSI external-attacher coordinates with CSI volume driver and updates the \
+    volumeattachment status when the attach operation is complete. If the value is specified \
+    to false, the attach operation will be skipped. Otherwise the attach operation will be \
+    called.\n\nThis field is immutable.";
+
+/// `storage/v1` CSIDriverSpec.podInfoOnMount
+pub(super) const CSI_DRIVER_SPEC_POD_INFO_ON_MOUNT: &str = "\
+    podInfoOnMount indicates this CSI volume driver requires additional pod information (like \
+    podName, podUID, etc.) during mount operations, if set to true. If set to false, pod \
+    information will not be passed on mount. Default is false.\n\nThe CSI driver specifies \
+    podInfoOnMount as part of driver deployment. If true, Kubelet will pass pod information \
+    as VolumeContext in the CSI NodePublishVolume() calls. The CSI driver is responsible for \
+    parsing and validating the information passed in as VolumeContext.\n\nThe following \
+    VolumeContext will be passed if podInfoOnMount is set to true. This list might grow, but \
+    the prefix will be used. \"csi.storage.k8s.io/pod.name\": pod.Name \
+    \"csi.storage.k8s.io/pod.namespace\": pod.Namespace \"csi.storage.k8s.io/pod.uid\": \
+    string(pod.UID) \"csi.storage.k8s.io/ephemeral\": \"true\" if the volume is an ephemeral \
+    inline volume\n                                defined by a CSIVolumeSource, otherwise \
+    \"false\"\n\n\"csi.storage.k8s.io/ephemeral\" is a new feature in Kubernetes 1.16. It is \
+    only required for drivers which support both the \"Persistent\" and \"Ephemeral\" \
+    VolumeLifecycleMode. Other drivers can leave pod info disabled and/or ignore this field. \
+    As Kubernetes 1.15 doesn't support this field, drivers can only support one mode when \
+    deployed on such a cluster and the deployment determines which mode that is, for example \
+    via a command line parameter of the driver.\n\nThis field was immutable in Kubernetes < \
+    1.29 and now is mutable.";
+
+/// `storage/v1` CSIDriverSpec.storageCapacity
+pub(super) const CSI_DRIVER_SPEC_STORAGE_CAPACITY: &str = "\
+    storageCapacity indicates that the CSI volume driver wants pod scheduling to consider the \
+    storage capacity that the driver deployment will report by creating CSIStorageCapacity \
+    objects with capacity information, if set to true.\n\nThe check can be enabled \
+    immediately when deploying a driver. In that case, provisioning new volumes with late \
+    binding will pause until the driver deployment has published some suitable \
+    CSIStorageCapacity object.\n\nAlternatively, the driver can be deployed with the field \
+    unset or false and it can be flipped later when storage capacity information has been \
+    published.\n\nThis field was immutable in Kubernetes <= 1.22 and now is mutable.";
+
+/// `storage/v1` CSIDriverSpec.tokenRequests
+pub(super) const CSI_DRIVER_SPEC_TOKEN_REQUESTS: &str = "\
+    tokenRequests indicates the CSI driver needs pods' service account tokens it is mounting \
+    volume for to do necessary authentication. Kubelet will pass the tokens in VolumeContext \
+    in the CSI NodePublishVolume calls. The CSI driver should parse and validate the \
+    following VolumeContext: \"csi.storage.k8s.io/serviceAccount.tokens\": {\n  \
+    \"<audience>\": {\n    \"token\": <token>,\n    \"expirationTimestamp\": <expiration \
+    timestamp in RFC3339>,\n  },\n  ...\n}\n\nNote: Audience in each TokenRequest should be \
+    different and at most one token is empty string. To receive a new token after expiry, \
+    RequiresRepublish can be used to trigger NodePublishVolume periodically.";
+
+/// `storage/v1` CSIDriverSpec.requiresRepublish
+pub(super) const CSI_DRIVER_SPEC_REQUIRES_REPUBLISH: &str = "\
+    requiresRepublish indicates the CSI driver wants `NodePublishVolume` being periodically \
+    called to reflect any possible change in the mounted volume. This field defaults to \
+    false.\n\nNote: After a successful initial NodePublishVolume call, subsequent calls to \
+    NodePublishVolume should only update the contents of the volume. New mount points will \
+    not be seen by a running container.";
+
+/// `storage/v1` CSIDriverSpec.volumeLifecycleModes
+pub(super) const CSI_DRIVER_SPEC_VOLUME_LIFECYCLE_MODES: &str = "\
+    volumeLifecycleModes defines what kind of volumes this CSI volume driver supports. The \
+    default if the list is empty is \"Persistent\", which is the usage defined by the CSI \
+    specification and implemented in Kubernetes via the usual PV/PVC mechanism.\n\nThe other \
+    mode is \"Ephemeral\". In this mode, volumes are defined inline inside the pod spec with \
+    CSIVolumeSource and their lifecycle is tied to the lifecycle of that pod. A driver has to \
+    be aware of this because it is only going to get a NodePublishVolume call for such a \
+    volume.\n\nFor more information about implementing this mode, see \
+    https://kubernetes-csi.github.io/docs/ephemeral-local-volumes.html A driver can support \
+    one or more of these modes and more modes may be added in the future.\n\nThis field is \
+    beta. This field is immutable.";
+
+/// `storage/v1` CSIStorageCapacity.storageClassName
+pub(super) const CSI_STORAGE_CAPACITY_STORAGE_CLASS_NAME: &str = "\
+    storageClassName represents the name of the StorageClass that the reported capacity \
+    applies to. It must meet the same requirements as the name of a StorageClass object \
+    (non-empty, DNS subdomain). If that object no longer exists, the CSIStorageCapacity \
+    object is obsolete and should be removed by its creator. This field is immutable.";
+
+/// `storage/v1` CSIStorageCapacity.capacity
+pub(super) const CSI_STORAGE_CAPACITY_CAPACITY: &str = "\
+    capacity is the value reported by the CSI driver in its GetCapacityResponse for a \
+    GetCapacityRequest with topology and parameters that match the previous fields.\n\nThe \
+    semantic is currently (CSI spec 1.2) defined as: The available capacity, in bytes, of the \
+    storage that can be used to provision volumes. If not set, that information is currently \
+    unavailable.";
+
 /// `discovery/v1beta1` EndpointSlice.addressType
 pub(super) const ENDPOINT_SLICE_ADDRESS_TYPE: &str = "\
     addressType specifies the type of address carried by this EndpointSlice. All addresses in \
@@ -530,3 +667,108 @@ pub(super) const ENDPOINT_SLICE_PORTS: &str = "\
 pub(super) const ENDPOINT_SLICE_ENDPOINTS: &str = "\
     endpoints is a list of unique endpoints in this slice. Each slice may include a maximum \
     of 1000 endpoints.";
+
+/// `scheduling/v1` PriorityClass.value
+pub(super) const PRIORITY_CLASS_VALUE: &str = "\
+    value represents the integer value of this priority class. This is the actual priority \
+    that pods receive when they have the name of this class in their pod spec.";
+
+/// `scheduling/v1` PriorityClass.globalDefault
+pub(super) const PRIORITY_CLASS_GLOBAL_DEFAULT: &str = "\
+    globalDefault specifies whether this PriorityClass should be considered as the default \
+    priority for pods that do not have any priority class. Only one PriorityClass can be \
+    marked as `globalDefault`. However, if more than one PriorityClasses exists with their \
+    `globalDefault` field set to true, the smallest value of such global default \
+    PriorityClasses will be used as the default priority.";
+
+/// `scheduling/v1` PriorityClass.preemptionPolicy
+pub(super) const PRIORITY_CLASS_PREEMPTION_POLICY: &str = "\
+    preemptionPolicy is the Policy for preempting pods with lower priority. One of Never, \
+    PreemptLowerPriority. Defaults to PreemptLowerPriority if unset.";
+
+/// `flowcontrol/v1` PriorityLevelConfigurationReference.name
+pub(super) const PL_REFERENCE_NAME: &str = "\
+    `name` is the name of the priority level configuration being referenced Required.";
+
+/// `flowcontrol/v1` FlowSchemaSpec.matchingPrecedence
+pub(super) const FLOW_SCHEMA_SPEC_MATCHING_PRECEDENCE: &str = "\
+    `matchingPrecedence` is used to choose among the FlowSchemas that match a given request. \
+    The chosen FlowSchema is among those with the numerically lowest (which we take to be \
+    logically highest) MatchingPrecedence.  Each MatchingPrecedence value must be ranged in \
+    [1,10000]. Note that if the precedence is not specified, it will be set to 1000 as \
+    default.";
+
+/// `flowcontrol/v1` FlowSchemaSpec.distinguisherMethod
+pub(super) const FLOW_SCHEMA_SPEC_DISTINGUISHER_METHOD: &str = "\
+    `distinguisherMethod` defines how to compute the flow distinguisher for requests that \
+    match this schema. `nil` specifies that the distinguisher is disabled and thus will \
+    always be the empty string.";
+
+/// `flowcontrol/v1` PriorityLevelConfigurationSpec.type
+pub(super) const PL_SPEC_TYPE: &str = "\
+    `type` indicates whether this priority level is subject to limitation on request \
+    execution.  A value of `\"Exempt\"` means that requests of this priority level are not \
+    subject to a limit (and thus are never queued) and do not detract from the capacity made \
+    available to other priority levels.  A value of `\"Limited\"` means that (a) requests of \
+    this priority level _are_ subject to limits and (b) some of the server's limited capacity \
+    is made available exclusively to this priority level. Required.";
+
+/// `flowcontrol/v1` LimitedPriorityLevelConfiguration.nominalConcurrencyShares
+pub(super) const LIMITED_PL_NOMINAL_CONCURRENCY_SHARES: &str = "\
+    `nominalConcurrencyShares` (NCS) contributes to the computation of the \
+    NominalConcurrencyLimit (NominalCL) of this level. This is the number of execution seats \
+    available at this priority level. This is used both for requests dispatched from this \
+    priority level as well as requests dispatched from other priority levels borrowing seats \
+    from this level. The server's concurrency limit (ServerCL) is divided among the Limited \
+    priority levels in proportion to their NCS values:\n\nNominalCL(i)  = ceil( ServerCL * \
+    NCS(i) / sum_ncs ) sum_ncs = sum[priority level k] NCS(k)\n\nBigger numbers mean a larger \
+    nominal concurrency limit, at the expense of every other priority level.\n\nIf not \
+    specified, this field defaults to a value of 30.\n\nSetting this field to zero supports \
+    the construction of a \"jail\" for this priority level that is used to hold some \
+    request(s)";
+
+/// `flowcontrol/v1` QueuingConfiguration.queues
+pub(super) const QUEUING_QUEUES: &str = "\
+    `queues` is the number of queues for this priority level. The queues exist independently \
+    at each apiserver. The value must be positive.  Setting it to 1 effectively precludes \
+    shufflesharding and thus makes the distinguisher method of associated flow schemas \
+    irrelevant.  This field has a default value of 64.";
+
+/// `flowcontrol/v1` QueuingConfiguration.handSize
+pub(super) const QUEUING_HAND_SIZE: &str = "\
+    `handSize` is a small positive number that configures the shuffle sharding of requests \
+    into queues.  When enqueuing a request at this priority level the request's flow \
+    identifier (a string pair) is hashed and the hash value is used to shuffle the list of \
+    queues and deal a hand of the size specified here.  The request is put into one of the \
+    shortest queues in that hand. `handSize` must be no larger than `queues`, and should be \
+    significantly smaller (so that a few heavy flows do not saturate most of the queues).  \
+    See the user-facing documentation for more extensive guidance on setting this field.  \
+    This field has a default value of 8.";
+
+/// `flowcontrol/v1` QueuingConfiguration.queueLengthLimit
+pub(super) const QUEUING_QUEUE_LENGTH_LIMIT: &str = "\
+    `queueLengthLimit` is the maximum number of requests allowed to be waiting in a given \
+    queue of this priority level at a time; excess requests are rejected.  This value must be \
+    positive.  If not specified, it will be defaulted to 50.";
+
+/// `resource/v1` ResourceSliceSpec.nodeName
+pub(super) const RESOURCE_SLICE_SPEC_NODE_NAME: &str = "\
+    NodeName identifies the node which provides the resources in this pool. A field selector \
+    can be used to list only ResourceSlice objects belonging to a certain node.\n\nThis field \
+    can be used to limit access from nodes to ResourceSlices with the same node name. It also \
+    indicates to autoscalers that adding new nodes of the same type as some old node might \
+    also make new resources available.\n\nExactly one of NodeName, NodeSelector, AllNodes, \
+    and PerDeviceNodeSelection must be set. This field is immutable.";
+
+/// `resource/v1` ResourceSliceSpec.driver
+pub(super) const RESOURCE_SLICE_SPEC_DRIVER: &str = "\
+    Driver identifies the DRA driver providing the capacity information. A field selector can \
+    be used to list only ResourceSlice objects with a certain driver name.\n\nMust be a DNS \
+    subdomain and should end with a DNS domain owned by the vendor of the driver. This field \
+    is immutable.";
+
+/// `resource/v1` ResourcePool.name
+pub(super) const RESOURCE_POOL_NAME: &str = "\
+    Name is used to identify the pool. For node-local devices, this is often the node name, \
+    but this is not required.\n\nIt must not be longer than 253 characters and must consist \
+    of one or more DNS sub-domains separated by slashes. This field is immutable.";
