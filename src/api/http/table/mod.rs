@@ -8,29 +8,31 @@
 //! IPAddress printer gives three cells for its two columns; clients ignore the extra one.)
 //!
 //! Built-in printers are data: each family file exports a `PRINTERS` list of
-//! [`BuiltinPrinter`]s, keyed by (group, resource), and [`printer`] finds one. Families:
+//! `BuiltinPrinter`s, keyed by (group, resource), and `printer` finds one. Families:
 //! `pods`; `core_v1` (nodes, namespaces, services, config maps, secrets); `replication`
 //! (pod templates, replication controllers); `volumes` (persistent volumes and claims);
 //! `endpoints` (endpoints, endpoint slices); `access` (service accounts, role bindings,
 //! cluster role bindings, certificate signing requests); `policy` (pod disruption budgets,
-//! resource quotas); `apps` (deployments, replica sets, stateful sets, daemon sets,
-//! controller revisions); `batch` (jobs, cron jobs); `autoscaling` (horizontal pod
+//! resource quotas); `apps` (deployments, replica sets, stateful sets, daemon sets);
+//! `controller_revisions`; `batch` (jobs, cron jobs); `autoscaling` (horizontal pod
 //! autoscalers); `networking` (ingresses, ingress classes, network policies, IP addresses,
-//! service CIDRs); `storage` (storage classes, CSI drivers, CSI nodes, CSI storage
-//! capacities, volume attachments, volume attributes classes); `scheduling` (priority
-//! classes, runtime classes); `coordination` (leases); `admission` (webhook configurations,
-//! validating admission policies and bindings); `flowcontrol` (flow schemas, priority level
-//! configurations); `resource` (DRA device classes, resource claims, claim templates,
-//! resource slices); `events` (core v1 and events.k8s.io events, both printed from the
-//! stored core v1 Event); `apiservices` (kube-aggregator's convertor); `custom` (custom
-//! resources: `Name` plus the CRD's `additionalPrinterColumns`, evaluated by `jsonpath`).
-//! Every other resource gets the generic `Name` / `Created At` pair, as kube-apiserver's
-//! default convertor gives it: roles, cluster roles, limit ranges, custom resource
-//! definitions among them (none has a printer upstream).
+//! service CIDRs); `storage` (storage classes, volume attributes classes, volume
+//! attachments); `csi` (CSI drivers, CSI nodes, CSI storage capacities); `scheduling`
+//! (priority classes, runtime classes); `coordination` (leases); `admission` (webhook
+//! configurations, validating and mutating admission policies and their bindings);
+//! `flowcontrol` (flow schemas, priority level configurations); `resource` (DRA device
+//! classes, resource claims, claim templates, resource slices); `events` (core v1 and
+//! events.k8s.io events, both printed from the stored core v1 Event); `apiservices`
+//! (kube-aggregator's convertor); `custom` (custom resources: `Name` plus the CRD's
+//! `additionalPrinterColumns`, evaluated by `jsonpath`). Every other resource gets the
+//! generic `Name` / `Created At` pair, as kube-apiserver's default convertor gives it:
+//! roles, cluster roles, limit ranges, custom resource definitions among them (none has a
+//! printer upstream).
 //!
 //! Shared pieces: `format` (label selectors, "+ N more..." lists, quantities, booleans, as
-//! the printers format them), `openapi_docs` (the column descriptions taken from the API's
-//! field docs), `timestamp` (RFC 3339 times).
+//! the printers format them), `templates` (the pod template's Containers and Images),
+//! `openapi_docs` (the column descriptions taken from the API's field docs), `timestamp`
+//! (RFC 3339 times); `test_support` builds the tests' resources and rows.
 //!
 //! [`row_conditions`] gives a row's `conditions` (kube-apiserver marks succeeded and failed
 //! pods `Completed`); the caller adds them to the row next to `cells`.
