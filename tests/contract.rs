@@ -1457,16 +1457,16 @@ async fn table_default_columns_are_name_and_created_at() {
     let mut kv = etcd.client().await;
     put_object(
         &mut kv,
-        "/registry/leases/t/l1",
-        &object("coordination.k8s.io/v1", "Lease", Some("t"), "l1"),
+        "/registry/roles/t/l1",
+        &object("rbac.authorization.k8s.io/v1", "Role", Some("t"), "l1"),
     )
     .await;
     let watchd = Watchd::start(&etcd.client_url(), &[]);
     let base = watchd.base_url();
 
     for path in [
-        "/apis/coordination.k8s.io/v1/namespaces/t/leases",
-        "/apis/coordination.k8s.io/v1/namespaces/t/leases/l1",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/t/roles",
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/t/roles/l1",
     ] {
         let resp = http::get(&format!("{base}{path}"), &[("accept", TABLE_V1)]).await;
         assert_eq!(resp.status, 200, "{path}");

@@ -1,148 +1,273 @@
-//! apps/v1 Deployments: Name, Ready, Up-to-date, Available, Age; wide: Containers, Images,
-//! Selector.
+//! apps/v1 workloads: Deployments, ReplicaSets, StatefulSets and DaemonSets.
+//!
+//! `spec.replicas` is a pointer that the API defaults to 1; the printers see the defaulted
+//! value, so an unset one prints as 1 here too.
 
 use serde_json::Value;
 
+use super::format::{format_label_selector, label_selector};
+use super::openapi_docs as docs;
+use super::templates::{template_cells, template_columns};
 use super::{
-    age_cell, age_column, at, column, container_cells, int_at, list_at, name_cell, name_column,
-    str_at, string_cell, Column,
+    age_cell, age_column, at, column, format_labels, int_at, int_or, name_cell, name_column,
+    string_cell, BuiltinPrinter, Column,
 };
 
+/// The apps/v1 printers.
+pub(super) const PRINTERS: &[BuiltinPrinter] = &[
+    BuiltinPrinter::new("apps", "deployments", deployment_columns, deployment_cells),
+    BuiltinPrinter::new(
+        "apps",
+        "replicasets",
+        replica_set_columns,
+        replica_set_cells,
+    ),
+    BuiltinPrinter::new(
+        "apps",
+        "statefulsets",
+        stateful_set_columns,
+        stateful_set_cells,
+    ),
+    BuiltinPrinter::new("apps", "daemonsets", daemon_set_columns, daemon_set_cells),
+];
+
+/// The `Ready` column of deployments and stateful sets.
+const DESC_READY_PODS: &str = "Number of the pod with ready state";
+
+fn spec(obj: &Value) -> &Value {
+    at(obj, &["spec"]).unwrap_or(&Value::Null)
+}
+
 /// Deployment columns.
-pub(super) fn deployment_columns() -> Vec<Column> {
-    vec![
+fn deployment_columns() -> Vec<Column> {
+    let mut cols = vec![
         name_column(),
-        column(
-            "Ready",
-            "string",
-            "",
-            0,
-            "Ready pods out of the desired replicas.",
-        ),
+        column("Ready", "string", "", 0, DESC_READY_PODS),
         column(
             "Up-to-date",
             "string",
             "",
             0,
-            "Pods running the latest pod template.",
+            docs::DEPLOYMENT_STATUS_UPDATED_REPLICAS,
         ),
         column(
             "Available",
             "string",
             "",
             0,
-            "Pods available to serve (ready for minReadySeconds).",
+            docs::DEPLOYMENT_STATUS_AVAILABLE_REPLICAS,
         ),
         age_column(),
-        column(
-            "Containers",
-            "string",
-            "",
-            1,
-            "Names of the pod template's containers.",
-        ),
-        column(
-            "Images",
-            "string",
-            "",
-            1,
-            "Images of the pod template's containers.",
-        ),
-        column(
-            "Selector",
-            "string",
-            "",
-            1,
-            "The label selector picking the deployment's pods.",
-        ),
-    ]
+    ];
+    cols.extend(template_columns());
+    cols.push(column(
+        "Selector",
+        "string",
+        "",
+        1,
+        docs::DEPLOYMENT_SPEC_SELECTOR,
+    ));
+    cols
 }
 
-/// A deployment row; spec.replicas defaults to 1 as the API does.
-pub(super) fn deployment_cells(d: &Value, now_unix: i64) -> Vec<Value> {
-    let desired = match at(d, &["spec", "replicas"]) {
-        Some(r) if !r.is_null() => super::int_of(r),
-        _ => 1,
-    };
+/// A deployment row. The wide Selector is the converted selector's string ("" when it has
+/// none, `<invalid>` when it cannot be converted), not FormatLabelSelector's.
+fn deployment_cells(d: &Value, now_unix: i64) -> Vec<Value> {
+    let desired = int_or(d, &["spec", "replicas"], 1);
     let ready = int_at(d, &["status", "readyReplicas"]);
-    let (names, images) = container_cells(list_at(d, &["spec", "template", "spec", "containers"]));
-    vec![
+    let selector =
+        label_selector(at(d, &["spec", "selector"])).unwrap_or_else(|_| "<invalid>".into());
+    let mut row = vec![
         name_cell(d),
         string_cell(format!("{ready}/{desired}")),
         Value::from(int_at(d, &["status", "updatedReplicas"])),
         Value::from(int_at(d, &["status", "availableReplicas"])),
         age_cell(d, now_unix),
-        string_cell(names),
-        string_cell(images),
-        string_cell(selector_string(at(d, &["spec", "selector"]))),
-    ]
+    ];
+    row.extend(template_cells(spec(d)));
+    row.push(string_cell(selector));
+    row
 }
 
-/// A metav1.LabelSelector as kube-apiserver prints it after converting it to a label
-/// selector: requirements sorted by key, `k=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`,
-/// comma-joined; "" for a missing or empty selector; `<invalid>` for an unknown operator
-/// or values that do not fit the operator.
-fn selector_string(selector: Option<&Value>) -> String {
-    let Some(selector) = selector.filter(|s| s.is_object()) else {
-        return String::new();
-    };
-    let mut reqs: Vec<(&str, String)> = Vec::new();
-    if let Some(labels) = at(selector, &["matchLabels"]).and_then(Value::as_object) {
-        for (key, value) in labels {
-            reqs.push((key, format!("{key}={}", value.as_str().unwrap_or(""))));
-        }
-    }
-    for expr in list_at(selector, &["matchExpressions"]) {
-        let key = str_at(expr, &["key"]);
-        let mut values: Vec<&str> = list_at(expr, &["values"])
-            .iter()
-            .map(|v| v.as_str().unwrap_or(""))
-            .collect();
-        values.sort_unstable();
-        let text = match (str_at(expr, &["operator"]), values.is_empty()) {
-            ("In", false) => format!("{key} in ({})", values.join(",")),
-            ("NotIn", false) => format!("{key} notin ({})", values.join(",")),
-            ("Exists", true) => key.to_owned(),
-            ("DoesNotExist", true) => format!("!{key}"),
-            _ => return "<invalid>".into(),
-        };
-        reqs.push((key, text));
-    }
-    reqs.sort_by(|a, b| a.0.cmp(b.0));
-    let parts: Vec<String> = reqs.into_iter().map(|(_, text)| text).collect();
-    parts.join(",")
+/// ReplicaSet columns.
+fn replica_set_columns() -> Vec<Column> {
+    let mut cols = vec![
+        name_column(),
+        column("Desired", "integer", "", 0, docs::REPLICA_SET_SPEC_REPLICAS),
+        column(
+            "Current",
+            "integer",
+            "",
+            0,
+            docs::REPLICA_SET_STATUS_REPLICAS,
+        ),
+        column(
+            "Ready",
+            "integer",
+            "",
+            0,
+            docs::REPLICA_SET_STATUS_READY_REPLICAS,
+        ),
+        age_column(),
+    ];
+    cols.extend(template_columns());
+    cols.push(column(
+        "Selector",
+        "string",
+        "",
+        1,
+        docs::REPLICA_SET_SPEC_SELECTOR,
+    ));
+    cols
+}
+
+/// A replica set row.
+fn replica_set_cells(rs: &Value, now_unix: i64) -> Vec<Value> {
+    let mut row = vec![
+        name_cell(rs),
+        Value::from(int_or(rs, &["spec", "replicas"], 1)),
+        Value::from(int_at(rs, &["status", "replicas"])),
+        Value::from(int_at(rs, &["status", "readyReplicas"])),
+        age_cell(rs, now_unix),
+    ];
+    row.extend(template_cells(spec(rs)));
+    row.push(string_cell(format_label_selector(at(
+        rs,
+        &["spec", "selector"],
+    ))));
+    row
+}
+
+/// StatefulSet columns.
+fn stateful_set_columns() -> Vec<Column> {
+    let mut cols = vec![
+        name_column(),
+        column("Ready", "string", "", 0, DESC_READY_PODS),
+        age_column(),
+    ];
+    cols.extend(template_columns());
+    cols
+}
+
+/// A stateful set row.
+fn stateful_set_cells(sts: &Value, now_unix: i64) -> Vec<Value> {
+    let desired = int_or(sts, &["spec", "replicas"], 1);
+    let ready = int_at(sts, &["status", "readyReplicas"]);
+    let mut row = vec![
+        name_cell(sts),
+        string_cell(format!("{ready}/{desired}")),
+        age_cell(sts, now_unix),
+    ];
+    row.extend(template_cells(spec(sts)));
+    row
+}
+
+/// DaemonSet columns.
+fn daemon_set_columns() -> Vec<Column> {
+    let mut cols = vec![
+        name_column(),
+        column("Desired", "integer", "", 0, docs::DAEMON_SET_STATUS_DESIRED),
+        column("Current", "integer", "", 0, docs::DAEMON_SET_STATUS_CURRENT),
+        column("Ready", "integer", "", 0, docs::DAEMON_SET_STATUS_READY),
+        column(
+            "Up-to-date",
+            "integer",
+            "",
+            0,
+            docs::DAEMON_SET_STATUS_UPDATED,
+        ),
+        column(
+            "Available",
+            "integer",
+            "",
+            0,
+            docs::DAEMON_SET_STATUS_AVAILABLE,
+        ),
+        column(
+            "Node Selector",
+            "string",
+            "",
+            0,
+            docs::POD_SPEC_NODE_SELECTOR,
+        ),
+        age_column(),
+    ];
+    cols.extend(template_columns());
+    cols.push(column(
+        "Selector",
+        "string",
+        "",
+        1,
+        docs::DAEMON_SET_SPEC_SELECTOR,
+    ));
+    cols
+}
+
+/// A daemon set row.
+fn daemon_set_cells(ds: &Value, now_unix: i64) -> Vec<Value> {
+    let status = |field: &str| Value::from(int_at(ds, &["status", field]));
+    let node_selector = at(ds, &["spec", "template", "spec", "nodeSelector"]);
+    let mut row = vec![
+        name_cell(ds),
+        status("desiredNumberScheduled"),
+        status("currentNumberScheduled"),
+        status("numberReady"),
+        status("updatedNumberScheduled"),
+        status("numberAvailable"),
+        string_cell(format_labels(node_selector)),
+        age_cell(ds, now_unix),
+    ];
+    row.extend(template_cells(spec(ds)));
+    row.push(string_cell(format_label_selector(at(
+        ds,
+        &["spec", "selector"],
+    ))));
+    row
 }
 
 #[cfg(test)]
 mod tests {
     use serde_json::{json, Value};
 
-    use super::super::test_support::{info, names, ts, T0};
-    use super::super::{cells, columns};
-    use super::selector_string;
-
-    fn row(obj: &Value) -> Vec<Value> {
-        cells(&info("apps", "deployments", "Deployment"), obj, T0)
-    }
+    use super::super::openapi_docs as docs;
+    use super::super::templates::{DESC_CONTAINERS as CONTAINERS, DESC_IMAGES as IMAGES};
+    use super::super::test_support::{assert_columns, row, ts};
+    use super::super::{DESC_AGE as AGE, DESC_NAME as NAME};
 
     #[test]
-    fn columns_match_upstream() {
-        let cols = columns(&info("apps", "deployments", "Deployment"));
-        assert_eq!(
-            names(&cols),
-            [
-                "Name",
-                "Ready",
-                "Up-to-date",
-                "Available",
-                "Age",
-                "Containers",
-                "Images",
-                "Selector"
-            ]
+    fn deployment_columns_match_upstream() {
+        assert_columns(
+            "apps",
+            "deployments",
+            &[
+                ("Name", "string", "name", 0, NAME),
+                (
+                    "Ready",
+                    "string",
+                    "",
+                    0,
+                    "Number of the pod with ready state",
+                ),
+                (
+                    "Up-to-date",
+                    "string",
+                    "",
+                    0,
+                    docs::DEPLOYMENT_STATUS_UPDATED_REPLICAS,
+                ),
+                (
+                    "Available",
+                    "string",
+                    "",
+                    0,
+                    docs::DEPLOYMENT_STATUS_AVAILABLE_REPLICAS,
+                ),
+                ("Age", "string", "", 0, AGE),
+                ("Containers", "string", "", 1, CONTAINERS),
+                ("Images", "string", "", 1, IMAGES),
+                ("Selector", "string", "", 1, docs::DEPLOYMENT_SPEC_SELECTOR),
+            ],
         );
-        let prio: Vec<i32> = cols.iter().map(|c| c.priority).collect();
-        assert_eq!(prio, [0, 0, 0, 0, 0, 1, 1, 1]);
     }
 
     #[test]
@@ -158,7 +283,7 @@ mod tests {
                        "availableReplicas": 2}
         });
         assert_eq!(
-            row(&d),
+            row("apps", "deployments", &d),
             [
                 json!("coredns"),
                 json!("2/3"),
@@ -173,9 +298,9 @@ mod tests {
     }
 
     #[test]
-    fn missing_fields_use_api_defaults_and_zeros() {
+    fn deployment_missing_fields_use_api_defaults_and_zeros() {
         assert_eq!(
-            row(&json!({"metadata": {"name": "d"}})),
+            row("apps", "deployments", &json!({"metadata": {"name": "d"}})),
             [
                 json!("d"),
                 json!("0/1"),
@@ -188,29 +313,200 @@ mod tests {
             ]
         );
         let scaled_to_zero = json!({"spec": {"replicas": 0}});
-        assert_eq!(row(&scaled_to_zero)[1], json!("0/0"));
+        assert_eq!(row("apps", "deployments", &scaled_to_zero)[1], json!("0/0"));
+        let bad =
+            json!({"spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "Gt"}]}}});
+        assert_eq!(row("apps", "deployments", &bad)[7], json!("<invalid>"));
     }
 
     #[test]
-    fn selectors() {
-        assert_eq!(selector_string(None), "");
-        assert_eq!(selector_string(Some(&json!({}))), "");
-        let sel = json!({
-            "matchLabels": {"tier": "web", "app": "shop"},
-            "matchExpressions": [
-                {"key": "env", "operator": "In", "values": ["prod", "canary"]},
-                {"key": "zone", "operator": "NotIn", "values": ["b"]},
-                {"key": "gpu", "operator": "Exists"},
-                {"key": "legacy", "operator": "DoesNotExist", "values": []}
-            ]
+    fn replica_set_columns_match_upstream() {
+        assert_columns(
+            "apps",
+            "replicasets",
+            &[
+                ("Name", "string", "name", 0, NAME),
+                ("Desired", "integer", "", 0, docs::REPLICA_SET_SPEC_REPLICAS),
+                (
+                    "Current",
+                    "integer",
+                    "",
+                    0,
+                    docs::REPLICA_SET_STATUS_REPLICAS,
+                ),
+                (
+                    "Ready",
+                    "integer",
+                    "",
+                    0,
+                    docs::REPLICA_SET_STATUS_READY_REPLICAS,
+                ),
+                ("Age", "string", "", 0, AGE),
+                ("Containers", "string", "", 1, CONTAINERS),
+                ("Images", "string", "", 1, IMAGES),
+                ("Selector", "string", "", 1, docs::REPLICA_SET_SPEC_SELECTOR),
+            ],
+        );
+    }
+
+    #[test]
+    fn replica_sets() {
+        let rs = json!({
+            "metadata": {"name": "web-7d4b9c", "creationTimestamp": ts(-3600)},
+            "spec": {"replicas": 3,
+                     "selector": {"matchLabels": {"app": "web", "pod-template-hash": "7d4b9c"}},
+                     "template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}}},
+            "status": {"replicas": 3, "readyReplicas": 2}
         });
         assert_eq!(
-            selector_string(Some(&sel)),
-            "app=shop,env in (canary,prod),gpu,!legacy,tier=web,zone notin (b)"
+            row("apps", "replicasets", &rs),
+            [
+                json!("web-7d4b9c"),
+                json!(3),
+                json!(3),
+                json!(2),
+                json!("60m"),
+                json!("nginx"),
+                json!("nginx:1.27"),
+                json!("app=web,pod-template-hash=7d4b9c")
+            ]
         );
-        let bad_op = json!({"matchExpressions": [{"key": "a", "operator": "Gt", "values": ["1"]}]});
-        assert_eq!(selector_string(Some(&bad_op)), "<invalid>");
-        let no_values = json!({"matchExpressions": [{"key": "a", "operator": "In"}]});
-        assert_eq!(selector_string(Some(&no_values)), "<invalid>");
+        let empty = row("apps", "replicasets", &json!({}));
+        assert_eq!(
+            empty,
+            [
+                json!(""),
+                json!(1),
+                json!(0),
+                json!(0),
+                json!("<unknown>"),
+                json!(""),
+                json!(""),
+                json!("<none>")
+            ]
+        );
+    }
+
+    #[test]
+    fn stateful_sets() {
+        assert_columns(
+            "apps",
+            "statefulsets",
+            &[
+                ("Name", "string", "name", 0, NAME),
+                (
+                    "Ready",
+                    "string",
+                    "",
+                    0,
+                    "Number of the pod with ready state",
+                ),
+                ("Age", "string", "", 0, AGE),
+                ("Containers", "string", "", 1, CONTAINERS),
+                ("Images", "string", "", 1, IMAGES),
+            ],
+        );
+        let sts = json!({
+            "metadata": {"name": "etcd", "creationTimestamp": ts(-9 * 86400)},
+            "spec": {"replicas": 5, "template": {"spec": {"containers": [
+                {"name": "etcd", "image": "quay.io/coreos/etcd:v3.5.16"}]}}},
+            "status": {"readyReplicas": 4}
+        });
+        assert_eq!(
+            row("apps", "statefulsets", &sts),
+            [
+                json!("etcd"),
+                json!("4/5"),
+                json!("9d"),
+                json!("etcd"),
+                json!("quay.io/coreos/etcd:v3.5.16")
+            ]
+        );
+        assert_eq!(
+            row("apps", "statefulsets", &json!({"spec": {"replicas": null}})),
+            [
+                json!(""),
+                json!("0/1"),
+                json!("<unknown>"),
+                json!(""),
+                json!("")
+            ]
+        );
+    }
+
+    #[test]
+    fn daemon_set_columns_match_upstream() {
+        assert_columns(
+            "apps",
+            "daemonsets",
+            &[
+                ("Name", "string", "name", 0, NAME),
+                ("Desired", "integer", "", 0, docs::DAEMON_SET_STATUS_DESIRED),
+                ("Current", "integer", "", 0, docs::DAEMON_SET_STATUS_CURRENT),
+                ("Ready", "integer", "", 0, docs::DAEMON_SET_STATUS_READY),
+                (
+                    "Up-to-date",
+                    "integer",
+                    "",
+                    0,
+                    docs::DAEMON_SET_STATUS_UPDATED,
+                ),
+                (
+                    "Available",
+                    "integer",
+                    "",
+                    0,
+                    docs::DAEMON_SET_STATUS_AVAILABLE,
+                ),
+                (
+                    "Node Selector",
+                    "string",
+                    "",
+                    0,
+                    docs::POD_SPEC_NODE_SELECTOR,
+                ),
+                ("Age", "string", "", 0, AGE),
+                ("Containers", "string", "", 1, CONTAINERS),
+                ("Images", "string", "", 1, IMAGES),
+                ("Selector", "string", "", 1, docs::DAEMON_SET_SPEC_SELECTOR),
+            ],
+        );
+    }
+
+    #[test]
+    fn daemon_sets() {
+        let ds = json!({
+            "metadata": {"name": "kube-proxy", "creationTimestamp": ts(-400)},
+            "spec": {"selector": {"matchLabels": {"k8s-app": "kube-proxy"}},
+                     "template": {"spec": {
+                         "nodeSelector": {"kubernetes.io/os": "linux"},
+                         "containers": [{"name": "kube-proxy",
+                                         "image": "registry.k8s.io/kube-proxy:v1.34.0"}]}}},
+            "status": {"desiredNumberScheduled": 6, "currentNumberScheduled": 6,
+                       "numberReady": 5, "updatedNumberScheduled": 4, "numberAvailable": 5}
+        });
+        assert_eq!(
+            row("apps", "daemonsets", &ds),
+            [
+                json!("kube-proxy"),
+                json!(6),
+                json!(6),
+                json!(5),
+                json!(4),
+                json!(5),
+                json!("kubernetes.io/os=linux"),
+                json!("6m40s"),
+                json!("kube-proxy"),
+                json!("registry.k8s.io/kube-proxy:v1.34.0"),
+                json!("k8s-app=kube-proxy")
+            ]
+        );
+        let zero: Vec<Value> = row("apps", "daemonsets", &json!({}));
+        assert_eq!(
+            zero[1..6],
+            [json!(0), json!(0), json!(0), json!(0), json!(0)]
+        );
+        assert_eq!(zero[6], json!("<none>"));
+        assert_eq!(zero[10], json!("<none>"));
     }
 }

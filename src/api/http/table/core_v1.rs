@@ -5,10 +5,21 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use super::format::{load_balancer_ingress, strings};
+use super::openapi_docs as docs;
 use super::{
     age_cell, age_column, at, bool_at, column, format_labels, int_at, list_at, map_len, name_cell,
-    name_column, or_none, str_at, string_cell, Column,
+    name_column, or_none, str_at, str_or, string_cell, BuiltinPrinter, Column,
 };
+
+/// The printers of this family.
+pub(super) const PRINTERS: &[BuiltinPrinter] = &[
+    BuiltinPrinter::new("", "nodes", node_columns, node_cells),
+    BuiltinPrinter::new("", "namespaces", namespace_columns, namespace_cells),
+    BuiltinPrinter::new("", "services", service_columns, service_cells),
+    BuiltinPrinter::new("", "configmaps", config_map_columns, config_map_cells),
+    BuiltinPrinter::new("", "secrets", secret_columns, secret_cells),
+];
 
 // ---- nodes ----
 
@@ -16,71 +27,41 @@ const ROLE_LABEL_PREFIX: &str = "node-role.kubernetes.io/";
 const ROLE_LABEL: &str = "kubernetes.io/role";
 
 /// Node columns.
-pub(super) fn node_columns() -> Vec<Column> {
+fn node_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column(
-            "Status",
-            "string",
-            "",
-            0,
-            "The node's Ready condition, and whether it is cordoned.",
-        ),
-        column(
-            "Roles",
-            "string",
-            "",
-            0,
-            "The node's roles, from its node-role labels.",
-        ),
+        column("Status", "string", "", 0, "The status of the node"),
+        column("Roles", "string", "", 0, "The roles of the node"),
         age_column(),
         column(
             "Version",
             "string",
             "",
             0,
-            "The kubelet version the node reports.",
+            docs::NODE_SYSTEM_INFO_KUBELET_VERSION,
         ),
-        column(
-            "Internal-IP",
-            "string",
-            "",
-            1,
-            "The node's first InternalIP address.",
-        ),
-        column(
-            "External-IP",
-            "string",
-            "",
-            1,
-            "The node's first ExternalIP address.",
-        ),
-        column(
-            "OS-Image",
-            "string",
-            "",
-            1,
-            "The operating system image the node reports.",
-        ),
+        column("Internal-IP", "string", "", 1, docs::NODE_STATUS_ADDRESSES),
+        column("External-IP", "string", "", 1, docs::NODE_STATUS_ADDRESSES),
+        column("OS-Image", "string", "", 1, docs::NODE_SYSTEM_INFO_OS_IMAGE),
         column(
             "Kernel-Version",
             "string",
             "",
             1,
-            "The kernel version the node reports.",
+            docs::NODE_SYSTEM_INFO_KERNEL_VERSION,
         ),
         column(
             "Container-Runtime",
             "string",
             "",
             1,
-            "The container runtime and version the node reports.",
+            docs::NODE_SYSTEM_INFO_CONTAINER_RUNTIME_VERSION,
         ),
     ]
 }
 
 /// A node row.
-pub(super) fn node_cells(node: &Value, now_unix: i64) -> Vec<Value> {
+fn node_cells(node: &Value, now_unix: i64) -> Vec<Value> {
     // The last Ready condition wins, as in a map keyed by condition type.
     let ready = list_at(node, &["status", "conditions"])
         .iter()
@@ -95,10 +76,7 @@ pub(super) fn node_cells(node: &Value, now_unix: i64) -> Vec<Value> {
         status.push_str(",SchedulingDisabled");
     }
     let info = |field: &str| -> String {
-        match str_at(node, &["status", "nodeInfo", field]) {
-            "" => "<unknown>".into(),
-            s => s.to_owned(),
-        }
+        str_or(node, &["status", "nodeInfo", field], "<unknown>").to_owned()
     };
     vec![
         name_cell(node),
@@ -148,80 +126,44 @@ fn node_address(node: &Value, type_: &str) -> String {
 // ---- namespaces ----
 
 /// Namespace columns.
-pub(super) fn namespace_columns() -> Vec<Column> {
+fn namespace_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column(
-            "Status",
-            "string",
-            "",
-            0,
-            "The namespace's phase: Active or Terminating.",
-        ),
+        column("Status", "string", "", 0, "The status of the namespace"),
         age_column(),
     ]
 }
 
 /// A namespace row; the phase defaults to Active as the API does.
-pub(super) fn namespace_cells(ns: &Value, now_unix: i64) -> Vec<Value> {
-    let phase = match str_at(ns, &["status", "phase"]) {
-        "" => "Active",
-        p => p,
-    };
+fn namespace_cells(ns: &Value, now_unix: i64) -> Vec<Value> {
+    let phase = str_or(ns, &["status", "phase"], "Active");
     vec![name_cell(ns), string_cell(phase), age_cell(ns, now_unix)]
 }
 
 // ---- services ----
 
 /// Service columns.
-pub(super) fn service_columns() -> Vec<Column> {
+fn service_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column(
-            "Type",
-            "string",
-            "",
-            0,
-            "How the service is exposed: ClusterIP, NodePort, LoadBalancer or ExternalName.",
-        ),
-        column(
-            "Cluster-IP",
-            "string",
-            "",
-            0,
-            "The service's primary cluster IP.",
-        ),
+        column("Type", "string", "", 0, docs::SERVICE_SPEC_TYPE),
+        column("Cluster-IP", "string", "", 0, docs::SERVICE_SPEC_CLUSTER_IP),
         column(
             "External-IP",
             "string",
             "",
             0,
-            "External IPs and load balancer ingress points.",
+            docs::SERVICE_SPEC_EXTERNAL_IPS,
         ),
-        column(
-            "Port(s)",
-            "string",
-            "",
-            0,
-            "Service ports as port[:nodePort]/protocol.",
-        ),
+        column("Port(s)", "string", "", 0, docs::SERVICE_SPEC_PORTS),
         age_column(),
-        column(
-            "Selector",
-            "string",
-            "",
-            1,
-            "The label selector picking the service's pods.",
-        ),
+        column("Selector", "string", "", 1, docs::SERVICE_SPEC_SELECTOR),
     ]
 }
 
 /// A service row (printed wide: load balancer addresses are never shortened).
-pub(super) fn service_cells(svc: &Value, now_unix: i64) -> Vec<Value> {
-    let type_ = match str_at(svc, &["spec", "type"]) {
-        "" => "ClusterIP",
-        t => t,
-    };
+fn service_cells(svc: &Value, now_unix: i64) -> Vec<Value> {
+    let type_ = str_or(svc, &["spec", "type"], "ClusterIP");
     let cluster_ip = match list_at(svc, &["spec", "clusterIPs"]).first() {
         Some(ip) => ip.as_str().unwrap_or(""),
         None => str_at(svc, &["spec", "clusterIP"]),
@@ -237,26 +179,14 @@ pub(super) fn service_cells(svc: &Value, now_unix: i64) -> Vec<Value> {
     ]
 }
 
-fn strings(list: &[Value]) -> Vec<&str> {
-    list.iter().map(|v| v.as_str().unwrap_or("")).collect()
-}
-
 /// The External-IP cell for a service of `type_`.
 fn service_external_ip(svc: &Value, type_: &str) -> String {
     let external_ips = strings(list_at(svc, &["spec", "externalIPs"]));
     match type_ {
         "ClusterIP" | "NodePort" => or_none(&external_ips.join(",")),
         "LoadBalancer" => {
-            // Ingress points: the IP, else the hostname; sorted and distinct.
-            let ingress: BTreeSet<&str> = list_at(svc, &["status", "loadBalancer", "ingress"])
-                .iter()
-                .map(|i| match str_at(i, &["ip"]) {
-                    "" => str_at(i, &["hostname"]),
-                    ip => ip,
-                })
-                .filter(|s| !s.is_empty())
-                .collect();
-            let mut all: Vec<&str> = ingress.into_iter().collect();
+            let mut all =
+                load_balancer_ingress(list_at(svc, &["status", "loadBalancer", "ingress"]));
             all.extend(external_ips);
             if all.is_empty() {
                 "<pending>".into()
@@ -276,10 +206,7 @@ fn service_ports(svc: &Value) -> String {
         .map(|p| {
             let port = int_at(p, &["port"]);
             let node_port = int_at(p, &["nodePort"]);
-            let protocol = match str_at(p, &["protocol"]) {
-                "" => "TCP",
-                proto => proto,
-            };
+            let protocol = str_or(p, &["protocol"], "TCP");
             if node_port > 0 {
                 format!("{port}:{node_port}/{protocol}")
             } else {
@@ -293,42 +220,33 @@ fn service_ports(svc: &Value) -> String {
 // ---- config maps and secrets ----
 
 /// Config map columns.
-pub(super) fn config_map_columns() -> Vec<Column> {
+fn config_map_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column(
-            "Data",
-            "string",
-            "",
-            0,
-            "Number of keys in data and binaryData.",
-        ),
+        column("Data", "string", "", 0, docs::CONFIG_MAP_DATA),
         age_column(),
     ]
 }
 
 /// A config map row: keys in data plus keys in binaryData.
-pub(super) fn config_map_cells(cm: &Value, now_unix: i64) -> Vec<Value> {
+fn config_map_cells(cm: &Value, now_unix: i64) -> Vec<Value> {
     let keys = map_len(cm, &["data"]) + map_len(cm, &["binaryData"]);
     vec![name_cell(cm), Value::from(keys), age_cell(cm, now_unix)]
 }
 
 /// Secret columns.
-pub(super) fn secret_columns() -> Vec<Column> {
+fn secret_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column("Type", "string", "", 0, "The secret's type, e.g. Opaque."),
-        column("Data", "string", "", 0, "Number of keys in data."),
+        column("Type", "string", "", 0, docs::SECRET_TYPE),
+        column("Data", "string", "", 0, docs::SECRET_DATA),
         age_column(),
     ]
 }
 
 /// A secret row; the type defaults to Opaque as the API does.
-pub(super) fn secret_cells(secret: &Value, now_unix: i64) -> Vec<Value> {
-    let type_ = match str_at(secret, &["type"]) {
-        "" => "Opaque",
-        t => t,
-    };
+fn secret_cells(secret: &Value, now_unix: i64) -> Vec<Value> {
+    let type_ = str_or(secret, &["type"], "Opaque");
     vec![
         name_cell(secret),
         string_cell(type_),

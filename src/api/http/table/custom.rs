@@ -43,7 +43,10 @@ pub(super) fn columns(printer_columns: &[PrinterColumn]) -> Vec<Column> {
     let mut cols = vec![name_column()];
     for pc in served(printer_columns).iter() {
         let description = if pc.description.is_empty() {
-            format!("Custom resource column, JSONPath {}", pc.json_path)
+            format!(
+                "Custom resource definition column (in JSONPath format): {}",
+                pc.json_path
+            )
         } else {
             pc.description.clone()
         };

@@ -7,84 +7,75 @@
 
 use serde_json::Value;
 
+use super::openapi_docs as docs;
 use super::{
-    at, column, int_at, name_cell, name_column, obj_at, since, str_at, string_cell, time_at, Column,
+    at, column, int_at, name_cell, name_column, obj_at, since, str_at, string_cell, time_at,
+    BuiltinPrinter, Column,
 };
 
+/// Core v1 events, and events.k8s.io events: kube-apiserver prints both with the Event
+/// printer because both are the same internal Event, and etcd stores core v1 Events.
+pub(super) const PRINTERS: &[BuiltinPrinter] = &[
+    BuiltinPrinter::new("", "events", columns, cells),
+    BuiltinPrinter::new("events.k8s.io", "events", columns, events_v1_cells),
+];
+
+/// events.k8s.io/v1 names of core Event fields (the conversion kube-apiserver applies,
+/// as `codec::convert` does): (events.k8s.io/v1, core/v1).
+const EVENTS_V1_NAMES: [(&str, &str); 7] = [
+    ("regarding", "involvedObject"),
+    ("note", "message"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+    ("reportingController", "reportingComponent"),
+];
+
+/// An events.k8s.io/v1 Event row: the same internal Event, read under its core names.
+fn events_v1_cells(ev: &Value, now_unix: i64) -> Vec<Value> {
+    let Value::Object(fields) = ev else {
+        return cells(ev, now_unix);
+    };
+    let core = fields
+        .iter()
+        .map(|(k, v)| {
+            let name = EVENTS_V1_NAMES
+                .iter()
+                .find(|(v1, _)| v1 == k)
+                .map_or(k.as_str(), |(_, core)| core);
+            (name.to_string(), v.clone())
+        })
+        .collect();
+    cells(&Value::Object(core), now_unix)
+}
+
 /// Event columns, in kube-apiserver's order and priorities.
-pub(super) fn columns() -> Vec<Column> {
+fn columns() -> Vec<Column> {
     let mut name = name_column();
     name.priority = 1;
     vec![
-        column(
-            "Last Seen",
-            "string",
-            "",
-            0,
-            "Time since the event was last observed.",
-        ),
-        column(
-            "Type",
-            "string",
-            "",
-            0,
-            "The event's type: Normal or Warning.",
-        ),
-        column(
-            "Reason",
-            "string",
-            "",
-            0,
-            "Short machine-readable reason for the event.",
-        ),
-        column(
-            "Object",
-            "string",
-            "",
-            0,
-            "The object the event is about, as kind/name.",
-        ),
+        column("Last Seen", "string", "", 0, docs::EVENT_LAST_TIMESTAMP),
+        column("Type", "string", "", 0, docs::EVENT_TYPE),
+        column("Reason", "string", "", 0, docs::EVENT_REASON),
+        column("Object", "string", "", 0, docs::EVENT_INVOLVED_OBJECT),
         column(
             "Subobject",
             "string",
             "",
             1,
-            "The part of the object the event is about (fieldPath).",
+            docs::OBJECT_REFERENCE_FIELD_PATH,
         ),
-        column(
-            "Source",
-            "string",
-            "",
-            1,
-            "The component (and host) that reported the event.",
-        ),
-        column(
-            "Message",
-            "string",
-            "",
-            0,
-            "Human-readable description of the event.",
-        ),
-        column(
-            "First Seen",
-            "string",
-            "",
-            1,
-            "Time since the event was first observed.",
-        ),
-        column(
-            "Count",
-            "string",
-            "",
-            1,
-            "How many times the event has occurred.",
-        ),
+        column("Source", "string", "", 1, docs::EVENT_SOURCE),
+        column("Message", "string", "", 0, docs::EVENT_MESSAGE),
+        column("First Seen", "string", "", 1, docs::EVENT_FIRST_TIMESTAMP),
+        column("Count", "string", "", 1, docs::EVENT_COUNT),
         name,
     ]
 }
 
 /// An event row.
-pub(super) fn cells(ev: &Value, now_unix: i64) -> Vec<Value> {
+fn cells(ev: &Value, now_unix: i64) -> Vec<Value> {
     let first_seen = match time_at(ev, &["firstTimestamp"]) {
         Some(t) => since(now_unix, Some(t)),
         None => since(now_unix, time_at(ev, &["eventTime"])),
@@ -148,6 +139,22 @@ mod tests {
 
     fn row(obj: &Value) -> Vec<Value> {
         cells(&info("", "events", "Event"), obj, T0)
+    }
+
+    #[test]
+    fn events_v1_rows_read_the_same_event_under_its_core_names() {
+        let core = json!({"metadata": {"name": "e1", "creationTimestamp": ts(0)},
+            "involvedObject": {"kind": "Pod", "name": "web-0", "fieldPath": "spec.containers{app}"},
+            "reason": "BackOff", "message": "Back-off restarting", "type": "Warning",
+            "source": {"component": "kubelet", "host": "n1"},
+            "firstTimestamp": ts(-120), "lastTimestamp": ts(-60), "count": 3});
+        let v1 = json!({"metadata": {"name": "e1", "creationTimestamp": ts(0)},
+            "regarding": {"kind": "Pod", "name": "web-0", "fieldPath": "spec.containers{app}"},
+            "reason": "BackOff", "note": "Back-off restarting", "type": "Warning",
+            "deprecatedSource": {"component": "kubelet", "host": "n1"},
+            "deprecatedFirstTimestamp": ts(-120), "deprecatedLastTimestamp": ts(-60),
+            "deprecatedCount": 3});
+        assert_eq!(super::events_v1_cells(&v1, T0), super::cells(&core, T0));
     }
 
     #[test]

@@ -4,29 +4,73 @@
 //! kubectl asks for `application/json;as=Table;v=v1;g=meta.k8s.io` and prints what the
 //! server computes. Like kube-apiserver, this module always prints "wide": [`cells`]
 //! returns one cell per [`columns`] entry, and a column's `priority` (1 = only with
-//! `-o wide`) tells the client which ones to hide.
+//! `-o wide`) tells the client which ones to hide. (One upstream quirk is kept: the
+//! IPAddress printer gives three cells for its two columns; clients ignore the extra one.)
 //!
-//! Printers, one file per family: `pods`; `core_v1` (nodes, namespaces, services, config
-//! maps, secrets); `apps` (deployments); `events` (core v1 events); `custom` (custom
-//! resources: `Name` plus the CRD's `additionalPrinterColumns`, evaluated by `jsonpath`).
-//! Every other resource gets the generic `Name` / `Created At` pair. `timestamp` parses
-//! and formats RFC 3339 times.
+//! Built-in printers are data: each family file exports a `PRINTERS` list of
+//! `BuiltinPrinter`s, keyed by (group, resource), and `printer` finds one. Families:
+//! `pods`; `core_v1` (nodes, namespaces, services, config maps, secrets); `replication`
+//! (pod templates, replication controllers); `volumes` (persistent volumes and claims);
+//! `endpoints` (endpoints, endpoint slices); `access` (service accounts, role bindings,
+//! cluster role bindings, certificate signing requests); `policy` (pod disruption budgets,
+//! resource quotas); `apps` (deployments, replica sets, stateful sets, daemon sets);
+//! `controller_revisions`; `batch` (jobs, cron jobs); `autoscaling` (horizontal pod
+//! autoscalers); `networking` (ingresses, ingress classes, network policies, IP addresses,
+//! service CIDRs); `storage` (storage classes, volume attributes classes, volume
+//! attachments); `csi` (CSI drivers, CSI nodes, CSI storage capacities); `scheduling`
+//! (priority classes, runtime classes); `coordination` (leases); `admission` (webhook
+//! configurations, validating and mutating admission policies and their bindings);
+//! `flowcontrol` (flow schemas, priority level configurations); `resource` (DRA device
+//! classes, resource claims, claim templates, resource slices); `events` (core v1 and
+//! events.k8s.io events, both printed from the stored core v1 Event); `apiservices`
+//! (kube-aggregator's convertor); `custom` (custom resources: `Name` plus the CRD's
+//! `additionalPrinterColumns`, evaluated by `jsonpath`). Every other resource gets the
+//! generic `Name` / `Created At` pair, as kube-apiserver's default convertor gives it:
+//! roles, cluster roles, limit ranges, custom resource definitions among them (none has a
+//! printer upstream).
+//!
+//! Shared pieces: `format` (label selectors, "+ N more..." lists, quantities, booleans, as
+//! the printers format them), `templates` (the pod template's Containers and Images),
+//! `openapi_docs` (the column descriptions taken from the API's field docs), `timestamp`
+//! (RFC 3339 times); `test_support` builds the tests' resources and rows.
 //!
 //! [`row_conditions`] gives a row's `conditions` (kube-apiserver marks succeeded and failed
 //! pods `Completed`); the caller adds them to the row next to `cells`.
 //!
 //! Objects come from etcd and are not validated: a missing or mistyped field reads as its
 //! zero value, as a Go struct decoded from the same JSON would, so nothing here panics.
-//! Where kube-apiserver applies API defaults while decoding (service type, port protocol,
-//! deployment replicas, secret type, namespace phase) the same defaults are applied here.
+//! Where kube-apiserver applies API defaults while decoding and a cell shows the result
+//! (service type, port protocol, replicas, secret type, namespace phase, volume modes and
+//! reclaim policies, CSI driver flags, HPA metrics, flow-control settings, ...) the same
+//! defaults are applied here.
 
+mod access;
+mod admission;
+mod apiservices;
 mod apps;
+mod autoscaling;
+mod batch;
+mod controller_revisions;
+mod coordination;
 mod core_v1;
+mod csi;
 mod custom;
+mod endpoints;
 mod events;
+mod flowcontrol;
+mod format;
 mod jsonpath;
+mod networking;
+mod openapi_docs;
 mod pods;
+mod policy;
+mod replication;
+mod resource;
+mod scheduling;
+mod storage;
+mod templates;
 mod timestamp;
+mod volumes;
 
 use std::collections::BTreeMap;
 
@@ -63,17 +107,61 @@ impl Column {
     }
 }
 
+/// The printer kube-apiserver registers for one built-in resource.
+pub(super) struct BuiltinPrinter {
+    group: &'static str,
+    resource: &'static str,
+    columns: fn() -> Vec<Column>,
+    cells: fn(&Value, i64) -> Vec<Value>,
+    row_conditions: Option<fn(&Value) -> Vec<Value>>,
+}
+
+impl BuiltinPrinter {
+    /// A printer for (group, resource) whose rows carry no conditions.
+    const fn new(
+        group: &'static str,
+        resource: &'static str,
+        columns: fn() -> Vec<Column>,
+        cells: fn(&Value, i64) -> Vec<Value>,
+    ) -> BuiltinPrinter {
+        BuiltinPrinter {
+            group,
+            resource,
+            columns,
+            cells,
+            row_conditions: None,
+        }
+    }
+}
+
+/// Every family's printers.
+const FAMILIES: &[&[BuiltinPrinter]] = &[
+    pods::PRINTERS,
+    core_v1::PRINTERS,
+    replication::PRINTERS,
+    volumes::PRINTERS,
+    endpoints::PRINTERS,
+    access::PRINTERS,
+    policy::PRINTERS,
+    apps::PRINTERS,
+    controller_revisions::PRINTERS,
+    batch::PRINTERS,
+    autoscaling::PRINTERS,
+    networking::PRINTERS,
+    storage::PRINTERS,
+    csi::PRINTERS,
+    scheduling::PRINTERS,
+    coordination::PRINTERS,
+    admission::PRINTERS,
+    flowcontrol::PRINTERS,
+    resource::PRINTERS,
+    events::PRINTERS,
+    apiservices::PRINTERS,
+];
+
 /// Which printer a resource uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Printer {
-    Pods,
-    Nodes,
-    Namespaces,
-    Services,
-    ConfigMaps,
-    Secrets,
-    Events,
-    Deployments,
+    Builtin(&'static BuiltinPrinter),
     Custom,
     Default,
 }
@@ -82,30 +170,17 @@ fn printer(info: &ResourceInfo) -> Printer {
     if info.origin == Origin::CustomResource || !info.printer_columns.is_empty() {
         return Printer::Custom;
     }
-    match (info.group.as_str(), info.resource.as_str()) {
-        ("", "pods") => Printer::Pods,
-        ("", "nodes") => Printer::Nodes,
-        ("", "namespaces") => Printer::Namespaces,
-        ("", "services") => Printer::Services,
-        ("", "configmaps") => Printer::ConfigMaps,
-        ("", "secrets") => Printer::Secrets,
-        ("", "events") => Printer::Events,
-        ("apps", "deployments") => Printer::Deployments,
-        _ => Printer::Default,
-    }
+    FAMILIES
+        .iter()
+        .flat_map(|family| family.iter())
+        .find(|p| p.group == info.group && p.resource == info.resource)
+        .map_or(Printer::Default, Printer::Builtin)
 }
 
 /// The columns for a resource.
 pub fn columns(info: &ResourceInfo) -> Vec<Column> {
     match printer(info) {
-        Printer::Pods => pods::columns(),
-        Printer::Nodes => core_v1::node_columns(),
-        Printer::Namespaces => core_v1::namespace_columns(),
-        Printer::Services => core_v1::service_columns(),
-        Printer::ConfigMaps => core_v1::config_map_columns(),
-        Printer::Secrets => core_v1::secret_columns(),
-        Printer::Events => events::columns(),
-        Printer::Deployments => apps::deployment_columns(),
+        Printer::Builtin(p) => (p.columns)(),
         Printer::Custom => custom::columns(&info.printer_columns),
         Printer::Default => vec![
             name_column(),
@@ -117,14 +192,7 @@ pub fn columns(info: &ResourceInfo) -> Vec<Column> {
 /// The cells of one row; `now_unix` is the current time in seconds since the epoch (for Age).
 pub fn cells(info: &ResourceInfo, object: &Value, now_unix: i64) -> Vec<Value> {
     match printer(info) {
-        Printer::Pods => pods::cells(object, now_unix),
-        Printer::Nodes => core_v1::node_cells(object, now_unix),
-        Printer::Namespaces => core_v1::namespace_cells(object, now_unix),
-        Printer::Services => core_v1::service_cells(object, now_unix),
-        Printer::ConfigMaps => core_v1::config_map_cells(object, now_unix),
-        Printer::Secrets => core_v1::secret_cells(object, now_unix),
-        Printer::Events => events::cells(object, now_unix),
-        Printer::Deployments => apps::deployment_cells(object, now_unix),
+        Printer::Builtin(p) => (p.cells)(object, now_unix),
         Printer::Custom => custom::cells(&info.printer_columns, object, now_unix),
         Printer::Default => {
             // A missing creationTimestamp is Go's zero time, printed as such.
@@ -140,7 +208,10 @@ pub fn cells(info: &ResourceInfo, object: &Value, now_unix: i64) -> Vec<Value> {
 /// condition for pods that succeeded or failed, nothing for anything else.
 pub fn row_conditions(info: &ResourceInfo, object: &Value) -> Vec<Value> {
     match printer(info) {
-        Printer::Pods => pods::row_conditions(object),
+        Printer::Builtin(BuiltinPrinter {
+            row_conditions: Some(conditions),
+            ..
+        }) => conditions(object),
         _ => Vec::new(),
     }
 }
@@ -195,9 +266,12 @@ fn with_remainder(major: i64, major_unit: &str, rest: i64, rest_unit: &str) -> S
 
 // ---- column definitions shared by the printers ----
 
-const DESC_NAME: &str = "Name of the object, unique within its namespace (or the cluster).";
-const DESC_AGE: &str = "Time since the object was created (metadata.creationTimestamp).";
-const DESC_CREATED: &str = "When the object was created (metadata.creationTimestamp).";
+/// `Name` columns: ObjectMeta's doc for `name`.
+const DESC_NAME: &str = openapi_docs::OBJECT_META_NAME;
+/// `Age` columns: ObjectMeta's doc for `creationTimestamp`.
+const DESC_AGE: &str = openapi_docs::OBJECT_META_CREATION_TIMESTAMP;
+/// The default convertor's `Created At` column: the same doc.
+const DESC_CREATED: &str = openapi_docs::OBJECT_META_CREATION_TIMESTAMP;
 
 fn column(name: &str, type_: &str, format: &str, priority: i32, description: &str) -> Column {
     Column {
@@ -242,6 +316,15 @@ fn int_of(v: &Value) -> i64 {
         Some(i) => i,
         // `as` saturates, like the values a Go decoder could never have produced anyway.
         None => v.as_f64().map_or(0, |f| f as i64),
+    }
+}
+
+/// The integer behind a pointer field at `path`, `default` when it is unset (what the API's
+/// defaulting stores, e.g. 1 for `spec.replicas`).
+fn int_or(v: &Value, path: &[&str], default: i64) -> i64 {
+    match at(v, path) {
+        Some(x) if !x.is_null() => int_of(x),
+        _ => default,
     }
 }
 
@@ -329,63 +412,16 @@ fn format_labels(map: Option<&Value>) -> String {
     or_none(&text.join(","))
 }
 
-/// Container names and images, each comma-joined in spec order.
-fn container_cells(containers: &[Value]) -> (String, String) {
-    let names: Vec<&str> = containers.iter().map(|c| str_at(c, &["name"])).collect();
-    let images: Vec<&str> = containers.iter().map(|c| str_at(c, &["image"])).collect();
-    (names.join(","), images.join(","))
+/// The string at `path`, `default` when it is missing or empty (an API default).
+fn str_or<'a>(v: &'a Value, path: &[&str], default: &'a str) -> &'a str {
+    match str_at(v, path) {
+        "" => default,
+        s => s,
+    }
 }
 
 #[cfg(test)]
-pub(super) mod test_support {
-    use crate::registry::{FieldPolicy, Origin, PrinterColumn, ResourceInfo};
-
-    /// A resource definition for tests.
-    pub fn info(group: &str, resource: &str, kind: &str) -> ResourceInfo {
-        ResourceInfo {
-            group: group.into(),
-            version: "v1".into(),
-            resource: resource.into(),
-            singular: resource.trim_end_matches('s').into(),
-            kind: kind.into(),
-            namespaced: true,
-            etcd_dir: resource.into(),
-            storage_version: if group.is_empty() {
-                "v1".into()
-            } else {
-                format!("{group}/v1")
-            },
-            short_names: Vec::new(),
-            categories: Vec::new(),
-            origin: Origin::Builtin,
-            fields: Vec::new(),
-            field_policy: FieldPolicy::meta_only("field label not supported: {}"),
-            printer_columns: Vec::new(),
-        }
-    }
-
-    /// A custom resource definition with the given printer columns.
-    pub fn crd_info(columns: Vec<PrinterColumn>) -> ResourceInfo {
-        ResourceInfo {
-            origin: Origin::CustomResource,
-            printer_columns: columns,
-            ..info("example.com", "widgets", "Widget")
-        }
-    }
-
-    /// 2024-01-01T00:00:00Z.
-    pub const T0: i64 = 1_704_067_200;
-
-    /// `T0 + offset` seconds as RFC 3339.
-    pub fn ts(offset: i64) -> String {
-        super::Instant::from_unix(T0 + offset).to_rfc3339_utc()
-    }
-
-    /// Column names, in order.
-    pub fn names(cols: &[super::Column]) -> Vec<&str> {
-        cols.iter().map(|c| c.name.as_str()).collect()
-    }
-}
+mod test_support;
 
 #[cfg(test)]
 mod tests {
@@ -447,23 +483,25 @@ mod tests {
 
     #[test]
     fn default_convertor_for_other_resources() {
-        let leases = info("coordination.k8s.io", "leases", "Lease");
-        let cols = columns(&leases);
+        let roles = info("rbac.authorization.k8s.io", "clusterroles", "ClusterRole");
+        let cols = columns(&roles);
         assert_eq!(names(&cols), ["Name", "Created At"]);
+        assert_eq!(cols[0].description, DESC_NAME);
+        assert_eq!(cols[1].description, DESC_CREATED);
         assert_eq!(cols[0].format, "name");
         assert_eq!(cols[1].type_, "date");
-        let obj = json!({"metadata": {"name": "kube-scheduler",
+        let obj = json!({"metadata": {"name": "system:node",
                                       "creationTimestamp": "2024-01-01T02:00:00+02:00"}});
         assert_eq!(
-            cells(&leases, &obj, T0),
-            [json!("kube-scheduler"), json!("2024-01-01T00:00:00Z")]
+            cells(&roles, &obj, T0),
+            [json!("system:node"), json!("2024-01-01T00:00:00Z")]
         );
         // Missing metadata: empty name and Go's zero time.
         assert_eq!(
-            cells(&leases, &json!({}), T0),
+            cells(&roles, &json!({}), T0),
             [json!(""), json!("0001-01-01T00:00:00Z")]
         );
-        assert!(row_conditions(&leases, &obj).is_empty());
+        assert!(row_conditions(&roles, &obj).is_empty());
     }
 
     #[test]
@@ -477,18 +515,13 @@ mod tests {
 
     #[test]
     fn every_printer_has_one_cell_per_column_even_for_garbage() {
-        let infos = [
-            info("", "pods", "Pod"),
-            info("", "nodes", "Node"),
-            info("", "namespaces", "Namespace"),
-            info("", "services", "Service"),
-            info("", "configmaps", "ConfigMap"),
-            info("", "secrets", "Secret"),
-            info("", "events", "Event"),
-            info("apps", "deployments", "Deployment"),
-            info("", "endpoints", "Endpoints"),
-            super::test_support::crd_info(Vec::new()),
-        ];
+        let mut infos: Vec<ResourceInfo> = FAMILIES
+            .iter()
+            .flat_map(|family| family.iter())
+            .map(|p| info(p.group, p.resource, ""))
+            .collect();
+        infos.push(info("", "limitranges", "LimitRange"));
+        infos.push(super::test_support::crd_info(Vec::new()));
         let garbage = [
             json!(null),
             json!(42),
@@ -497,15 +530,41 @@ mod tests {
             json!({}),
             json!({"metadata": 1, "spec": [], "status": "x"}),
             json!({"metadata": {"name": 7, "creationTimestamp": "yesterday"},
-                   "spec": {"containers": "no", "ports": [1, null]},
-                   "status": {"containerStatuses": [null, 3, {"state": []}]}}),
+                   "spec": {"containers": "no", "ports": [1, null], "metrics": [null, 3],
+                            "selector": {"matchExpressions": [null]}, "template": []},
+                   "status": {"containerStatuses": [null, 3, {"state": []}],
+                              "conditions": [null, "x"], "hard": {"cpu": 1}}}),
         ];
         for info in &infos {
-            let n = columns(info).len();
+            // kube-apiserver's IPAddress printer fills one cell more than it declares.
+            let extra = usize::from(info.resource == "ipaddresses");
+            let n = columns(info).len() + extra;
             for obj in &garbage {
                 assert_eq!(cells(info, obj, T0).len(), n, "{} {obj}", info.resource);
             }
         }
+    }
+
+    #[test]
+    fn every_builtin_resource_has_one_printer() {
+        let mut keys: Vec<(&str, &str)> = FAMILIES
+            .iter()
+            .flat_map(|family| family.iter())
+            .map(|p| (p.group, p.resource))
+            .collect();
+        let n = keys.len();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), n, "a (group, resource) is printed twice");
+    }
+
+    #[test]
+    fn events_api_events_use_the_event_printer() {
+        let core = info("", "events", "Event");
+        let events_api = info("events.k8s.io", "events", "Event");
+        assert_eq!(columns(&core), columns(&events_api));
+        let ev = json!({"metadata": {"name": "e"}, "reason": "Pulled", "type": "Normal"});
+        assert_eq!(cells(&core, &ev, T0), cells(&events_api, &ev, T0));
     }
 
     #[test]

@@ -8,14 +8,21 @@
 
 use serde_json::{json, Value};
 
+use super::openapi_docs as docs;
 use super::timestamp::Instant;
 use super::{
     age_cell, age_column, at, bool_at, column, deleting, int_at, list_at, name_cell, name_column,
-    obj_at, since, str_at, string_cell, time_at, Column,
+    obj_at, since, str_at, string_cell, time_at, BuiltinPrinter, Column,
 };
 
+/// The pod printer; its rows carry the `Completed` condition of finished pods.
+pub(super) const PRINTERS: &[BuiltinPrinter] = &[BuiltinPrinter {
+    row_conditions: Some(row_conditions),
+    ..BuiltinPrinter::new("", "pods", columns, cells)
+}];
+
 /// The pod columns.
-pub(super) fn columns() -> Vec<Column> {
+fn columns() -> Vec<Column> {
     vec![
         name_column(),
         column(
@@ -23,38 +30,39 @@ pub(super) fn columns() -> Vec<Column> {
             "string",
             "",
             0,
-            "Ready containers out of all containers (restartable init containers included).",
+            "The aggregate readiness state of this pod for accepting traffic.",
         ),
         column(
             "Status",
             "string",
             "",
             0,
-            "Summary of the pod's state, from its phase and its containers' states.",
+            "The aggregate status of the containers in this pod.",
         ),
         column(
             "Restarts",
             "string",
             "",
             0,
-            "Container restarts, and how long ago the latest restarted container ended.",
+            "The number of times the containers in this pod have been restarted and when the last \
+             container in this pod has restarted.",
         ),
         age_column(),
-        column("IP", "string", "", 1, "The pod's primary IP address."),
-        column("Node", "string", "", 1, "The node the pod is bound to."),
+        column("IP", "string", "", 1, docs::POD_STATUS_POD_IP),
+        column("Node", "string", "", 1, docs::POD_SPEC_NODE_NAME),
         column(
             "Nominated Node",
             "string",
             "",
             1,
-            "The node the scheduler nominated for the pod after preempting others there.",
+            docs::POD_STATUS_NOMINATED_NODE_NAME,
         ),
         column(
             "Readiness Gates",
             "string",
             "",
             1,
-            "Readiness gates whose condition is True, out of all readiness gates.",
+            docs::POD_SPEC_READINESS_GATES,
         ),
     ]
 }
@@ -100,7 +108,7 @@ impl Restarts {
 }
 
 /// The pod row.
-pub(super) fn cells(pod: &Value, now_unix: i64) -> Vec<Value> {
+fn cells(pod: &Value, now_unix: i64) -> Vec<Value> {
     let phase = str_at(pod, &["status", "phase"]);
     let status_reason = str_at(pod, &["status", "reason"]);
     let conditions = list_at(pod, &["status", "conditions"]);
@@ -263,7 +271,7 @@ fn readiness_gates(pod: &Value, conditions: &[Value]) -> String {
 }
 
 /// The `Completed` row condition of a succeeded or failed pod.
-pub(super) fn row_conditions(pod: &Value) -> Vec<Value> {
+fn row_conditions(pod: &Value) -> Vec<Value> {
     let (reason, message) = match at(pod, &["status", "phase"]).and_then(Value::as_str) {
         Some("Succeeded") => ("Succeeded", "The pod has completed successfully."),
         Some("Failed") => ("Failed", "The pod failed."),

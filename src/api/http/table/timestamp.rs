@@ -39,6 +39,14 @@ impl Instant {
         crate::codec::civil::format_rfc3339(self.secs)
     }
 
+    /// Whole seconds from `earlier` to this instant, truncated toward zero and saturating
+    /// like Go's `t.Sub(earlier)` read as seconds.
+    pub(super) fn seconds_since(self, earlier: Instant) -> i64 {
+        let nanos = |t: Instant| i128::from(t.secs) * NANOS_PER_SEC + i128::from(t.nanos);
+        let diff = (nanos(self) - nanos(earlier)).clamp(i128::from(i64::MIN), i128::from(i64::MAX));
+        i64::try_from(diff / NANOS_PER_SEC).unwrap_or(0)
+    }
+
     /// Whole seconds from this instant to `now_unix`, truncated toward zero like
     /// `int(time.Since(t).Seconds())`, saturating where Go's `time.Duration` does (±292y).
     pub(super) fn seconds_until(self, now_unix: i64) -> i64 {
@@ -110,6 +118,18 @@ mod tests {
         assert_eq!(
             Instant::from_unix(-1).to_rfc3339_utc(),
             "1969-12-31T23:59:59Z"
+        );
+    }
+
+    #[test]
+    fn seconds_between_instants() {
+        let start = parse("2024-01-01T00:00:00.5Z").unwrap();
+        let end = parse("2024-01-01T00:01:00Z").unwrap();
+        assert_eq!(end.seconds_since(start), 59);
+        assert_eq!(start.seconds_since(end), -59);
+        assert_eq!(
+            end.seconds_since(Instant::GO_ZERO),
+            i64::MAX / 1_000_000_000
         );
     }
 
