@@ -366,6 +366,28 @@ pub fn render_json(stored: &protobuf::StoredProtobuf, revision: Revision) -> Jso
     }
 }
 
+/// Encodes an object's JSON (as served: `metadata.resourceVersion` = `rv`) as the
+/// Kubernetes protobuf kube-apiserver would serve for it: the kind's schema in its
+/// apiVersion, members the schema does not know dropped (as Go's decoding drops them),
+/// then the envelope. What a protobuf client of a JSON-stored built-in gets.
+pub fn encode_protobuf(
+    json: &[u8],
+    rv: &str,
+) -> Result<protobuf::StoredProtobuf, pbjson::TranscodeError> {
+    let value: serde_json::Value = serde_json::from_slice(json)
+        .map_err(|_| pbjson::TranscodeError::Invalid("object is not JSON"))?;
+    let text = |k: &str| {
+        value
+            .get(k)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("")
+    };
+    let (api_version, kind) = (text("apiVersion"), text("kind"));
+    let raw = pbjson::encode_json_lossy(api_version, kind, &value)?;
+    let stored = envelope::write(api_version, kind, &raw);
+    Ok(protobuf::with_resource_version(&stored, rv)?)
+}
+
 fn empty_json() -> Json {
     Json {
         bytes: Bytes::from_static(b"{}"),

@@ -8,11 +8,13 @@ use crate::codec::protobuf::{self, StoredProtobuf};
 use crate::codec::{json, Decoded, Json, Labels, StorageFormat};
 use crate::Revision;
 
-/// An object as the cache holds it: encoded once, shared by every list and watcher.
+/// An object as the cache holds it: encoded once per format, shared by every list and
+/// watcher.
 ///
-/// A JSON-stored object has its JSON from ingestion. A protobuf-stored one keeps its
-/// stored bytes (resourceVersion set) and renders its JSON on first use, once: watchers
-/// and lists that ask only for protobuf never pay for JSON.
+/// A JSON-stored object has its JSON from ingestion, and encodes its protobuf on the
+/// first protobuf read (as kube-apiserver serves JSON-stored built-ins as protobuf). A
+/// protobuf-stored one keeps its stored bytes (resourceVersion set) and renders its JSON
+/// on first use, once: watchers and lists that ask only for protobuf never pay for JSON.
 #[derive(Debug)]
 pub struct CachedObject {
     key: Arc<str>,
@@ -35,17 +37,21 @@ pub struct CachedObject {
     /// Selectable field names of the resource (shared) and this object's values.
     field_names: Arc<[String]>,
     field_values: Box<[Box<str>]>,
-    /// The stored protobuf value with the resourceVersion set, for protobuf clients.
-    pub protobuf: Option<StoredProtobuf>,
+    /// The protobuf value with the resourceVersion set, for protobuf clients: the stored
+    /// one, or (JSON-stored) encoded on first use; None inside if it cannot be encoded
+    /// (a custom resource, or JSON its kind's schema does not read).
+    protobuf: OnceLock<Option<StoredProtobuf>>,
+    /// Whether `protobuf` was filled at construction (the stored value).
+    protobuf_eager: bool,
 }
 
 /// A shared cached object.
 pub type ObjectRef = Arc<CachedObject>;
 
-fn once(json: Option<Json>) -> OnceLock<Json> {
+fn once<T>(value: Option<T>) -> OnceLock<T> {
     let cell = OnceLock::new();
-    if let Some(j) = json {
-        let _ = cell.set(j);
+    if let Some(v) = value {
+        let _ = cell.set(v);
     }
     cell
 }
@@ -71,8 +77,44 @@ impl CachedObject {
             labels: decoded.labels,
             field_names,
             field_values: decoded.fields,
-            protobuf: decoded.protobuf,
+            protobuf_eager: decoded.protobuf.is_some(),
+            protobuf: once(decoded.protobuf.map(Some)),
         }
+    }
+
+    /// The stored protobuf value (resourceVersion set) of a protobuf-stored object.
+    fn stored_protobuf(&self) -> Option<&StoredProtobuf> {
+        if self.protobuf_eager {
+            self.protobuf.get().and_then(Option::as_ref)
+        } else {
+            None
+        }
+    }
+
+    /// The object as Kubernetes protobuf (magic, envelope, resourceVersion set): the
+    /// stored bytes, or for a JSON-stored object its JSON encoded on the first call and
+    /// kept. None for objects without a protobuf form (custom resources, JSON the kind's
+    /// schema cannot read).
+    pub fn protobuf(&self) -> Option<&StoredProtobuf> {
+        self.protobuf
+            .get_or_init(|| {
+                let rv = self.revision.to_resource_version();
+                match crate::codec::encode_protobuf(self.json(), &rv) {
+                    Ok(pb) => {
+                        metrics::counter!("watchd_json_protobuf_encodes_total").increment(1);
+                        metrics::gauge!("watchd_encoded_protobuf_bytes")
+                            .increment(pb.value.len() as f64);
+                        Some(pb)
+                    }
+                    Err(e) => {
+                        metrics::counter!("watchd_json_protobuf_encode_failures_total")
+                            .increment(1);
+                        tracing::debug!(key = %self.key, error = %e, "no protobuf form");
+                        None
+                    }
+                }
+            })
+            .as_ref()
     }
 
     /// Compact single-line JSON with `metadata.resourceVersion` = `revision`; rendered
@@ -83,7 +125,7 @@ impl CachedObject {
 
     fn json_with_span(&self) -> &Json {
         self.json.get_or_init(|| {
-            let json = match &self.protobuf {
+            let json = match self.stored_protobuf() {
                 Some(pb) => crate::codec::render_json(pb, self.revision),
                 None => Json {
                     bytes: Bytes::from_static(b"{}"),
@@ -121,7 +163,7 @@ impl CachedObject {
     /// Costs one copy of each encoding present; JSON not yet rendered stays lazy.
     pub fn at_revision(&self, revision: Revision) -> CachedObject {
         let rv = revision.to_resource_version();
-        let protobuf = self.protobuf.as_ref().map(|pb| {
+        let protobuf = self.stored_protobuf().map(|pb| {
             // The bytes were rewritten once already, so they rewrite again.
             protobuf::with_resource_version(&pb.value, &rv).unwrap_or_else(|_| pb.clone())
         });
@@ -148,7 +190,9 @@ impl CachedObject {
             labels: self.labels.clone(),
             field_names: self.field_names.clone(),
             field_values: self.field_values.clone(),
-            protobuf,
+            // A JSON-stored object's protobuf is encoded again, lazily, from the new JSON.
+            protobuf_eager: protobuf.is_some(),
+            protobuf: once(protobuf.map(Some)),
         }
     }
 
@@ -159,7 +203,7 @@ impl CachedObject {
         field_names: Arc<[String]>,
         specs: &[crate::codec::FieldSpec],
     ) -> CachedObject {
-        let values = match &self.protobuf {
+        let values = match self.stored_protobuf() {
             Some(pb) => protobuf_field_values(pb, specs),
             None => {
                 crate::codec::extract::extract(self.json(), &crate::codec::FieldSpec::paths(specs))
@@ -184,7 +228,8 @@ impl CachedObject {
             labels: self.labels.clone(),
             field_names,
             field_values: values,
-            protobuf: self.protobuf.clone(),
+            protobuf_eager: self.protobuf_eager,
+            protobuf: once(self.stored_protobuf().cloned().map(Some)),
         }
     }
 
@@ -196,7 +241,7 @@ impl CachedObject {
             .get()
             .filter(|_| self.json_eager)
             .map_or(0, |j| j.bytes.len())
-            + self.protobuf.as_ref().map_or(0, |p| p.value.len())
+            + self.stored_protobuf().map_or(0, |p| p.value.len())
             + self.labels.heap_bytes()
             + self
                 .field_values
@@ -211,30 +256,35 @@ impl CachedObject {
     /// whose JSON is not rendered, `metadata` alone rendered once (a metadata informer
     /// never pays for whole objects); `{}` if absent.
     pub fn metadata_json(&self) -> Bytes {
-        let (meta, _) = self
-            .metadata
-            .get_or_init(|| match (self.json.get(), &self.protobuf) {
-                (None, Some(pb)) => {
-                    let rv = self.revision.to_resource_version();
-                    let meta = crate::codec::envelope::parse(&pb.value)
-                        .map_err(crate::codec::pbjson::TranscodeError::from)
-                        .and_then(|e| {
-                            crate::codec::pbjson::render_metadata(e.api_version, e.kind, e.raw, &rv)
-                        })
-                        .map(|r| Bytes::from(r.json));
-                    match meta {
-                        Ok(meta) => {
-                            metrics::counter!("watchd_protobuf_metadata_renders_total")
-                                .increment(1);
-                            metrics::gauge!("watchd_rendered_json_bytes")
-                                .increment(meta.len() as f64);
-                            (meta, true)
+        let (meta, _) =
+            self.metadata
+                .get_or_init(|| match (self.json.get(), self.stored_protobuf()) {
+                    (None, Some(pb)) => {
+                        let rv = self.revision.to_resource_version();
+                        let meta = crate::codec::envelope::parse(&pb.value)
+                            .map_err(crate::codec::pbjson::TranscodeError::from)
+                            .and_then(|e| {
+                                crate::codec::pbjson::render_metadata(
+                                    e.api_version,
+                                    e.kind,
+                                    e.raw,
+                                    &rv,
+                                )
+                            })
+                            .map(|r| Bytes::from(r.json));
+                        match meta {
+                            Ok(meta) => {
+                                metrics::counter!("watchd_protobuf_metadata_renders_total")
+                                    .increment(1);
+                                metrics::gauge!("watchd_rendered_json_bytes")
+                                    .increment(meta.len() as f64);
+                                (meta, true)
+                            }
+                            Err(_) => (self.metadata_of_json(), false),
                         }
-                        Err(_) => (self.metadata_of_json(), false),
                     }
-                }
-                _ => (self.metadata_of_json(), false),
-            });
+                    _ => (self.metadata_of_json(), false),
+                });
         meta.clone()
     }
 
@@ -271,6 +321,9 @@ impl Drop for CachedObject {
         };
         if lazy_json + meta > 0 {
             metrics::gauge!("watchd_rendered_json_bytes").decrement((lazy_json + meta) as f64);
+        }
+        if let (false, Some(Some(pb))) = (self.protobuf_eager, self.protobuf.get()) {
+            metrics::gauge!("watchd_encoded_protobuf_bytes").decrement(pb.value.len() as f64);
         }
     }
 }
@@ -325,7 +378,7 @@ mod tests {
         assert!(gone.json_ready());
         let v: serde_json::Value = serde_json::from_slice(gone.json()).unwrap();
         assert_eq!(v["metadata"]["resourceVersion"], "9");
-        let pb = gone.protobuf.as_ref().unwrap();
+        let pb = gone.protobuf().unwrap();
         let env = crate::codec::envelope::parse(&pb.value).unwrap();
         let meta = crate::codec::wire::last_bytes(env.raw, 1).unwrap();
         assert_eq!(crate::codec::wire::last_bytes(meta, 6), Some(&b"9"[..]));

@@ -13,7 +13,7 @@ use super::event_log::{EventLog, WatchEvent};
 use super::health::{Health, Transition, Unreadable};
 use super::object::ObjectRef;
 use super::snapshot::{ObjectMap, Snapshot};
-use crate::codec::DecodeSpec;
+use crate::codec::{DecodeSpec, StorageFormat};
 use crate::dispatch::{self, WakeIndex, WakeKey};
 use crate::registry::ResourceRef;
 use crate::Revision;
@@ -168,14 +168,15 @@ impl ResourceStore {
         let indexed = self.info.indexed_field();
         let unheld = |p: &ObjectRef, bytes: &mut usize, json_objects: &mut usize| {
             *bytes = bytes.saturating_sub(p.cached_bytes());
-            *json_objects = json_objects.saturating_sub(usize::from(p.protobuf.is_none()));
+            *json_objects =
+                json_objects.saturating_sub(usize::from(p.format == StorageFormat::Json));
         };
         for change in changes {
             let event = match change {
                 Change::Put(obj) => {
                     self.health.clear(obj.key());
                     bytes += obj.cached_bytes();
-                    json_objects += usize::from(obj.protobuf.is_none());
+                    json_objects += usize::from(obj.format == StorageFormat::Json);
                     let prev = objects.insert(obj.key().clone(), obj.clone());
                     if let Some(p) = &prev {
                         unheld(p, &mut bytes, &mut json_objects);
@@ -237,7 +238,10 @@ impl ResourceStore {
     /// ended (their log is closed) and its snapshots forgotten.
     pub fn reset(&self, revision: Revision, epoch: u64, objects: ObjectMap) {
         let bytes = objects.values().map(|o| o.cached_bytes()).sum();
-        let json_objects = objects.values().filter(|o| o.protobuf.is_none()).count();
+        let json_objects = objects
+            .values()
+            .filter(|o| o.format == StorageFormat::Json)
+            .count();
         let old_log = self.log();
         self.log.store(Arc::new(EventLog::new(
             revision,

@@ -25,15 +25,15 @@ pub const CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf";
 /// The media type of protobuf watch streams.
 pub const WATCH_CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf;stream=watch";
 
-/// Whether an object can be served as protobuf: stored as an unencoded protobuf envelope.
+/// Whether an object can be served as protobuf: a built-in stored as protobuf, or stored
+/// as JSON its kind's schema reads (encoded now, once, if not yet).
 pub fn capable(obj: &CachedObject) -> bool {
-    // Ingestion accepted only plain-protobuf envelopes, so holding the bytes is enough.
-    obj.protobuf.is_some()
+    obj.protobuf().is_some()
 }
 
 fn not_protobuf(obj: &CachedObject) -> ApiError {
     ApiError::Internal(format!(
-        "object {} is not stored as protobuf and cannot be served as {CONTENT_TYPE}",
+        "object {} has no protobuf form and cannot be served as {CONTENT_TYPE}",
         obj.key()
     ))
 }
@@ -41,8 +41,7 @@ fn not_protobuf(obj: &CachedObject) -> ApiError {
 /// The stored value (magic, envelope) with the object's resourceVersion.
 pub fn enveloped(obj: &CachedObject) -> Result<Bytes, ApiError> {
     Ok(obj
-        .protobuf
-        .as_ref()
+        .protobuf()
         .ok_or_else(|| not_protobuf(obj))?
         .value
         .clone())
@@ -71,7 +70,7 @@ pub fn list_body(info: &ResourceInfo, page: &ListPage) -> Result<Body, ApiError>
     let items = page
         .items
         .iter()
-        .map(|obj| match &obj.protobuf {
+        .map(|obj| match obj.protobuf() {
             Some(pb) => Ok(pb.raw()),
             None => Err(not_protobuf(obj)),
         })

@@ -325,9 +325,10 @@ async fn serve_verb(
                         .await?;
                 watch_response(start, output)
             }
-            // A collection holding JSON-stored objects cannot stream protobuf: the
-            // client's other offers, as for lists. The snapshot counts them, so a resource
-            // with none (every built-in in a real cluster) is not scanned.
+            // JSON-stored objects are encoded as protobuf on first use; one whose JSON its
+            // kind's schema cannot read has no protobuf form, and then the collection is
+            // served in the client's other offers, as for lists. The snapshot counts
+            // JSON-stored objects, so a resource with none is not scanned.
             Output::Protobuf
                 if {
                     let snap = store.snapshot();
@@ -339,7 +340,7 @@ async fn serve_verb(
             {
                 if negotiate::negotiate(accept, false)? != Output::Json {
                     return Err(ApiError::NotAcceptable(
-                        "objects of this collection are stored as JSON; watch them as application/json".into(),
+                        "objects of this collection have no protobuf form; watch them as application/json".into(),
                     ));
                 }
                 let start =
@@ -361,7 +362,7 @@ async fn serve_verb(
     if let Some(name) = &path.name {
         let q = GetQuery::parse(params)?;
         let obj = read::get(&state.read, &store, ns, name, q).await?;
-        // An object stored as JSON cannot be served as protobuf: the client's other offers.
+        // An object without a protobuf form: the client's other offers.
         let output = match output {
             Output::Protobuf if !encode_protobuf::capable(&obj) => {
                 negotiate::negotiate(accept, false)?
