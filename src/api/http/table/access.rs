@@ -5,7 +5,6 @@
 
 use serde_json::Value;
 
-use super::openapi_docs as docs;
 use super::{
     age_cell, age_column, at, column, human_duration, int_of, list_at, name_cell, name_column,
     str_at, string_cell, BuiltinPrinter, Column,
@@ -43,7 +42,13 @@ pub(super) const PRINTERS: &[BuiltinPrinter] = &[
 fn service_account_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column("Secrets", "string", "", 0, docs::SERVICE_ACCOUNT_SECRETS),
+        column(
+            "Secrets",
+            "string",
+            "",
+            0,
+            "Number of secrets the service account lists.",
+        ),
         age_column(),
     ]
 }
@@ -57,30 +62,29 @@ fn service_account_cells(sa: &Value, now_unix: i64) -> Vec<Value> {
     ]
 }
 
-/// Binding columns; `what` is how the descriptions name the kind.
-fn binding_columns(role_ref: &str, what: &str) -> Vec<Column> {
+/// Binding columns; `role_ref` describes the Role column.
+fn binding_columns(role_ref: &str) -> Vec<Column> {
     vec![
         name_column(),
         column("Role", "string", "", 0, role_ref),
         age_column(),
-        column("Users", "string", "", 1, &format!("Users in the {what}")),
-        column("Groups", "string", "", 1, &format!("Groups in the {what}")),
-        column(
-            "ServiceAccounts",
-            "string",
-            "",
-            1,
-            &format!("ServiceAccounts in the {what}"),
-        ),
+        column("Users", "string", "", 1, DESC_USERS),
+        column("Groups", "string", "", 1, DESC_GROUPS),
+        column("ServiceAccounts", "string", "", 1, DESC_SERVICE_ACCOUNTS),
     ]
 }
 
+/// Descriptions of the subject columns both binding kinds share.
+const DESC_USERS: &str = "Users the binding grants the role to.";
+const DESC_GROUPS: &str = "Groups the binding grants the role to.";
+const DESC_SERVICE_ACCOUNTS: &str = "Service accounts the binding grants the role to.";
+
 fn role_binding_columns() -> Vec<Column> {
-    binding_columns(docs::ROLE_BINDING_ROLE_REF, "roleBinding")
+    binding_columns("Role or cluster role the binding grants.")
 }
 
 fn cluster_role_binding_columns() -> Vec<Column> {
-    binding_columns(docs::CLUSTER_ROLE_BINDING_ROLE_REF, "clusterRoleBinding")
+    binding_columns("Cluster role the binding grants.")
 }
 
 /// A role binding or cluster role binding row: `Kind/name` of the role, then the subjects
@@ -119,16 +123,22 @@ fn csr_columns() -> Vec<Column> {
     vec![
         name_column(),
         age_column(),
-        column("SignerName", "string", "", 0, docs::CSR_SPEC_SIGNER_NAME),
-        column("Requestor", "string", "", 0, docs::CSR_SPEC_REQUEST),
+        column(
+            "SignerName",
+            "string",
+            "",
+            0,
+            "Signer asked to issue the certificate.",
+        ),
+        column("Requestor", "string", "", 0, "User who made the request."),
         column(
             "RequestedDuration",
             "string",
             "",
             0,
-            docs::CSR_SPEC_EXPIRATION_SECONDS,
+            "How long the requested certificate should be valid.",
         ),
-        column("Condition", "string", "", 0, docs::CSR_STATUS_CONDITIONS),
+        column("Condition", "string", "", 0, "State of the request."),
     ]
 }
 
@@ -179,9 +189,9 @@ fn csr_condition(csr: &Value) -> String {
 mod tests {
     use serde_json::json;
 
-    use super::super::openapi_docs as docs;
     use super::super::test_support::{assert_columns, row, ts};
     use super::super::{DESC_AGE as AGE, DESC_NAME as NAME};
+    use super::{DESC_GROUPS, DESC_SERVICE_ACCOUNTS, DESC_USERS};
 
     const RBAC: &str = "rbac.authorization.k8s.io";
     const CERTS: &str = "certificates.k8s.io";
@@ -193,7 +203,13 @@ mod tests {
             "serviceaccounts",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("Secrets", "string", "", 0, docs::SERVICE_ACCOUNT_SECRETS),
+                (
+                    "Secrets",
+                    "string",
+                    "",
+                    0,
+                    "Number of secrets the service account lists.",
+                ),
                 ("Age", "string", "", 0, AGE),
             ],
         );
@@ -211,17 +227,10 @@ mod tests {
 
     #[test]
     fn binding_columns_match_upstream() {
-        for (resource, role_ref, what) in [
-            ("rolebindings", docs::ROLE_BINDING_ROLE_REF, "roleBinding"),
-            (
-                "clusterrolebindings",
-                docs::CLUSTER_ROLE_BINDING_ROLE_REF,
-                "clusterRoleBinding",
-            ),
+        for (resource, role_ref) in [
+            ("rolebindings", "Role or cluster role the binding grants."),
+            ("clusterrolebindings", "Cluster role the binding grants."),
         ] {
-            let users = format!("Users in the {what}");
-            let groups = format!("Groups in the {what}");
-            let sas = format!("ServiceAccounts in the {what}");
             assert_columns(
                 RBAC,
                 resource,
@@ -229,9 +238,9 @@ mod tests {
                     ("Name", "string", "name", 0, NAME),
                     ("Role", "string", "", 0, role_ref),
                     ("Age", "string", "", 0, AGE),
-                    ("Users", "string", "", 1, &users),
-                    ("Groups", "string", "", 1, &groups),
-                    ("ServiceAccounts", "string", "", 1, &sas),
+                    ("Users", "string", "", 1, DESC_USERS),
+                    ("Groups", "string", "", 1, DESC_GROUPS),
+                    ("ServiceAccounts", "string", "", 1, DESC_SERVICE_ACCOUNTS),
                 ],
             );
         }
@@ -296,16 +305,22 @@ mod tests {
             &[
                 ("Name", "string", "name", 0, NAME),
                 ("Age", "string", "", 0, AGE),
-                ("SignerName", "string", "", 0, docs::CSR_SPEC_SIGNER_NAME),
-                ("Requestor", "string", "", 0, docs::CSR_SPEC_REQUEST),
+                (
+                    "SignerName",
+                    "string",
+                    "",
+                    0,
+                    "Signer asked to issue the certificate.",
+                ),
+                ("Requestor", "string", "", 0, "User who made the request."),
                 (
                     "RequestedDuration",
                     "string",
                     "",
                     0,
-                    docs::CSR_SPEC_EXPIRATION_SECONDS,
+                    "How long the requested certificate should be valid.",
                 ),
-                ("Condition", "string", "", 0, docs::CSR_STATUS_CONDITIONS),
+                ("Condition", "string", "", 0, "State of the request."),
             ],
         );
     }

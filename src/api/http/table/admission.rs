@@ -51,8 +51,7 @@ pub(super) const PRINTERS: &[BuiltinPrinter] = &[
     ),
 ];
 
-const DESC_PARAM_KIND: &str =
-    "ParamKind specifies the kind of resources used to parameterize this policy";
+const DESC_PARAM_KIND: &str = "Kind of the resource that holds the parameters of the policy.";
 
 /// Webhook configuration columns (mutating and validating alike).
 fn webhook_columns() -> Vec<Column> {
@@ -63,7 +62,7 @@ fn webhook_columns() -> Vec<Column> {
             "integer",
             "",
             0,
-            "Webhooks indicates the number of webhooks registered in this configuration",
+            "Number of webhooks in the configuration.",
         ),
         age_column(),
     ]
@@ -89,17 +88,11 @@ fn policy_columns(count: &str, count_description: &str) -> Vec<Column> {
 }
 
 fn validating_policy_columns() -> Vec<Column> {
-    policy_columns(
-        "Validations",
-        "Validations indicates the number of validation rules defined in this configuration",
-    )
+    policy_columns("Validations", "Number of validation rules in the policy.")
 }
 
 fn mutating_policy_columns() -> Vec<Column> {
-    policy_columns(
-        "Mutations",
-        "Mutation indicates the number of mutations rules defined in this configuration",
-    )
+    policy_columns("Mutations", "Number of mutations in the policy.")
 }
 
 /// A policy row counting `spec.<rules>`; the param kind as `apiVersion/kind`, `<unset>`
@@ -129,19 +122,13 @@ fn mutating_policy_cells(policy: &Value, now_unix: i64) -> Vec<Value> {
 fn binding_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column(
-            "PolicyName",
-            "string",
-            "",
-            0,
-            "PolicyName indicates the policy definition which the policy binding binded to",
-        ),
+        column("PolicyName", "string", "", 0, "Policy the binding applies."),
         column(
             "ParamRef",
             "string",
             "",
             0,
-            "ParamRef indicates the param resource which sets the configration param",
+            "Resource that holds the parameters for the binding.",
         ),
         age_column(),
     ]
@@ -186,7 +173,13 @@ mod tests {
                 resource,
                 &[
                     ("Name", "string", "name", 0, NAME),
-                    ("Webhooks", "integer", "", 0, "Webhooks indicates the number of webhooks registered in this configuration"),
+                    (
+                        "Webhooks",
+                        "integer",
+                        "",
+                        0,
+                        "Number of webhooks in the configuration.",
+                    ),
                     ("Age", "string", "", 0, AGE),
                 ],
             );
@@ -212,7 +205,13 @@ mod tests {
             "validatingadmissionpolicies",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("Validations", "integer", "", 0, "Validations indicates the number of validation rules defined in this configuration"),
+                (
+                    "Validations",
+                    "integer",
+                    "",
+                    0,
+                    "Number of validation rules in the policy.",
+                ),
                 ("ParamKind", "string", "", 0, DESC_PARAM_KIND),
                 ("Age", "string", "", 0, AGE),
             ],
@@ -222,7 +221,13 @@ mod tests {
             "mutatingadmissionpolicies",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("Mutations", "integer", "", 0, "Mutation indicates the number of mutations rules defined in this configuration"),
+                (
+                    "Mutations",
+                    "integer",
+                    "",
+                    0,
+                    "Number of mutations in the policy.",
+                ),
                 ("ParamKind", "string", "", 0, DESC_PARAM_KIND),
                 ("Age", "string", "", 0, AGE),
             ],
@@ -263,8 +268,14 @@ mod tests {
                 resource,
                 &[
                     ("Name", "string", "name", 0, NAME),
-                    ("PolicyName", "string", "", 0, "PolicyName indicates the policy definition which the policy binding binded to"),
-                    ("ParamRef", "string", "", 0, "ParamRef indicates the param resource which sets the configration param"),
+                    ("PolicyName", "string", "", 0, "Policy the binding applies."),
+                    (
+                        "ParamRef",
+                        "string",
+                        "",
+                        0,
+                        "Resource that holds the parameters for the binding.",
+                    ),
                     ("Age", "string", "", 0, AGE),
                 ],
             );

@@ -6,7 +6,6 @@
 use serde_json::Value;
 
 use super::format::{format_label_selector, label_selector};
-use super::openapi_docs as docs;
 use super::templates::{template_cells, template_columns};
 use super::{
     age_cell, age_column, at, column, format_labels, int_at, int_or, name_cell, name_column,
@@ -32,7 +31,7 @@ pub(super) const PRINTERS: &[BuiltinPrinter] = &[
 ];
 
 /// The `Ready` column of deployments and stateful sets.
-const DESC_READY_PODS: &str = "Number of the pod with ready state";
+const DESC_READY_PODS: &str = "Ready pods, out of those wanted.";
 
 fn spec(obj: &Value) -> &Value {
     at(obj, &["spec"]).unwrap_or(&Value::Null)
@@ -48,15 +47,9 @@ fn deployment_columns() -> Vec<Column> {
             "string",
             "",
             0,
-            docs::DEPLOYMENT_STATUS_UPDATED_REPLICAS,
+            "Pods that run the current pod template.",
         ),
-        column(
-            "Available",
-            "string",
-            "",
-            0,
-            docs::DEPLOYMENT_STATUS_AVAILABLE_REPLICAS,
-        ),
+        column("Available", "string", "", 0, "Pods that are available."),
         age_column(),
     ];
     cols.extend(template_columns());
@@ -65,7 +58,7 @@ fn deployment_columns() -> Vec<Column> {
         "string",
         "",
         1,
-        docs::DEPLOYMENT_SPEC_SELECTOR,
+        "Label selector of the pods the deployment manages.",
     ));
     cols
 }
@@ -93,21 +86,9 @@ fn deployment_cells(d: &Value, now_unix: i64) -> Vec<Value> {
 fn replica_set_columns() -> Vec<Column> {
     let mut cols = vec![
         name_column(),
-        column("Desired", "integer", "", 0, docs::REPLICA_SET_SPEC_REPLICAS),
-        column(
-            "Current",
-            "integer",
-            "",
-            0,
-            docs::REPLICA_SET_STATUS_REPLICAS,
-        ),
-        column(
-            "Ready",
-            "integer",
-            "",
-            0,
-            docs::REPLICA_SET_STATUS_READY_REPLICAS,
-        ),
+        column("Desired", "integer", "", 0, "Number of pods wanted."),
+        column("Current", "integer", "", 0, "Number of pods that exist."),
+        column("Ready", "integer", "", 0, "Number of pods that are ready."),
         age_column(),
     ];
     cols.extend(template_columns());
@@ -116,7 +97,7 @@ fn replica_set_columns() -> Vec<Column> {
         "string",
         "",
         1,
-        docs::REPLICA_SET_SPEC_SELECTOR,
+        "Label selector of the pods the replica set manages.",
     ));
     cols
 }
@@ -166,29 +147,47 @@ fn stateful_set_cells(sts: &Value, now_unix: i64) -> Vec<Value> {
 fn daemon_set_columns() -> Vec<Column> {
     let mut cols = vec![
         name_column(),
-        column("Desired", "integer", "", 0, docs::DAEMON_SET_STATUS_DESIRED),
-        column("Current", "integer", "", 0, docs::DAEMON_SET_STATUS_CURRENT),
-        column("Ready", "integer", "", 0, docs::DAEMON_SET_STATUS_READY),
+        column(
+            "Desired",
+            "integer",
+            "",
+            0,
+            "Nodes that should run the daemon pod.",
+        ),
+        column(
+            "Current",
+            "integer",
+            "",
+            0,
+            "Nodes that run the daemon pod.",
+        ),
+        column(
+            "Ready",
+            "integer",
+            "",
+            0,
+            "Nodes where the daemon pod is ready.",
+        ),
         column(
             "Up-to-date",
             "integer",
             "",
             0,
-            docs::DAEMON_SET_STATUS_UPDATED,
+            "Nodes that run the current daemon pod.",
         ),
         column(
             "Available",
             "integer",
             "",
             0,
-            docs::DAEMON_SET_STATUS_AVAILABLE,
+            "Nodes where the daemon pod is available.",
         ),
         column(
             "Node Selector",
             "string",
             "",
             0,
-            docs::POD_SPEC_NODE_SELECTOR,
+            "Node labels a node needs to run the daemon pod.",
         ),
         age_column(),
     ];
@@ -198,7 +197,7 @@ fn daemon_set_columns() -> Vec<Column> {
         "string",
         "",
         1,
-        docs::DAEMON_SET_SPEC_SELECTOR,
+        "Label selector of the pods the daemon set manages.",
     ));
     cols
 }
@@ -229,7 +228,6 @@ fn daemon_set_cells(ds: &Value, now_unix: i64) -> Vec<Value> {
 mod tests {
     use serde_json::{json, Value};
 
-    use super::super::openapi_docs as docs;
     use super::super::templates::{DESC_CONTAINERS as CONTAINERS, DESC_IMAGES as IMAGES};
     use super::super::test_support::{assert_columns, row, ts};
     use super::super::{DESC_AGE as AGE, DESC_NAME as NAME};
@@ -241,31 +239,25 @@ mod tests {
             "deployments",
             &[
                 ("Name", "string", "name", 0, NAME),
-                (
-                    "Ready",
-                    "string",
-                    "",
-                    0,
-                    "Number of the pod with ready state",
-                ),
+                ("Ready", "string", "", 0, "Ready pods, out of those wanted."),
                 (
                     "Up-to-date",
                     "string",
                     "",
                     0,
-                    docs::DEPLOYMENT_STATUS_UPDATED_REPLICAS,
+                    "Pods that run the current pod template.",
                 ),
-                (
-                    "Available",
-                    "string",
-                    "",
-                    0,
-                    docs::DEPLOYMENT_STATUS_AVAILABLE_REPLICAS,
-                ),
+                ("Available", "string", "", 0, "Pods that are available."),
                 ("Age", "string", "", 0, AGE),
                 ("Containers", "string", "", 1, CONTAINERS),
                 ("Images", "string", "", 1, IMAGES),
-                ("Selector", "string", "", 1, docs::DEPLOYMENT_SPEC_SELECTOR),
+                (
+                    "Selector",
+                    "string",
+                    "",
+                    1,
+                    "Label selector of the pods the deployment manages.",
+                ),
             ],
         );
     }
@@ -326,25 +318,19 @@ mod tests {
             "replicasets",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("Desired", "integer", "", 0, docs::REPLICA_SET_SPEC_REPLICAS),
-                (
-                    "Current",
-                    "integer",
-                    "",
-                    0,
-                    docs::REPLICA_SET_STATUS_REPLICAS,
-                ),
-                (
-                    "Ready",
-                    "integer",
-                    "",
-                    0,
-                    docs::REPLICA_SET_STATUS_READY_REPLICAS,
-                ),
+                ("Desired", "integer", "", 0, "Number of pods wanted."),
+                ("Current", "integer", "", 0, "Number of pods that exist."),
+                ("Ready", "integer", "", 0, "Number of pods that are ready."),
                 ("Age", "string", "", 0, AGE),
                 ("Containers", "string", "", 1, CONTAINERS),
                 ("Images", "string", "", 1, IMAGES),
-                ("Selector", "string", "", 1, docs::REPLICA_SET_SPEC_SELECTOR),
+                (
+                    "Selector",
+                    "string",
+                    "",
+                    1,
+                    "Label selector of the pods the replica set manages.",
+                ),
             ],
         );
     }
@@ -394,13 +380,7 @@ mod tests {
             "statefulsets",
             &[
                 ("Name", "string", "name", 0, NAME),
-                (
-                    "Ready",
-                    "string",
-                    "",
-                    0,
-                    "Number of the pod with ready state",
-                ),
+                ("Ready", "string", "", 0, "Ready pods, out of those wanted."),
                 ("Age", "string", "", 0, AGE),
                 ("Containers", "string", "", 1, CONTAINERS),
                 ("Images", "string", "", 1, IMAGES),
@@ -441,34 +421,58 @@ mod tests {
             "daemonsets",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("Desired", "integer", "", 0, docs::DAEMON_SET_STATUS_DESIRED),
-                ("Current", "integer", "", 0, docs::DAEMON_SET_STATUS_CURRENT),
-                ("Ready", "integer", "", 0, docs::DAEMON_SET_STATUS_READY),
+                (
+                    "Desired",
+                    "integer",
+                    "",
+                    0,
+                    "Nodes that should run the daemon pod.",
+                ),
+                (
+                    "Current",
+                    "integer",
+                    "",
+                    0,
+                    "Nodes that run the daemon pod.",
+                ),
+                (
+                    "Ready",
+                    "integer",
+                    "",
+                    0,
+                    "Nodes where the daemon pod is ready.",
+                ),
                 (
                     "Up-to-date",
                     "integer",
                     "",
                     0,
-                    docs::DAEMON_SET_STATUS_UPDATED,
+                    "Nodes that run the current daemon pod.",
                 ),
                 (
                     "Available",
                     "integer",
                     "",
                     0,
-                    docs::DAEMON_SET_STATUS_AVAILABLE,
+                    "Nodes where the daemon pod is available.",
                 ),
                 (
                     "Node Selector",
                     "string",
                     "",
                     0,
-                    docs::POD_SPEC_NODE_SELECTOR,
+                    "Node labels a node needs to run the daemon pod.",
                 ),
                 ("Age", "string", "", 0, AGE),
                 ("Containers", "string", "", 1, CONTAINERS),
                 ("Images", "string", "", 1, IMAGES),
-                ("Selector", "string", "", 1, docs::DAEMON_SET_SPEC_SELECTOR),
+                (
+                    "Selector",
+                    "string",
+                    "",
+                    1,
+                    "Label selector of the pods the daemon set manages.",
+                ),
             ],
         );
     }

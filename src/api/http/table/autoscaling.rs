@@ -6,7 +6,6 @@
 use serde_json::{json, Value};
 
 use super::format::quantity_ptr;
-use super::openapi_docs as docs;
 use super::{
     age_cell, age_column, at, column, int_at, int_of, int_or, list_at, name_cell, name_column,
     obj_at, str_at, string_cell, BuiltinPrinter, Column,
@@ -32,18 +31,24 @@ fn hpa_columns() -> Vec<Column> {
             "string",
             "",
             0,
-            docs::HPA_SPEC_SCALE_TARGET_REF,
+            "Object whose replicas are scaled.",
         ),
-        column("Targets", "string", "", 0, docs::HPA_SPEC_METRICS),
-        column("MinPods", "string", "", 0, docs::HPA_SPEC_MIN_REPLICAS),
-        column("MaxPods", "string", "", 0, docs::HPA_SPEC_MAX_REPLICAS),
         column(
-            "Replicas",
+            "Targets",
             "string",
             "",
             0,
-            docs::HPA_STATUS_CURRENT_REPLICAS,
+            "Current and target value of each metric.",
         ),
+        column(
+            "MinPods",
+            "string",
+            "",
+            0,
+            "Fewest replicas to scale down to.",
+        ),
+        column("MaxPods", "string", "", 0, "Most replicas to scale up to."),
+        column("Replicas", "string", "", 0, "Number of replicas now."),
         age_column(),
     ]
 }
@@ -163,7 +168,6 @@ fn resource_text(source: &Value, current: Option<&Value>) -> String {
 mod tests {
     use serde_json::{json, Value};
 
-    use super::super::openapi_docs as docs;
     use super::super::test_support::{assert_columns, row, ts};
     use super::super::{DESC_AGE as AGE, DESC_NAME as NAME};
 
@@ -183,18 +187,24 @@ mod tests {
                     "string",
                     "",
                     0,
-                    docs::HPA_SPEC_SCALE_TARGET_REF,
+                    "Object whose replicas are scaled.",
                 ),
-                ("Targets", "string", "", 0, docs::HPA_SPEC_METRICS),
-                ("MinPods", "string", "", 0, docs::HPA_SPEC_MIN_REPLICAS),
-                ("MaxPods", "string", "", 0, docs::HPA_SPEC_MAX_REPLICAS),
                 (
-                    "Replicas",
+                    "Targets",
                     "string",
                     "",
                     0,
-                    docs::HPA_STATUS_CURRENT_REPLICAS,
+                    "Current and target value of each metric.",
                 ),
+                (
+                    "MinPods",
+                    "string",
+                    "",
+                    0,
+                    "Fewest replicas to scale down to.",
+                ),
+                ("MaxPods", "string", "", 0, "Most replicas to scale up to."),
+                ("Replicas", "string", "", 0, "Number of replicas now."),
                 ("Age", "string", "", 0, AGE),
             ],
         );

@@ -6,7 +6,6 @@
 use serde_json::Value;
 
 use super::format::{bool_ptr, format_label_selector};
-use super::openapi_docs as docs;
 use super::templates::{container_cells, DESC_CONTAINERS, DESC_IMAGES};
 use super::timestamp::Instant;
 use super::{
@@ -25,7 +24,13 @@ fn wide_columns() -> [Column; 3] {
     [
         column("Containers", "string", "", 1, DESC_CONTAINERS),
         column("Images", "string", "", 1, DESC_IMAGES),
-        column("Selector", "string", "", 1, docs::JOB_SPEC_SELECTOR),
+        column(
+            "Selector",
+            "string",
+            "",
+            1,
+            "Label selector of the pods of the job.",
+        ),
     ]
 }
 
@@ -43,14 +48,20 @@ fn wide_cells(job_spec: &Value) -> [Value; 3] {
 fn job_columns() -> Vec<Column> {
     let mut cols = vec![
         name_column(),
-        column("Status", "string", "", 0, "Status of the job."),
-        column("Completions", "string", "", 0, docs::JOB_STATUS_SUCCEEDED),
+        column("Status", "string", "", 0, "Current state of the job."),
+        column(
+            "Completions",
+            "string",
+            "",
+            0,
+            "Pods that succeeded, out of the completions wanted.",
+        ),
         column(
             "Duration",
             "string",
             "",
             0,
-            "Time required to complete the job.",
+            "How long the job ran, or has been running.",
         ),
         age_column(),
     ];
@@ -135,16 +146,28 @@ fn job_status(job: &Value) -> &'static str {
 fn cron_job_columns() -> Vec<Column> {
     let mut cols = vec![
         name_column(),
-        column("Schedule", "string", "", 0, docs::CRON_JOB_SPEC_SCHEDULE),
-        column("Timezone", "string", "", 0, docs::CRON_JOB_SPEC_TIME_ZONE),
-        column("Suspend", "boolean", "", 0, docs::CRON_JOB_SPEC_SUSPEND),
-        column("Active", "integer", "", 0, docs::CRON_JOB_STATUS_ACTIVE),
+        column(
+            "Schedule",
+            "string",
+            "",
+            0,
+            "When jobs run, in cron syntax.",
+        ),
+        column("Timezone", "string", "", 0, "Time zone of the schedule."),
+        column(
+            "Suspend",
+            "boolean",
+            "",
+            0,
+            "Whether new jobs are held back.",
+        ),
+        column("Active", "integer", "", 0, "Number of jobs running now."),
         column(
             "Last Schedule",
             "string",
             "",
             0,
-            docs::CRON_JOB_STATUS_LAST_SCHEDULE_TIME,
+            "How long ago a job was last started.",
         ),
         age_column(),
     ];
@@ -185,7 +208,6 @@ fn cron_job_cells(cj: &Value, now_unix: i64) -> Vec<Value> {
 mod tests {
     use serde_json::{json, Value};
 
-    use super::super::openapi_docs as docs;
     use super::super::templates::{DESC_CONTAINERS as CONTAINERS, DESC_IMAGES as IMAGES};
     use super::super::test_support::{assert_columns, row, ts};
     use super::super::{DESC_AGE as AGE, DESC_NAME as NAME};
@@ -201,19 +223,31 @@ mod tests {
             "jobs",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("Status", "string", "", 0, "Status of the job."),
-                ("Completions", "string", "", 0, docs::JOB_STATUS_SUCCEEDED),
+                ("Status", "string", "", 0, "Current state of the job."),
+                (
+                    "Completions",
+                    "string",
+                    "",
+                    0,
+                    "Pods that succeeded, out of the completions wanted.",
+                ),
                 (
                     "Duration",
                     "string",
                     "",
                     0,
-                    "Time required to complete the job.",
+                    "How long the job ran, or has been running.",
                 ),
                 ("Age", "string", "", 0, AGE),
                 ("Containers", "string", "", 1, CONTAINERS),
                 ("Images", "string", "", 1, IMAGES),
-                ("Selector", "string", "", 1, docs::JOB_SPEC_SELECTOR),
+                (
+                    "Selector",
+                    "string",
+                    "",
+                    1,
+                    "Label selector of the pods of the job.",
+                ),
             ],
         );
     }
@@ -313,21 +347,39 @@ mod tests {
             "cronjobs",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("Schedule", "string", "", 0, docs::CRON_JOB_SPEC_SCHEDULE),
-                ("Timezone", "string", "", 0, docs::CRON_JOB_SPEC_TIME_ZONE),
-                ("Suspend", "boolean", "", 0, docs::CRON_JOB_SPEC_SUSPEND),
-                ("Active", "integer", "", 0, docs::CRON_JOB_STATUS_ACTIVE),
+                (
+                    "Schedule",
+                    "string",
+                    "",
+                    0,
+                    "When jobs run, in cron syntax.",
+                ),
+                ("Timezone", "string", "", 0, "Time zone of the schedule."),
+                (
+                    "Suspend",
+                    "boolean",
+                    "",
+                    0,
+                    "Whether new jobs are held back.",
+                ),
+                ("Active", "integer", "", 0, "Number of jobs running now."),
                 (
                     "Last Schedule",
                     "string",
                     "",
                     0,
-                    docs::CRON_JOB_STATUS_LAST_SCHEDULE_TIME,
+                    "How long ago a job was last started.",
                 ),
                 ("Age", "string", "", 0, AGE),
                 ("Containers", "string", "", 1, CONTAINERS),
                 ("Images", "string", "", 1, IMAGES),
-                ("Selector", "string", "", 1, docs::JOB_SPEC_SELECTOR),
+                (
+                    "Selector",
+                    "string",
+                    "",
+                    1,
+                    "Label selector of the pods of the job.",
+                ),
             ],
         );
     }

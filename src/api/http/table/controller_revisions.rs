@@ -2,7 +2,6 @@
 
 use serde_json::Value;
 
-use super::openapi_docs as docs;
 use super::{
     age_cell, age_column, at, column, int_at, list_at, name_cell, name_column, str_at, string_cell,
     BuiltinPrinter, Column,
@@ -20,14 +19,14 @@ pub(super) const PRINTERS: &[BuiltinPrinter] = &[BuiltinPrinter::new(
 fn controller_revision_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column("Controller", "string", "", 0, "Controller of the object"),
         column(
-            "Revision",
+            "Controller",
             "string",
             "",
             0,
-            docs::CONTROLLER_REVISION_REVISION,
+            "Object the revision belongs to.",
         ),
+        column("Revision", "string", "", 0, "Number of the revision."),
         age_column(),
     ]
 }
@@ -71,7 +70,6 @@ fn controller_name(obj: &Value) -> String {
 mod tests {
     use serde_json::json;
 
-    use super::super::openapi_docs as docs;
     use super::super::test_support::{assert_columns, row, ts};
     use super::super::{DESC_AGE as AGE, DESC_NAME as NAME};
 
@@ -82,14 +80,14 @@ mod tests {
             "controllerrevisions",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("Controller", "string", "", 0, "Controller of the object"),
                 (
-                    "Revision",
+                    "Controller",
                     "string",
                     "",
                     0,
-                    docs::CONTROLLER_REVISION_REVISION,
+                    "Object the revision belongs to.",
                 ),
+                ("Revision", "string", "", 0, "Number of the revision."),
                 ("Age", "string", "", 0, AGE),
             ],
         );

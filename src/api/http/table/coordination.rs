@@ -2,7 +2,6 @@
 
 use serde_json::Value;
 
-use super::openapi_docs as docs;
 use super::{
     age_cell, age_column, column, name_cell, name_column, str_at, string_cell, BuiltinPrinter,
     Column,
@@ -20,7 +19,7 @@ pub(super) const PRINTERS: &[BuiltinPrinter] = &[BuiltinPrinter::new(
 fn lease_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column("Holder", "string", "", 0, docs::LEASE_SPEC_HOLDER_IDENTITY),
+        column("Holder", "string", "", 0, "Who holds the lease."),
         age_column(),
     ]
 }
@@ -38,7 +37,6 @@ fn lease_cells(lease: &Value, now_unix: i64) -> Vec<Value> {
 mod tests {
     use serde_json::json;
 
-    use super::super::openapi_docs as docs;
     use super::super::test_support::{assert_columns, row, ts};
     use super::super::{DESC_AGE as AGE, DESC_NAME as NAME};
 
@@ -49,7 +47,7 @@ mod tests {
             "leases",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("Holder", "string", "", 0, docs::LEASE_SPEC_HOLDER_IDENTITY),
+                ("Holder", "string", "", 0, "Who holds the lease."),
                 ("Age", "string", "", 0, AGE),
             ],
         );

@@ -6,7 +6,6 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::format::{load_balancer_ingress, strings};
-use super::openapi_docs as docs;
 use super::{
     age_cell, age_column, at, bool_at, column, format_labels, int_at, list_at, map_len, name_cell,
     name_column, or_none, str_at, str_or, string_cell, BuiltinPrinter, Column,
@@ -30,32 +29,62 @@ const ROLE_LABEL: &str = "kubernetes.io/role";
 fn node_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column("Status", "string", "", 0, "The status of the node"),
-        column("Roles", "string", "", 0, "The roles of the node"),
+        column(
+            "Status",
+            "string",
+            "",
+            0,
+            "Whether the node is ready, and whether it takes new pods.",
+        ),
+        column(
+            "Roles",
+            "string",
+            "",
+            0,
+            "Roles the labels of the node give it.",
+        ),
         age_column(),
         column(
             "Version",
             "string",
             "",
             0,
-            docs::NODE_SYSTEM_INFO_KUBELET_VERSION,
+            "Version of the kubelet on the node.",
         ),
-        column("Internal-IP", "string", "", 1, docs::NODE_STATUS_ADDRESSES),
-        column("External-IP", "string", "", 1, docs::NODE_STATUS_ADDRESSES),
-        column("OS-Image", "string", "", 1, docs::NODE_SYSTEM_INFO_OS_IMAGE),
+        column(
+            "Internal-IP",
+            "string",
+            "",
+            1,
+            "Internal IP address of the node.",
+        ),
+        column(
+            "External-IP",
+            "string",
+            "",
+            1,
+            "External IP address of the node.",
+        ),
+        column(
+            "OS-Image",
+            "string",
+            "",
+            1,
+            "Operating system image of the node.",
+        ),
         column(
             "Kernel-Version",
             "string",
             "",
             1,
-            docs::NODE_SYSTEM_INFO_KERNEL_VERSION,
+            "Kernel version of the node.",
         ),
         column(
             "Container-Runtime",
             "string",
             "",
             1,
-            docs::NODE_SYSTEM_INFO_CONTAINER_RUNTIME_VERSION,
+            "Container runtime of the node, with its version.",
         ),
     ]
 }
@@ -129,7 +158,7 @@ fn node_address(node: &Value, type_: &str) -> String {
 fn namespace_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column("Status", "string", "", 0, "The status of the namespace"),
+        column("Status", "string", "", 0, "Phase of the namespace."),
         age_column(),
     ]
 }
@@ -146,18 +175,30 @@ fn namespace_cells(ns: &Value, now_unix: i64) -> Vec<Value> {
 fn service_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column("Type", "string", "", 0, docs::SERVICE_SPEC_TYPE),
-        column("Cluster-IP", "string", "", 0, docs::SERVICE_SPEC_CLUSTER_IP),
+        column("Type", "string", "", 0, "How the service is exposed."),
+        column(
+            "Cluster-IP",
+            "string",
+            "",
+            0,
+            "IP address of the service inside the cluster.",
+        ),
         column(
             "External-IP",
             "string",
             "",
             0,
-            docs::SERVICE_SPEC_EXTERNAL_IPS,
+            "Addresses the service can be reached at from outside the cluster.",
         ),
-        column("Port(s)", "string", "", 0, docs::SERVICE_SPEC_PORTS),
+        column("Port(s)", "string", "", 0, "Ports the service exposes."),
         age_column(),
-        column("Selector", "string", "", 1, docs::SERVICE_SPEC_SELECTOR),
+        column(
+            "Selector",
+            "string",
+            "",
+            1,
+            "Labels of the pods the service sends traffic to.",
+        ),
     ]
 }
 
@@ -223,7 +264,7 @@ fn service_ports(svc: &Value) -> String {
 fn config_map_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column("Data", "string", "", 0, docs::CONFIG_MAP_DATA),
+        column("Data", "string", "", 0, "Number of keys in the config map."),
         age_column(),
     ]
 }
@@ -238,8 +279,8 @@ fn config_map_cells(cm: &Value, now_unix: i64) -> Vec<Value> {
 fn secret_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column("Type", "string", "", 0, docs::SECRET_TYPE),
-        column("Data", "string", "", 0, docs::SECRET_DATA),
+        column("Type", "string", "", 0, "Type of the secret."),
+        column("Data", "string", "", 0, "Number of keys in the secret."),
         age_column(),
     ]
 }

@@ -8,7 +8,6 @@
 use serde_json::Value;
 
 use super::format::{quantity, strings};
-use super::openapi_docs as docs;
 use super::storage::GROUP;
 use super::{
     age_cell, age_column, at, column, list_at, name_column, str_at, string_cell, BuiltinPrinter,
@@ -36,42 +35,42 @@ fn csi_driver_columns() -> Vec<Column> {
             "boolean",
             "",
             0,
-            docs::CSI_DRIVER_SPEC_ATTACH_REQUIRED,
+            "Whether volumes of the driver are attached before they are mounted.",
         ),
         column(
             "PodInfoOnMount",
             "boolean",
             "",
             0,
-            docs::CSI_DRIVER_SPEC_POD_INFO_ON_MOUNT,
+            "Whether the driver is told about the pod when mounting.",
         ),
         column(
             "StorageCapacity",
             "boolean",
             "",
             0,
-            docs::CSI_DRIVER_SPEC_STORAGE_CAPACITY,
+            "Whether scheduling considers the storage capacity the driver reports.",
         ),
         column(
             "TokenRequests",
             "string",
             "",
             0,
-            docs::CSI_DRIVER_SPEC_TOKEN_REQUESTS,
+            "Audiences of the service account tokens the driver receives.",
         ),
         column(
             "RequiresRepublish",
             "boolean",
             "",
             0,
-            docs::CSI_DRIVER_SPEC_REQUIRES_REPUBLISH,
+            "Whether mounted volumes are published again periodically.",
         ),
         column(
             "Modes",
             "string",
             "",
             0,
-            docs::CSI_DRIVER_SPEC_VOLUME_LIFECYCLE_MODES,
+            "Volume lifecycle modes the driver supports.",
         ),
         age_column(),
     ]
@@ -119,7 +118,7 @@ fn csi_node_columns() -> Vec<Column> {
             "integer",
             "",
             0,
-            "Drivers indicates the number of CSI drivers registered on the node",
+            "Number of CSI drivers on the node.",
         ),
         age_column(),
     ]
@@ -143,14 +142,14 @@ fn capacity_columns() -> Vec<Column> {
             "string",
             "",
             0,
-            docs::CSI_STORAGE_CAPACITY_STORAGE_CLASS_NAME,
+            "Storage class the capacity is reported for.",
         ),
         column(
             "Capacity",
             "string",
             "",
             0,
-            docs::CSI_STORAGE_CAPACITY_CAPACITY,
+            "Storage available for new volumes.",
         ),
     ]
 }
@@ -172,7 +171,6 @@ fn capacity_cells(cap: &Value, _now_unix: i64) -> Vec<Value> {
 mod tests {
     use serde_json::json;
 
-    use super::super::openapi_docs as docs;
     use super::super::test_support::{assert_columns, row, ts};
     use super::super::{DESC_AGE as AGE, DESC_NAME as NAME};
     use super::GROUP;
@@ -189,42 +187,42 @@ mod tests {
                     "boolean",
                     "",
                     0,
-                    docs::CSI_DRIVER_SPEC_ATTACH_REQUIRED,
+                    "Whether volumes of the driver are attached before they are mounted.",
                 ),
                 (
                     "PodInfoOnMount",
                     "boolean",
                     "",
                     0,
-                    docs::CSI_DRIVER_SPEC_POD_INFO_ON_MOUNT,
+                    "Whether the driver is told about the pod when mounting.",
                 ),
                 (
                     "StorageCapacity",
                     "boolean",
                     "",
                     0,
-                    docs::CSI_DRIVER_SPEC_STORAGE_CAPACITY,
+                    "Whether scheduling considers the storage capacity the driver reports.",
                 ),
                 (
                     "TokenRequests",
                     "string",
                     "",
                     0,
-                    docs::CSI_DRIVER_SPEC_TOKEN_REQUESTS,
+                    "Audiences of the service account tokens the driver receives.",
                 ),
                 (
                     "RequiresRepublish",
                     "boolean",
                     "",
                     0,
-                    docs::CSI_DRIVER_SPEC_REQUIRES_REPUBLISH,
+                    "Whether mounted volumes are published again periodically.",
                 ),
                 (
                     "Modes",
                     "string",
                     "",
                     0,
-                    docs::CSI_DRIVER_SPEC_VOLUME_LIFECYCLE_MODES,
+                    "Volume lifecycle modes the driver supports.",
                 ),
                 ("Age", "string", "", 0, AGE),
             ],
@@ -280,7 +278,7 @@ mod tests {
                     "integer",
                     "",
                     0,
-                    "Drivers indicates the number of CSI drivers registered on the node",
+                    "Number of CSI drivers on the node.",
                 ),
                 ("Age", "string", "", 0, AGE),
             ],
@@ -309,14 +307,14 @@ mod tests {
                     "string",
                     "",
                     0,
-                    docs::CSI_STORAGE_CAPACITY_STORAGE_CLASS_NAME,
+                    "Storage class the capacity is reported for.",
                 ),
                 (
                     "Capacity",
                     "string",
                     "",
                     0,
-                    docs::CSI_STORAGE_CAPACITY_CAPACITY,
+                    "Storage available for new volumes.",
                 ),
             ],
         );

@@ -43,10 +43,7 @@ pub(super) fn columns(printer_columns: &[PrinterColumn]) -> Vec<Column> {
     let mut cols = vec![name_column()];
     for pc in served(printer_columns).iter() {
         let description = if pc.description.is_empty() {
-            format!(
-                "Custom resource definition column (in JSONPath format): {}",
-                pc.json_path
-            )
+            format!("Value of the object at {}.", pc.json_path)
         } else {
             pc.description.clone()
         };

@@ -4,7 +4,6 @@
 use serde_json::Value;
 
 use super::format::{list_with_more, strings};
-use super::openapi_docs as docs;
 use super::{
     age_cell, age_column, at, column, int_of, list_at, name_cell, name_column, str_at, string_cell,
     BuiltinPrinter, Column,
@@ -28,7 +27,13 @@ const SHOWN: usize = 3;
 fn endpoints_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column("Endpoints", "string", "", 0, docs::ENDPOINTS_SUBSETS),
+        column(
+            "Endpoints",
+            "string",
+            "",
+            0,
+            "Addresses and ports of the endpoints.",
+        ),
         age_column(),
     ]
 }
@@ -100,10 +105,22 @@ fn endpoint_slice_columns() -> Vec<Column> {
             "string",
             "",
             0,
-            docs::ENDPOINT_SLICE_ADDRESS_TYPE,
+            "Type of the addresses in the slice.",
         ),
-        column("Ports", "string", "", 0, docs::ENDPOINT_SLICE_PORTS),
-        column("Endpoints", "string", "", 0, docs::ENDPOINT_SLICE_ENDPOINTS),
+        column(
+            "Ports",
+            "string",
+            "",
+            0,
+            "Ports of the endpoints in the slice.",
+        ),
+        column(
+            "Endpoints",
+            "string",
+            "",
+            0,
+            "Addresses of the endpoints in the slice.",
+        ),
         age_column(),
     ]
 }
@@ -136,7 +153,6 @@ fn endpoint_slice_cells(slice: &Value, now_unix: i64) -> Vec<Value> {
 mod tests {
     use serde_json::json;
 
-    use super::super::openapi_docs as docs;
     use super::super::test_support::{assert_columns, row, ts};
     use super::super::{DESC_AGE as AGE, DESC_NAME as NAME};
 
@@ -147,7 +163,13 @@ mod tests {
             "endpoints",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("Endpoints", "string", "", 0, docs::ENDPOINTS_SUBSETS),
+                (
+                    "Endpoints",
+                    "string",
+                    "",
+                    0,
+                    "Addresses and ports of the endpoints.",
+                ),
                 ("Age", "string", "", 0, AGE),
             ],
         );
@@ -194,10 +216,22 @@ mod tests {
                     "string",
                     "",
                     0,
-                    docs::ENDPOINT_SLICE_ADDRESS_TYPE,
+                    "Type of the addresses in the slice.",
                 ),
-                ("Ports", "string", "", 0, docs::ENDPOINT_SLICE_PORTS),
-                ("Endpoints", "string", "", 0, docs::ENDPOINT_SLICE_ENDPOINTS),
+                (
+                    "Ports",
+                    "string",
+                    "",
+                    0,
+                    "Ports of the endpoints in the slice.",
+                ),
+                (
+                    "Endpoints",
+                    "string",
+                    "",
+                    0,
+                    "Addresses of the endpoints in the slice.",
+                ),
                 ("Age", "string", "", 0, AGE),
             ],
         );

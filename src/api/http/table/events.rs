@@ -7,7 +7,6 @@
 
 use serde_json::Value;
 
-use super::openapi_docs as docs;
 use super::{
     at, column, int_at, name_cell, name_column, obj_at, since, str_at, string_cell, time_at,
     BuiltinPrinter, Column,
@@ -55,21 +54,51 @@ fn columns() -> Vec<Column> {
     let mut name = name_column();
     name.priority = 1;
     vec![
-        column("Last Seen", "string", "", 0, docs::EVENT_LAST_TIMESTAMP),
-        column("Type", "string", "", 0, docs::EVENT_TYPE),
-        column("Reason", "string", "", 0, docs::EVENT_REASON),
-        column("Object", "string", "", 0, docs::EVENT_INVOLVED_OBJECT),
+        column(
+            "Last Seen",
+            "string",
+            "",
+            0,
+            "How long ago the event last happened.",
+        ),
+        column(
+            "Type",
+            "string",
+            "",
+            0,
+            "Type of the event, such as Normal or Warning.",
+        ),
+        column("Reason", "string", "", 0, "Short reason for the event."),
+        column("Object", "string", "", 0, "Object the event is about."),
         column(
             "Subobject",
             "string",
             "",
             1,
-            docs::OBJECT_REFERENCE_FIELD_PATH,
+            "Part of the object the event is about, if any.",
         ),
-        column("Source", "string", "", 1, docs::EVENT_SOURCE),
-        column("Message", "string", "", 0, docs::EVENT_MESSAGE),
-        column("First Seen", "string", "", 1, docs::EVENT_FIRST_TIMESTAMP),
-        column("Count", "string", "", 1, docs::EVENT_COUNT),
+        column(
+            "Source",
+            "string",
+            "",
+            1,
+            "Component that reported the event.",
+        ),
+        column("Message", "string", "", 0, "Message of the event."),
+        column(
+            "First Seen",
+            "string",
+            "",
+            1,
+            "How long ago the event first happened.",
+        ),
+        column(
+            "Count",
+            "string",
+            "",
+            1,
+            "How many times the event has happened.",
+        ),
         name,
     ]
 }

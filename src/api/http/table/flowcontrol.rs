@@ -7,7 +7,6 @@
 
 use serde_json::Value;
 
-use super::openapi_docs as docs;
 use super::{
     age_cell, age_column, at, column, int_at, int_or, list_at, name_cell, name_column, obj_at,
     str_at, string_cell, BuiltinPrinter, Column,
@@ -30,20 +29,26 @@ pub(super) const PRINTERS: &[BuiltinPrinter] = &[
 fn flow_schema_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column("PriorityLevel", "string", "", 0, docs::PL_REFERENCE_NAME),
+        column(
+            "PriorityLevel",
+            "string",
+            "",
+            0,
+            "Priority level of the requests the schema matches.",
+        ),
         column(
             "MatchingPrecedence",
             "string",
             "",
             0,
-            docs::FLOW_SCHEMA_SPEC_MATCHING_PRECEDENCE,
+            "Order of the schema among those matching a request; lowest wins.",
         ),
         column(
             "DistinguisherMethod",
             "string",
             "",
             0,
-            docs::FLOW_SCHEMA_SPEC_DISTINGUISHER_METHOD,
+            "How the requests the schema matches are split into flows.",
         ),
         age_column(),
         column(
@@ -51,7 +56,7 @@ fn flow_schema_columns() -> Vec<Column> {
             "string",
             "",
             0,
-            "references a broken or non-existent PriorityLevelConfiguration",
+            "Whether the priority level of the schema is missing.",
         ),
     ]
 }
@@ -85,22 +90,34 @@ fn flow_schema_cells(fs: &Value, now_unix: i64) -> Vec<Value> {
 fn priority_level_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column("Type", "string", "", 0, docs::PL_SPEC_TYPE),
+        column(
+            "Type",
+            "string",
+            "",
+            0,
+            "Whether requests of the level are limited or exempt.",
+        ),
         column(
             "NominalConcurrencyShares",
             "string",
             "",
             0,
-            docs::LIMITED_PL_NOMINAL_CONCURRENCY_SHARES,
+            "Share of the server concurrency the level gets.",
         ),
-        column("Queues", "string", "", 0, docs::QUEUING_QUEUES),
-        column("HandSize", "string", "", 0, docs::QUEUING_HAND_SIZE),
+        column("Queues", "string", "", 0, "Number of queues of the level."),
+        column(
+            "HandSize",
+            "string",
+            "",
+            0,
+            "Number of queues each flow is spread over.",
+        ),
         column(
             "QueueLengthLimit",
             "string",
             "",
             0,
-            docs::QUEUING_QUEUE_LENGTH_LIMIT,
+            "Most requests that may wait in one queue.",
         ),
         age_column(),
     ]
@@ -143,7 +160,6 @@ fn priority_level_cells(pl: &Value, now_unix: i64) -> Vec<Value> {
 mod tests {
     use serde_json::json;
 
-    use super::super::openapi_docs as docs;
     use super::super::test_support::{assert_columns, row, ts};
     use super::super::{DESC_AGE as AGE, DESC_NAME as NAME};
     use super::GROUP;
@@ -155,20 +171,26 @@ mod tests {
             "flowschemas",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("PriorityLevel", "string", "", 0, docs::PL_REFERENCE_NAME),
+                (
+                    "PriorityLevel",
+                    "string",
+                    "",
+                    0,
+                    "Priority level of the requests the schema matches.",
+                ),
                 (
                     "MatchingPrecedence",
                     "string",
                     "",
                     0,
-                    docs::FLOW_SCHEMA_SPEC_MATCHING_PRECEDENCE,
+                    "Order of the schema among those matching a request; lowest wins.",
                 ),
                 (
                     "DistinguisherMethod",
                     "string",
                     "",
                     0,
-                    docs::FLOW_SCHEMA_SPEC_DISTINGUISHER_METHOD,
+                    "How the requests the schema matches are split into flows.",
                 ),
                 ("Age", "string", "", 0, AGE),
                 (
@@ -176,7 +198,7 @@ mod tests {
                     "string",
                     "",
                     0,
-                    "references a broken or non-existent PriorityLevelConfiguration",
+                    "Whether the priority level of the schema is missing.",
                 ),
             ],
         );
@@ -217,22 +239,34 @@ mod tests {
             "prioritylevelconfigurations",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("Type", "string", "", 0, docs::PL_SPEC_TYPE),
+                (
+                    "Type",
+                    "string",
+                    "",
+                    0,
+                    "Whether requests of the level are limited or exempt.",
+                ),
                 (
                     "NominalConcurrencyShares",
                     "string",
                     "",
                     0,
-                    docs::LIMITED_PL_NOMINAL_CONCURRENCY_SHARES,
+                    "Share of the server concurrency the level gets.",
                 ),
-                ("Queues", "string", "", 0, docs::QUEUING_QUEUES),
-                ("HandSize", "string", "", 0, docs::QUEUING_HAND_SIZE),
+                ("Queues", "string", "", 0, "Number of queues of the level."),
+                (
+                    "HandSize",
+                    "string",
+                    "",
+                    0,
+                    "Number of queues each flow is spread over.",
+                ),
                 (
                     "QueueLengthLimit",
                     "string",
                     "",
                     0,
-                    docs::QUEUING_QUEUE_LENGTH_LIMIT,
+                    "Most requests that may wait in one queue.",
                 ),
                 ("Age", "string", "", 0, AGE),
             ],

@@ -29,10 +29,15 @@
 //! roles, cluster roles, limit ranges, custom resource definitions among them (none has a
 //! printer upstream).
 //!
+//! Column names, types, formats, priorities and order follow kube-apiserver's printers,
+//! since clients lay out and hide columns by them. Column descriptions do not: clients do
+//! not interpret them, so each is watchd's own one-sentence wording of what the column
+//! shows, written beside its column (descriptions several printers share are constants
+//! here and in `templates`).
+//!
 //! Shared pieces: `format` (label selectors, "+ N more..." lists, quantities, booleans, as
 //! the printers format them), `templates` (the pod template's Containers and Images),
-//! `openapi_docs` (the column descriptions taken from the API's field docs), `timestamp`
-//! (RFC 3339 times); `test_support` builds the tests' resources and rows.
+//! `timestamp` (RFC 3339 times); `test_support` builds the tests' resources and rows.
 //!
 //! [`row_conditions`] gives a row's `conditions` (kube-apiserver marks succeeded and failed
 //! pods `Completed`); the caller adds them to the row next to `cells`.
@@ -61,7 +66,6 @@ mod flowcontrol;
 mod format;
 mod jsonpath;
 mod networking;
-mod openapi_docs;
 mod pods;
 mod policy;
 mod replication;
@@ -266,12 +270,12 @@ fn with_remainder(major: i64, major_unit: &str, rest: i64, rest_unit: &str) -> S
 
 // ---- column definitions shared by the printers ----
 
-/// `Name` columns: ObjectMeta's doc for `name`.
-const DESC_NAME: &str = openapi_docs::OBJECT_META_NAME;
-/// `Age` columns: ObjectMeta's doc for `creationTimestamp`.
-const DESC_AGE: &str = openapi_docs::OBJECT_META_CREATION_TIMESTAMP;
-/// The default convertor's `Created At` column: the same doc.
-const DESC_CREATED: &str = openapi_docs::OBJECT_META_CREATION_TIMESTAMP;
+/// Description of every `Name` column.
+const DESC_NAME: &str = "Name of the object.";
+/// Description of every `Age` column (a custom resource's default one too).
+const DESC_AGE: &str = "How long ago the object was created.";
+/// Description of the default convertor's `Created At` column.
+const DESC_CREATED: &str = "When the object was created.";
 
 fn column(name: &str, type_: &str, format: &str, priority: i32, description: &str) -> Column {
     Column {

@@ -7,7 +7,6 @@
 use serde_json::Value;
 
 use super::format::{format_label_selector, load_balancer_ingress, strings};
-use super::openapi_docs as docs;
 use super::{
     age_cell, age_column, at, column, list_at, name_cell, name_column, obj_at, str_at, string_cell,
     BuiltinPrinter, Column,
@@ -46,35 +45,22 @@ const SHOWN_HOSTS: usize = 3;
 fn ingress_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column(
-            "Class",
-            "string",
-            "",
-            0,
-            "The name of the IngressClass resource that should be used for additional \
-             configuration",
-        ),
+        column("Class", "string", "", 0, "Ingress class of the ingress."),
         column(
             "Hosts",
             "string",
             "",
             0,
-            "Hosts that incoming requests are matched against before the ingress rule",
+            "Hosts the rules of the ingress match.",
         ),
         column(
             "Address",
             "string",
             "",
             0,
-            "Address is a list containing ingress points for the load-balancer",
+            "Load balancer addresses of the ingress.",
         ),
-        column(
-            "Ports",
-            "string",
-            "",
-            0,
-            "Ports of TLS configurations that open",
-        ),
+        column("Ports", "string", "", 0, "Ports the ingress serves."),
         age_column(),
     ]
 }
@@ -135,14 +121,14 @@ fn ingress_class_columns() -> Vec<Column> {
             "string",
             "",
             0,
-            "Controller that is responsible for handling this class",
+            "Controller that implements the class.",
         ),
         column(
             "Parameters",
             "string",
             "",
             0,
-            "A reference to a resource with additional parameters",
+            "Resource that holds the parameters of the class.",
         ),
         age_column(),
     ]
@@ -178,7 +164,7 @@ fn network_policy_columns() -> Vec<Column> {
             "string",
             "",
             0,
-            docs::NETWORK_POLICY_SPEC_POD_SELECTOR,
+            "Label selector of the pods the policy applies to.",
         ),
         age_column(),
     ]
@@ -202,7 +188,7 @@ fn ip_address_columns() -> Vec<Column> {
             "string",
             "",
             0,
-            docs::IP_ADDRESS_SPEC_PARENT_REF,
+            "Object the IP address is assigned to.",
         ),
     ]
 }
@@ -236,7 +222,13 @@ fn ip_address_cells(ip: &Value, now_unix: i64) -> Vec<Value> {
 fn service_cidr_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column("CIDRs", "string", "", 0, docs::SERVICE_CIDR_SPEC_CIDRS),
+        column(
+            "CIDRs",
+            "string",
+            "",
+            0,
+            "IP ranges service addresses are taken from.",
+        ),
         age_column(),
     ]
 }
@@ -254,7 +246,6 @@ fn service_cidr_cells(cidr: &Value, now_unix: i64) -> Vec<Value> {
 mod tests {
     use serde_json::json;
 
-    use super::super::openapi_docs as docs;
     use super::super::test_support::{assert_columns, row, ts};
     use super::super::{DESC_AGE as AGE, DESC_NAME as NAME};
     use super::GROUP;
@@ -266,10 +257,22 @@ mod tests {
             "ingresses",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("Class", "string", "", 0, "The name of the IngressClass resource that should be used for additional configuration"),
-                ("Hosts", "string", "", 0, "Hosts that incoming requests are matched against before the ingress rule"),
-                ("Address", "string", "", 0, "Address is a list containing ingress points for the load-balancer"),
-                ("Ports", "string", "", 0, "Ports of TLS configurations that open"),
+                ("Class", "string", "", 0, "Ingress class of the ingress."),
+                (
+                    "Hosts",
+                    "string",
+                    "",
+                    0,
+                    "Hosts the rules of the ingress match.",
+                ),
+                (
+                    "Address",
+                    "string",
+                    "",
+                    0,
+                    "Load balancer addresses of the ingress.",
+                ),
+                ("Ports", "string", "", 0, "Ports the ingress serves."),
                 ("Age", "string", "", 0, AGE),
             ],
         );
@@ -324,14 +327,14 @@ mod tests {
                     "string",
                     "",
                     0,
-                    "Controller that is responsible for handling this class",
+                    "Controller that implements the class.",
                 ),
                 (
                     "Parameters",
                     "string",
                     "",
                     0,
-                    "A reference to a resource with additional parameters",
+                    "Resource that holds the parameters of the class.",
                 ),
                 ("Age", "string", "", 0, AGE),
             ],
@@ -374,7 +377,7 @@ mod tests {
                     "string",
                     "",
                     0,
-                    docs::NETWORK_POLICY_SPEC_POD_SELECTOR,
+                    "Label selector of the pods the policy applies to.",
                 ),
                 ("Age", "string", "", 0, AGE),
             ],
@@ -405,7 +408,7 @@ mod tests {
                     "string",
                     "",
                     0,
-                    docs::IP_ADDRESS_SPEC_PARENT_REF,
+                    "Object the IP address is assigned to.",
                 ),
             ],
         );
@@ -439,7 +442,13 @@ mod tests {
             "servicecidrs",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("CIDRs", "string", "", 0, docs::SERVICE_CIDR_SPEC_CIDRS),
+                (
+                    "CIDRs",
+                    "string",
+                    "",
+                    0,
+                    "IP ranges service addresses are taken from.",
+                ),
                 ("Age", "string", "", 0, AGE),
             ],
         );

@@ -8,7 +8,6 @@
 
 use serde_json::{json, Value};
 
-use super::openapi_docs as docs;
 use super::timestamp::Instant;
 use super::{
     age_cell, age_column, at, bool_at, column, deleting, int_at, list_at, name_cell, name_column,
@@ -30,39 +29,44 @@ fn columns() -> Vec<Column> {
             "string",
             "",
             0,
-            "The aggregate readiness state of this pod for accepting traffic.",
+            "Ready containers, out of all containers of the pod.",
         ),
         column(
             "Status",
             "string",
             "",
             0,
-            "The aggregate status of the containers in this pod.",
+            "Summary of the state of the pod and its containers.",
         ),
         column(
             "Restarts",
             "string",
             "",
             0,
-            "The number of times the containers in this pod have been restarted and when the last \
-             container in this pod has restarted.",
+            "How often the containers of the pod restarted, and how long ago the last did.",
         ),
         age_column(),
-        column("IP", "string", "", 1, docs::POD_STATUS_POD_IP),
-        column("Node", "string", "", 1, docs::POD_SPEC_NODE_NAME),
+        column("IP", "string", "", 1, "IP address of the pod."),
+        column(
+            "Node",
+            "string",
+            "",
+            1,
+            "Name of the node the pod is scheduled to.",
+        ),
         column(
             "Nominated Node",
             "string",
             "",
             1,
-            docs::POD_STATUS_NOMINATED_NODE_NAME,
+            "Node the scheduler has set aside for the pod while it preempts others.",
         ),
         column(
             "Readiness Gates",
             "string",
             "",
             1,
-            docs::POD_SPEC_READINESS_GATES,
+            "Readiness gates that are met, out of all the pod declares.",
         ),
     ]
 }

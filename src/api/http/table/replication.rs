@@ -5,7 +5,6 @@
 
 use serde_json::Value;
 
-use super::openapi_docs as docs;
 use super::templates::{
     container_cells, template_cells, template_columns, DESC_CONTAINERS, DESC_IMAGES,
 };
@@ -31,13 +30,7 @@ fn pod_template_columns() -> Vec<Column> {
         name_column(),
         column("Containers", "string", "", 0, DESC_CONTAINERS),
         column("Images", "string", "", 0, DESC_IMAGES),
-        column(
-            "Pod Labels",
-            "string",
-            "",
-            0,
-            "The labels for the pod template.",
-        ),
+        column("Pod Labels", "string", "", 0, "Labels of the pod template."),
     ]
 }
 
@@ -56,13 +49,19 @@ fn pod_template_cells(pt: &Value, _now_unix: i64) -> Vec<Value> {
 fn replication_controller_columns() -> Vec<Column> {
     let mut cols = vec![
         name_column(),
-        column("Desired", "integer", "", 0, docs::RC_SPEC_REPLICAS),
-        column("Current", "integer", "", 0, docs::RC_STATUS_REPLICAS),
-        column("Ready", "integer", "", 0, docs::RC_STATUS_READY_REPLICAS),
+        column("Desired", "integer", "", 0, "Number of pods wanted."),
+        column("Current", "integer", "", 0, "Number of pods that exist."),
+        column("Ready", "integer", "", 0, "Number of pods that are ready."),
         age_column(),
     ];
     cols.extend(template_columns());
-    cols.push(column("Selector", "string", "", 1, docs::RC_SPEC_SELECTOR));
+    cols.push(column(
+        "Selector",
+        "string",
+        "",
+        1,
+        "Label selector of the pods the controller manages.",
+    ));
     cols
 }
 
@@ -92,7 +91,6 @@ fn replication_controller_cells(rc: &Value, now_unix: i64) -> Vec<Value> {
 mod tests {
     use serde_json::json;
 
-    use super::super::openapi_docs as docs;
     use super::super::templates::{DESC_CONTAINERS as CONTAINERS, DESC_IMAGES as IMAGES};
     use super::super::test_support::{assert_columns, row, ts};
     use super::super::{DESC_AGE as AGE, DESC_NAME as NAME};
@@ -106,13 +104,7 @@ mod tests {
                 ("Name", "string", "name", 0, NAME),
                 ("Containers", "string", "", 0, CONTAINERS),
                 ("Images", "string", "", 0, IMAGES),
-                (
-                    "Pod Labels",
-                    "string",
-                    "",
-                    0,
-                    "The labels for the pod template.",
-                ),
+                ("Pod Labels", "string", "", 0, "Labels of the pod template."),
             ],
         );
         let pt = json!({
@@ -144,13 +136,19 @@ mod tests {
             "replicationcontrollers",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("Desired", "integer", "", 0, docs::RC_SPEC_REPLICAS),
-                ("Current", "integer", "", 0, docs::RC_STATUS_REPLICAS),
-                ("Ready", "integer", "", 0, docs::RC_STATUS_READY_REPLICAS),
+                ("Desired", "integer", "", 0, "Number of pods wanted."),
+                ("Current", "integer", "", 0, "Number of pods that exist."),
+                ("Ready", "integer", "", 0, "Number of pods that are ready."),
                 ("Age", "string", "", 0, AGE),
                 ("Containers", "string", "", 1, CONTAINERS),
                 ("Images", "string", "", 1, IMAGES),
-                ("Selector", "string", "", 1, docs::RC_SPEC_SELECTOR),
+                (
+                    "Selector",
+                    "string",
+                    "",
+                    1,
+                    "Label selector of the pods the controller manages.",
+                ),
             ],
         );
     }

@@ -6,7 +6,6 @@
 
 use serde_json::Value;
 
-use super::openapi_docs as docs;
 use super::{
     age_cell, age_column, at, column, deleting, list_at, name_cell, name_column, obj_at, str_at,
     string_cell, BuiltinPrinter, Column,
@@ -45,7 +44,7 @@ fn claim_columns() -> Vec<Column> {
             "string",
             "",
             0,
-            "A summary of the current state (allocated, pending, reserved, etc.).",
+            "Whether the claim is allocated, reserved, pending or being deleted.",
         ),
         age_column(),
     ]
@@ -79,9 +78,27 @@ fn claim_cells(claim: &Value, now_unix: i64) -> Vec<Value> {
 fn slice_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column("Node", "string", "", 0, docs::RESOURCE_SLICE_SPEC_NODE_NAME),
-        column("Driver", "string", "", 0, docs::RESOURCE_SLICE_SPEC_DRIVER),
-        column("Pool", "string", "", 0, docs::RESOURCE_POOL_NAME),
+        column(
+            "Node",
+            "string",
+            "",
+            0,
+            "Node that provides the devices of the slice.",
+        ),
+        column(
+            "Driver",
+            "string",
+            "",
+            0,
+            "Driver that provides the devices of the slice.",
+        ),
+        column(
+            "Pool",
+            "string",
+            "",
+            0,
+            "Pool the devices of the slice belong to.",
+        ),
         age_column(),
     ]
 }
@@ -104,7 +121,6 @@ fn slice_cells(slice: &Value, now_unix: i64) -> Vec<Value> {
 mod tests {
     use serde_json::json;
 
-    use super::super::openapi_docs as docs;
     use super::super::test_support::{assert_columns, row, ts};
     use super::super::{DESC_AGE as AGE, DESC_NAME as NAME};
     use super::GROUP;
@@ -145,7 +161,7 @@ mod tests {
                     "string",
                     "",
                     0,
-                    "A summary of the current state (allocated, pending, reserved, etc.).",
+                    "Whether the claim is allocated, reserved, pending or being deleted.",
                 ),
                 ("Age", "string", "", 0, AGE),
             ],
@@ -184,9 +200,27 @@ mod tests {
             "resourceslices",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("Node", "string", "", 0, docs::RESOURCE_SLICE_SPEC_NODE_NAME),
-                ("Driver", "string", "", 0, docs::RESOURCE_SLICE_SPEC_DRIVER),
-                ("Pool", "string", "", 0, docs::RESOURCE_POOL_NAME),
+                (
+                    "Node",
+                    "string",
+                    "",
+                    0,
+                    "Node that provides the devices of the slice.",
+                ),
+                (
+                    "Driver",
+                    "string",
+                    "",
+                    0,
+                    "Driver that provides the devices of the slice.",
+                ),
+                (
+                    "Pool",
+                    "string",
+                    "",
+                    0,
+                    "Pool the devices of the slice belong to.",
+                ),
                 ("Age", "string", "", 0, AGE),
             ],
         );

@@ -1,13 +1,10 @@
 //! Where and how pods run: scheduling.k8s.io/v1 PriorityClasses and node.k8s.io/v1
 //! RuntimeClasses.
 //!
-//! The API defaults a priority class's `preemptionPolicy` to `PreemptLowerPriority`. The
-//! RuntimeClass printer takes its Handler description from a key ObjectMeta's docs do not
-//! have, so that description is empty upstream, and here.
+//! The API defaults a priority class's `preemptionPolicy` to `PreemptLowerPriority`.
 
 use serde_json::Value;
 
-use super::openapi_docs as docs;
 use super::{
     age_cell, age_column, bool_at, column, int_at, name_cell, name_column, str_at, str_or,
     string_cell, BuiltinPrinter, Column,
@@ -33,13 +30,13 @@ pub(super) const PRINTERS: &[BuiltinPrinter] = &[
 fn priority_class_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column("Value", "integer", "", 0, docs::PRIORITY_CLASS_VALUE),
+        column("Value", "integer", "", 0, "Priority pods of the class get."),
         column(
             "Global-Default",
             "boolean",
             "",
             0,
-            docs::PRIORITY_CLASS_GLOBAL_DEFAULT,
+            "Whether the class applies to pods that name none.",
         ),
         age_column(),
         column(
@@ -47,7 +44,7 @@ fn priority_class_columns() -> Vec<Column> {
             "string",
             "",
             0,
-            docs::PRIORITY_CLASS_PREEMPTION_POLICY,
+            "Whether pods of the class may preempt pods of lower priority.",
         ),
     ]
 }
@@ -63,11 +60,14 @@ fn priority_class_cells(pc: &Value, now_unix: i64) -> Vec<Value> {
     ]
 }
 
+/// The RuntimeClass `Handler` column's description.
+const DESC_HANDLER: &str = "Handler the container runtime runs pods of the class with.";
+
 /// RuntimeClass columns.
 fn runtime_class_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column("Handler", "string", "", 0, ""),
+        column("Handler", "string", "", 0, DESC_HANDLER),
         age_column(),
     ]
 }
@@ -85,9 +85,9 @@ fn runtime_class_cells(rc: &Value, now_unix: i64) -> Vec<Value> {
 mod tests {
     use serde_json::json;
 
-    use super::super::openapi_docs as docs;
     use super::super::test_support::{assert_columns, row, ts};
     use super::super::{DESC_AGE as AGE, DESC_NAME as NAME};
+    use super::DESC_HANDLER;
 
     #[test]
     fn priority_classes() {
@@ -96,13 +96,13 @@ mod tests {
             "priorityclasses",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("Value", "integer", "", 0, docs::PRIORITY_CLASS_VALUE),
+                ("Value", "integer", "", 0, "Priority pods of the class get."),
                 (
                     "Global-Default",
                     "boolean",
                     "",
                     0,
-                    docs::PRIORITY_CLASS_GLOBAL_DEFAULT,
+                    "Whether the class applies to pods that name none.",
                 ),
                 ("Age", "string", "", 0, AGE),
                 (
@@ -110,7 +110,7 @@ mod tests {
                     "string",
                     "",
                     0,
-                    docs::PRIORITY_CLASS_PREEMPTION_POLICY,
+                    "Whether pods of the class may preempt pods of lower priority.",
                 ),
             ],
         );
@@ -151,7 +151,7 @@ mod tests {
             "runtimeclasses",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("Handler", "string", "", 0, ""),
+                ("Handler", "string", "", 0, DESC_HANDLER),
                 ("Age", "string", "", 0, AGE),
             ],
         );

@@ -6,7 +6,6 @@
 
 use serde_json::Value;
 
-use super::openapi_docs as docs;
 use super::{
     age_cell, age_column, bool_at, column, name_column, str_at, str_or, string_cell,
     BuiltinPrinter, Column,
@@ -66,28 +65,28 @@ fn storage_class_columns() -> Vec<Column> {
             "string",
             "",
             0,
-            docs::STORAGE_CLASS_PROVISIONER,
+            "Provisioner that creates volumes of the class.",
         ),
         column(
             "ReclaimPolicy",
             "string",
             "",
             0,
-            docs::STORAGE_CLASS_RECLAIM_POLICY,
+            "What happens to volumes of the class once their claim is released.",
         ),
         column(
             "VolumeBindingMode",
             "string",
             "",
             0,
-            docs::STORAGE_CLASS_VOLUME_BINDING_MODE,
+            "When claims of the class are bound to a volume.",
         ),
         column(
             "AllowVolumeExpansion",
             "string",
             "",
             0,
-            docs::STORAGE_CLASS_ALLOW_VOLUME_EXPANSION,
+            "Whether volumes of the class can grow.",
         ),
         age_column(),
     ]
@@ -114,28 +113,16 @@ fn attachment_columns() -> Vec<Column> {
             "string",
             "name",
             0,
-            docs::VOLUME_ATTACHMENT_SPEC_ATTACHER,
+            "Driver that attaches the volume.",
         ),
-        column(
-            "PV",
-            "string",
-            "",
-            0,
-            docs::VOLUME_ATTACHMENT_SOURCE_PV_NAME,
-        ),
-        column(
-            "Node",
-            "string",
-            "",
-            0,
-            docs::VOLUME_ATTACHMENT_SPEC_NODE_NAME,
-        ),
+        column("PV", "string", "", 0, "Persistent volume to attach."),
+        column("Node", "string", "", 0, "Node to attach the volume to."),
         column(
             "Attached",
             "boolean",
             "",
             0,
-            docs::VOLUME_ATTACHMENT_STATUS_ATTACHED,
+            "Whether the volume is attached.",
         ),
         age_column(),
     ]
@@ -162,7 +149,7 @@ fn attributes_class_columns() -> Vec<Column> {
             "string",
             "",
             0,
-            docs::VOLUME_ATTRIBUTES_CLASS_DRIVER_NAME,
+            "CSI driver the class is for.",
         ),
         age_column(),
     ]
@@ -181,7 +168,6 @@ fn attributes_class_cells(vac: &Value, now_unix: i64) -> Vec<Value> {
 mod tests {
     use serde_json::json;
 
-    use super::super::openapi_docs as docs;
     use super::super::test_support::{assert_columns, row, ts};
     use super::super::{DESC_AGE as AGE, DESC_NAME as NAME};
     use super::GROUP;
@@ -198,28 +184,28 @@ mod tests {
                     "string",
                     "",
                     0,
-                    docs::STORAGE_CLASS_PROVISIONER,
+                    "Provisioner that creates volumes of the class.",
                 ),
                 (
                     "ReclaimPolicy",
                     "string",
                     "",
                     0,
-                    docs::STORAGE_CLASS_RECLAIM_POLICY,
+                    "What happens to volumes of the class once their claim is released.",
                 ),
                 (
                     "VolumeBindingMode",
                     "string",
                     "",
                     0,
-                    docs::STORAGE_CLASS_VOLUME_BINDING_MODE,
+                    "When claims of the class are bound to a volume.",
                 ),
                 (
                     "AllowVolumeExpansion",
                     "string",
                     "",
                     0,
-                    docs::STORAGE_CLASS_ALLOW_VOLUME_EXPANSION,
+                    "Whether volumes of the class can grow.",
                 ),
                 ("Age", "string", "", 0, AGE),
             ],
@@ -275,28 +261,16 @@ mod tests {
                     "string",
                     "name",
                     0,
-                    docs::VOLUME_ATTACHMENT_SPEC_ATTACHER,
+                    "Driver that attaches the volume.",
                 ),
-                (
-                    "PV",
-                    "string",
-                    "",
-                    0,
-                    docs::VOLUME_ATTACHMENT_SOURCE_PV_NAME,
-                ),
-                (
-                    "Node",
-                    "string",
-                    "",
-                    0,
-                    docs::VOLUME_ATTACHMENT_SPEC_NODE_NAME,
-                ),
+                ("PV", "string", "", 0, "Persistent volume to attach."),
+                ("Node", "string", "", 0, "Node to attach the volume to."),
                 (
                     "Attached",
                     "boolean",
                     "",
                     0,
-                    docs::VOLUME_ATTACHMENT_STATUS_ATTACHED,
+                    "Whether the volume is attached.",
                 ),
                 ("Age", "string", "", 0, AGE),
             ],
@@ -343,7 +317,7 @@ mod tests {
                     "string",
                     "",
                     0,
-                    docs::VOLUME_ATTRIBUTES_CLASS_DRIVER_NAME,
+                    "CSI driver the class is for.",
                 ),
                 ("Age", "string", "", 0, AGE),
             ],

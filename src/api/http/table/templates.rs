@@ -1,15 +1,15 @@
 //! The pod-template cells that workload printers share: the template's container names
-//! and images, each comma-joined in spec order (`layoutContainerCells`), under the
-//! printers' fixed column descriptions.
+//! and images, each comma-joined in spec order (`layoutContainerCells`), and the
+//! descriptions of those two columns.
 
 use serde_json::Value;
 
 use super::{column, list_at, str_at, string_cell, Column};
 
-/// The printers' fixed description of a `Containers` column.
-pub(super) const DESC_CONTAINERS: &str = "Names of each container in the template.";
-/// The printers' fixed description of an `Images` column.
-pub(super) const DESC_IMAGES: &str = "Images referenced by each container in the template.";
+/// Description of every `Containers` column.
+pub(super) const DESC_CONTAINERS: &str = "Names of the containers in the pod template.";
+/// Description of every `Images` column.
+pub(super) const DESC_IMAGES: &str = "Images of the containers in the pod template.";
 /// The wide `Containers` and `Images` columns.
 pub(super) fn template_columns() -> [Column; 2] {
     [

@@ -8,7 +8,6 @@
 use serde_json::Value;
 
 use super::format::{access_modes, quantity};
-use super::openapi_docs as docs;
 use super::{
     age_cell, age_column, at, column, deleting, list_at, name_cell, name_column, obj_at, str_at,
     str_or, string_cell, BuiltinPrinter, Column,
@@ -26,28 +25,58 @@ const BETA_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
 fn pv_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column("Capacity", "string", "", 0, docs::PV_SPEC_CAPACITY),
-        column("Access Modes", "string", "", 0, docs::PV_SPEC_ACCESS_MODES),
+        column(
+            "Capacity",
+            "string",
+            "",
+            0,
+            "Storage capacity of the volume.",
+        ),
+        column(
+            "Access Modes",
+            "string",
+            "",
+            0,
+            "Ways the volume can be mounted.",
+        ),
         column(
             "Reclaim Policy",
             "string",
             "",
             0,
-            docs::PV_SPEC_RECLAIM_POLICY,
+            "What happens to the volume once its claim is released.",
         ),
-        column("Status", "string", "", 0, docs::PV_STATUS_PHASE),
-        column("Claim", "string", "", 0, docs::PV_SPEC_CLAIM_REF),
-        column("StorageClass", "string", "", 0, "StorageClass of the pv"),
+        column("Status", "string", "", 0, "Phase of the volume."),
+        column("Claim", "string", "", 0, "Claim the volume is bound to."),
+        column(
+            "StorageClass",
+            "string",
+            "",
+            0,
+            "Storage class of the volume.",
+        ),
         column(
             "VolumeAttributesClass",
             "string",
             "",
             0,
-            "VolumeAttributesClass of the pv",
+            "Volume attributes class of the volume.",
         ),
-        column("Reason", "string", "", 0, docs::PV_STATUS_REASON),
+        column(
+            "Reason",
+            "string",
+            "",
+            0,
+            "Why the volume is in its phase, if known.",
+        ),
         age_column(),
-        column("VolumeMode", "string", "", 1, docs::PV_SPEC_VOLUME_MODE),
+        column(
+            "VolumeMode",
+            "string",
+            "",
+            1,
+            "Whether the volume holds a filesystem or is a raw block device.",
+        ),
     ]
 }
 
@@ -84,26 +113,44 @@ fn pv_cells(pv: &Value, now_unix: i64) -> Vec<Value> {
 fn pvc_columns() -> Vec<Column> {
     vec![
         name_column(),
-        column("Status", "string", "", 0, docs::PVC_STATUS_PHASE),
-        column("Volume", "string", "", 0, docs::PVC_SPEC_VOLUME_NAME),
-        column("Capacity", "string", "", 0, docs::PVC_STATUS_CAPACITY),
+        column("Status", "string", "", 0, "Phase of the claim."),
+        column("Volume", "string", "", 0, "Volume the claim is bound to."),
+        column(
+            "Capacity",
+            "string",
+            "",
+            0,
+            "Storage capacity of the bound volume.",
+        ),
         column(
             "Access Modes",
             "string",
             "",
             0,
-            docs::PVC_STATUS_ACCESS_MODES,
+            "Ways the bound volume can be mounted.",
         ),
-        column("StorageClass", "string", "", 0, "StorageClass of the pvc"),
+        column(
+            "StorageClass",
+            "string",
+            "",
+            0,
+            "Storage class of the claim.",
+        ),
         column(
             "VolumeAttributesClass",
             "string",
             "",
             0,
-            "VolumeAttributesClass of the pvc",
+            "Volume attributes class of the claim.",
         ),
         age_column(),
-        column("VolumeMode", "string", "", 1, docs::PVC_SPEC_VOLUME_MODE),
+        column(
+            "VolumeMode",
+            "string",
+            "",
+            1,
+            "Whether the claim wants a filesystem or a raw block device.",
+        ),
     ]
 }
 
@@ -162,7 +209,6 @@ fn attributes_class(obj: &Value) -> String {
 mod tests {
     use serde_json::json;
 
-    use super::super::openapi_docs as docs;
     use super::super::test_support::{assert_columns, row, ts};
     use super::super::{DESC_AGE as AGE, DESC_NAME as NAME};
 
@@ -173,28 +219,58 @@ mod tests {
             "persistentvolumes",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("Capacity", "string", "", 0, docs::PV_SPEC_CAPACITY),
-                ("Access Modes", "string", "", 0, docs::PV_SPEC_ACCESS_MODES),
+                (
+                    "Capacity",
+                    "string",
+                    "",
+                    0,
+                    "Storage capacity of the volume.",
+                ),
+                (
+                    "Access Modes",
+                    "string",
+                    "",
+                    0,
+                    "Ways the volume can be mounted.",
+                ),
                 (
                     "Reclaim Policy",
                     "string",
                     "",
                     0,
-                    docs::PV_SPEC_RECLAIM_POLICY,
+                    "What happens to the volume once its claim is released.",
                 ),
-                ("Status", "string", "", 0, docs::PV_STATUS_PHASE),
-                ("Claim", "string", "", 0, docs::PV_SPEC_CLAIM_REF),
-                ("StorageClass", "string", "", 0, "StorageClass of the pv"),
+                ("Status", "string", "", 0, "Phase of the volume."),
+                ("Claim", "string", "", 0, "Claim the volume is bound to."),
+                (
+                    "StorageClass",
+                    "string",
+                    "",
+                    0,
+                    "Storage class of the volume.",
+                ),
                 (
                     "VolumeAttributesClass",
                     "string",
                     "",
                     0,
-                    "VolumeAttributesClass of the pv",
+                    "Volume attributes class of the volume.",
                 ),
-                ("Reason", "string", "", 0, docs::PV_STATUS_REASON),
+                (
+                    "Reason",
+                    "string",
+                    "",
+                    0,
+                    "Why the volume is in its phase, if known.",
+                ),
                 ("Age", "string", "", 0, AGE),
-                ("VolumeMode", "string", "", 1, docs::PV_SPEC_VOLUME_MODE),
+                (
+                    "VolumeMode",
+                    "string",
+                    "",
+                    1,
+                    "Whether the volume holds a filesystem or is a raw block device.",
+                ),
             ],
         );
     }
@@ -262,26 +338,44 @@ mod tests {
             "persistentvolumeclaims",
             &[
                 ("Name", "string", "name", 0, NAME),
-                ("Status", "string", "", 0, docs::PVC_STATUS_PHASE),
-                ("Volume", "string", "", 0, docs::PVC_SPEC_VOLUME_NAME),
-                ("Capacity", "string", "", 0, docs::PVC_STATUS_CAPACITY),
+                ("Status", "string", "", 0, "Phase of the claim."),
+                ("Volume", "string", "", 0, "Volume the claim is bound to."),
+                (
+                    "Capacity",
+                    "string",
+                    "",
+                    0,
+                    "Storage capacity of the bound volume.",
+                ),
                 (
                     "Access Modes",
                     "string",
                     "",
                     0,
-                    docs::PVC_STATUS_ACCESS_MODES,
+                    "Ways the bound volume can be mounted.",
                 ),
-                ("StorageClass", "string", "", 0, "StorageClass of the pvc"),
+                (
+                    "StorageClass",
+                    "string",
+                    "",
+                    0,
+                    "Storage class of the claim.",
+                ),
                 (
                     "VolumeAttributesClass",
                     "string",
                     "",
                     0,
-                    "VolumeAttributesClass of the pvc",
+                    "Volume attributes class of the claim.",
                 ),
                 ("Age", "string", "", 0, AGE),
-                ("VolumeMode", "string", "", 1, docs::PVC_SPEC_VOLUME_MODE),
+                (
+                    "VolumeMode",
+                    "string",
+                    "",
+                    1,
+                    "Whether the claim wants a filesystem or a raw block device.",
+                ),
             ],
         );
     }
