@@ -89,7 +89,7 @@ pub const TABLE: &[Row] = &[
     ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies", "ValidatingAdmissionPolicy", CLUSTER, "validatingadmissionpolicies", SAME, NONE, API_EXT),
     ("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding", CLUSTER, "validatingadmissionpolicybindings", SAME, NONE, API_EXT),
     ("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", CLUSTER, "validatingwebhookconfigurations", SAME, NONE, API_EXT),
-    ("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", CLUSTER, "apiextensions.k8s.io/customresourcedefinitions", SAME, &["crd", "crds"], API_EXT),
+    ("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", CLUSTER, "apiextensions.k8s.io/customresourcedefinitions", "apiextensions.k8s.io/v1beta1", &["crd", "crds"], API_EXT),
     ("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", CLUSTER, "priorityclasses", SAME, &["pc"], NONE),
     ("coordination.k8s.io", "v1", "leases", "Lease", NS, "leases", SAME, NONE, NONE),
     ("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", CLUSTER, "runtimeclasses", SAME, NONE, NONE),
@@ -108,6 +108,7 @@ pub fn conversion_of(group: &str, resource: &str) -> Option<Conversion> {
     match (group, resource) {
         ("resource.k8s.io", _) => Some(Conversion::Relabel),
         ("events.k8s.io", "events") => Some(Conversion::EventsV1),
+        ("apiextensions.k8s.io", "customresourcedefinitions") => Some(Conversion::CrdV1),
         _ => None,
     }
 }
@@ -293,6 +294,9 @@ mod tests {
                     info.storage_version
                 ),
                 (false, Some(Conversion::EventsV1)) => assert_eq!(name, "events.events.k8s.io"),
+                (false, Some(Conversion::CrdV1)) => {
+                    assert_eq!(name, "customresourcedefinitions.apiextensions.k8s.io")
+                }
                 other => panic!("{name}: stored as {}, {other:?}", info.storage_version),
             }
             assert_eq!(info.singular, info.kind.to_ascii_lowercase());

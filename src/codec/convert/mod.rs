@@ -13,8 +13,12 @@
 //! - [`Conversion::EventsV1`]: a core/v1 Event served as events.k8s.io/v1: every field
 //!   has a home under another name and number (`involvedObject` → `regarding`, `message`
 //!   → `note`, `source` → `deprecatedSource`, ...), the values unchanged.
+//! - [`Conversion::CrdV1`]: a CustomResourceDefinition stored as v1beta1, defaulted and
+//!   converted to v1 as kube-apiserver does ([`crd`]).
 //!
 //! A value stored in any other apiVersion than the one expected is served as stored.
+
+pub mod crd;
 
 use serde_json::Value;
 
@@ -29,6 +33,8 @@ pub enum Conversion {
     Relabel,
     /// core/v1 Event → events.k8s.io/v1 Event.
     EventsV1,
+    /// apiextensions.k8s.io/v1beta1 CustomResourceDefinition → v1.
+    CrdV1,
 }
 
 /// A resource's conversion: values stored as `from` are served as `to`.
@@ -106,6 +112,12 @@ impl Convert {
         let raw = match self.conversion {
             Conversion::Relabel => raw.to_vec(),
             Conversion::EventsV1 => renumber(raw, &EVENT_V1_FIELDS)?,
+            Conversion::CrdV1 => {
+                let stored = pbjson::render(&self.from, &self.kind, raw, None)?;
+                let v1beta1: Value = serde_json::from_slice(&stored.json)
+                    .map_err(|e| ConvertError::Json(e.to_string()))?;
+                pbjson::encode_json_lossy(&self.to, &self.kind, &crd::v1beta1_to_v1(&v1beta1))?
+            }
         };
         Ok(envelope::write(&self.to, &self.kind, &raw))
     }
