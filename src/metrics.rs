@@ -37,7 +37,24 @@ fn describe() {
     );
     describe_counter!(
         "watchd_undecodable_values_total",
-        "etcd values skipped because they could not be read, per resource and reason."
+        "etcd values that could not be decrypted or decoded, per resource and reason; each makes its resource pending until fixed."
+    );
+    describe_gauge!(
+        "watchd_unreadable_objects",
+        "Keys of a resource whose current etcd value cannot be read; while above 0 the resource answers as a watch cache that is not ready (429, or reads from etcd)."
+    );
+    describe_counter!(
+        "watchd_json_protobuf_encodes_total",
+        "Protobuf encodings of JSON-stored object revisions, for protobuf readers: at most one per revision."
+    );
+    describe_counter!(
+        "watchd_json_protobuf_encode_failures_total",
+        "JSON-stored objects without a protobuf form (their JSON does not fit their kind's schema); served as JSON only."
+    );
+    describe_gauge!(
+        "watchd_encoded_protobuf_bytes",
+        Unit::Bytes,
+        "Bytes of protobuf encoded on first use from JSON-stored objects and still cached (not in watchd_cached_bytes)."
     );
     describe_counter!(
         "watchd_protobuf_json_renders_total",
