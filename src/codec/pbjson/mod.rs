@@ -332,4 +332,8 @@ pub fn render_stored(
 }
 
 #[cfg(test)]
+mod apiextensions_tests;
+#[cfg(test)]
+mod testpb;
+#[cfg(test)]
 mod tests;
