@@ -101,3 +101,52 @@ fn rendering_and_validating_allocate_a_few_times_not_per_field() {
         );
     }
 }
+
+/// A CRD whose schema has `n` properties, each using apiextensions' self-marshaling types.
+fn crd(n: usize) -> Value {
+    let mut properties = serde_json::Map::new();
+    for i in 0..n {
+        properties.insert(
+            format!("field{i}"),
+            serde_json::json!({
+                "type": "array",
+                "default": [{"a": i, "b": "<x>"}],
+                "enum": [[{"a": i, "b": "<x>"}], null],
+                "items": {"type": "object", "additionalProperties": {"type": "string"},
+                          "x-kubernetes-preserve-unknown-fields": true},
+                "dependencies": {"a": ["b", "c"], "d": {"required": ["e"]}},
+                "x-kubernetes-validations": [{"rule": "self.size() < 10"}]
+            }),
+        );
+    }
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1beta1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {"group": "example.com", "names": {"plural": "widgets", "kind": "Widget"},
+                 "scope": "Namespaced",
+                 "validation": {"openAPIV3Schema": {"type": "object", "properties": properties,
+                                                    "additionalProperties": false}}}
+    })
+}
+
+#[test]
+fn crds_allocate_a_few_times_not_per_schema_field() {
+    let (av, kind) = ("apiextensions.k8s.io/v1beta1", "CustomResourceDefinition");
+    for n in [10, 200] {
+        let raw = pbjson::encode_json(av, kind, &crd(n)).expect("encodes");
+        let (rendered, render_allocs) = allocations(|| pbjson::render(av, kind, &raw, Some("7")));
+        let rendered = rendered.expect("renders");
+        let (validated, validate_allocs) = allocations(|| pbjson::validate(av, kind, &raw));
+        assert_eq!(validated, Ok(rendered.unknown_fields));
+        let fields = values(&serde_json::from_slice(&rendered.json).expect("JSON"));
+        println!("CRD with {n} properties: {fields} JSON values; render {render_allocs} allocations, validate {validate_allocs}");
+        assert!(
+            render_allocs <= 24,
+            "{n}: {render_allocs} allocations for {fields} values"
+        );
+        assert!(
+            validate_allocs <= 16,
+            "{n}: {validate_allocs} allocations for {fields} values"
+        );
+    }
+}

@@ -121,13 +121,11 @@ fn first_extra(path: &str, got: &Value, want: &Value) -> Option<String> {
     }
 }
 
-#[test]
-fn v1_34_fixtures_render_as_kube_apiserver_json() {
-    let Some(root) = fixtures_root() else { return };
-    let dir = root.join("v1.34.0");
+/// Renders every `X.pb` of `dir` and compares it with `X.json`: (passed, failures, skipped).
+fn render_dir_exactly(dir: &Path) -> (usize, Vec<String>, Vec<String>) {
     let skip: BTreeMap<&str, &str> = SKIP.iter().copied().collect();
     let (mut passed, mut failed, mut skipped) = (0, Vec::new(), Vec::new());
-    for pb in pb_files(&dir) {
+    for pb in pb_files(dir) {
         let name = stem(&pb);
         let value = fs::read(&pb).expect("read .pb");
         let want: Value = match fs::read(pb.with_extension("json")) {
@@ -152,7 +150,8 @@ fn v1_34_fixtures_render_as_kube_apiserver_json() {
         }
     }
     println!(
-        "v1.34.0 fixtures: {passed} passed, {} failed, {} skipped",
+        "{}: {passed} passed, {} failed, {} skipped",
+        dir.display(),
         failed.len(),
         skipped.len()
     );
@@ -162,12 +161,44 @@ fn v1_34_fixtures_render_as_kube_apiserver_json() {
     for f in &failed {
         println!("  FAILED {f}");
     }
+    (passed, failed, skipped)
+}
+
+#[test]
+fn v1_34_fixtures_render_as_kube_apiserver_json() {
+    let Some(root) = fixtures_root() else { return };
+    let dir = root.join("v1.34.0");
+    let (passed, failed, _) = render_dir_exactly(&dir);
     assert!(passed > 150, "too few fixtures found in {}", dir.display());
     assert!(
         failed.is_empty(),
         "{} fixture(s) render differently",
         failed.len()
     );
+}
+
+/// Round-trip fixtures of API groups outside kubernetes/api, in folders named by
+/// `PBJSON_EXTRA_FIXTURES` (separated by `:`), e.g. apiextensions-apiserver's
+/// `pkg/apis/testdata/HEAD` at v0.34.0. They are not kept in this repository, so the
+/// test runs only when asked to.
+#[test]
+fn extra_fixtures_render_as_kube_apiserver_json() {
+    let Some(dirs) = std::env::var_os("PBJSON_EXTRA_FIXTURES") else {
+        eprintln!("SKIPPED: PBJSON_EXTRA_FIXTURES is not set");
+        return;
+    };
+    let mut seed = 0x9e37_79b9_u32;
+    for dir in std::env::split_paths(&dirs) {
+        let (passed, failed, _) = render_dir_exactly(&dir);
+        assert!(passed > 0, "no fixtures found in {}", dir.display());
+        assert!(
+            failed.is_empty(),
+            "{} fixture(s) render differently",
+            failed.len()
+        );
+        let (runs, errs) = corrupt_and_render(&pb_files(&dir), 4000, &mut seed);
+        println!("corrupted: {runs} renders, {errs} errors, no panics");
+    }
 }
 
 #[test]
@@ -346,23 +377,22 @@ fn next(seed: &mut u32) -> u32 {
     *seed
 }
 
-#[test]
-fn corrupted_fixtures_never_panic() {
-    let Some(root) = fixtures_root() else { return };
-    let mut seed = 0x2545_f491_u32;
+/// Renders `rounds` corrupted copies of each fixture in `files`: never a panic, never
+/// invalid JSON, and validate agrees with render. Returns (renders, errors).
+fn corrupt_and_render(files: &[PathBuf], rounds: u32, seed: &mut u32) -> (u32, u32) {
     let (mut runs, mut errs) = (0u32, 0u32);
-    for pb in pb_files(&root.join("v1.34.0")) {
-        let value = fs::read(&pb).expect("read .pb");
+    for pb in files {
+        let value = fs::read(pb).expect("read .pb");
         let Ok(env) = watchd::codec::envelope::parse(&value) else {
             continue;
         };
         let (api_version, kind) = if env.kind.is_empty() {
-            type_from_name(&stem(&pb))
+            type_from_name(&stem(pb))
         } else {
             (env.api_version.to_string(), env.kind.to_string())
         };
         let raw = env.raw;
-        for round in 0..24 {
+        for round in 0..rounds {
             let mut m = raw.to_vec();
             if m.is_empty() {
                 break;
@@ -371,24 +401,23 @@ fn corrupted_fixtures_never_panic() {
             match round % 4 {
                 // Flip a few bytes.
                 0 => {
-                    for _ in 0..1 + next(&mut seed) % 4 {
-                        let i = next(&mut seed) as usize % len;
-                        m[i] ^= 1 << (next(&mut seed) % 8);
+                    for _ in 0..1 + next(seed) % 4 {
+                        let i = next(seed) as usize % len;
+                        m[i] ^= 1 << (next(seed) % 8);
                     }
                 }
                 // Truncate.
-                1 => m.truncate(next(&mut seed) as usize % len),
+                1 => m.truncate(next(seed) as usize % len),
                 // Overwrite a byte with a random or boundary value.
                 2 => {
-                    let i = next(&mut seed) as usize % len;
-                    m[i] = [0x00, 0x7f, 0x80, 0xff, next(&mut seed) as u8]
-                        [next(&mut seed) as usize % 5];
+                    let i = next(seed) as usize % len;
+                    m[i] = [0x00, 0x7f, 0x80, 0xff, next(seed) as u8][next(seed) as usize % 5];
                 }
                 // Splice a copy of one range somewhere else.
                 _ => {
-                    let a = next(&mut seed) as usize % len;
-                    let b = a + (next(&mut seed) as usize % (len - a)).min(64);
-                    let at = next(&mut seed) as usize % len;
+                    let a = next(seed) as usize % len;
+                    let b = a + (next(seed) as usize % (len - a)).min(64);
+                    let at = next(seed) as usize % len;
                     let chunk = m[a..b].to_vec();
                     m.splice(at..at, chunk);
                 }
@@ -418,6 +447,14 @@ fn corrupted_fixtures_never_panic() {
             }
         }
     }
+    (runs, errs)
+}
+
+#[test]
+fn corrupted_fixtures_never_panic() {
+    let Some(root) = fixtures_root() else { return };
+    let mut seed = 0x2545_f491_u32;
+    let (runs, errs) = corrupt_and_render(&pb_files(&root.join("v1.34.0")), 24, &mut seed);
     println!("corrupted fixtures: {runs} renders, {errs} errors, no panics");
     assert!(runs > 1000);
 }

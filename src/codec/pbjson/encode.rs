@@ -252,6 +252,67 @@ fn value(out: &mut Vec<u8>, num: u16, kind: Kind, msg: u16, v: &Value, at: At) -
             let raw = serde_json::to_vec(v).map_err(|_| bad("embedded JSON"))?;
             wrap(out, num, |b| bytes_field(b, 1, &raw));
         }
+        Kind::Json
+        | Kind::JsonSchemaPropsOrArray
+        | Kind::JsonSchemaPropsOrBool
+        | Kind::JsonSchemaPropsOrStringArray => {
+            nested(out, num, |b| {
+                schema_value(b, kind, &MSGS[msg as usize], v, at)
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The body of an apiextensions self-marshaling value, as its `UnmarshalJSON` reads `v`
+/// and gogo then writes it (`schema` is the JSONSchemaProps it may hold):
+/// - `JSON`: the value's text as `Raw`; `null` leaves `Raw` nil (nothing written);
+/// - `JSONSchemaPropsOrArray`: an object is `Schema`, an array `JSONSchemas` (a `null`
+///   element an empty schema); anything else leaves both unset, as Go does;
+/// - `JSONSchemaPropsOrBool`: an object is `Schema` with `Allows` true, a bool is
+///   `Allows` (always written, as a non-pointer bool); anything else is an error;
+/// - `JSONSchemaPropsOrStringArray`: an object is `Schema`, an array of strings
+///   `Property` (`null` elements ""); anything else leaves both unset.
+fn schema_value(out: &mut Vec<u8>, kind: Kind, schema: &Msg, v: &Value, at: At) -> R<()> {
+    let schema_field = |out: &mut Vec<u8>, num: u16, obj: &Map<String, Value>| {
+        nested(out, num, |b| {
+            message(b, schema, obj, at.deeper(), at.strict)
+        })
+    };
+    match (kind, v) {
+        (Kind::Json, Value::Null) => {}
+        (Kind::Json, v) => {
+            let raw = serde_json::to_vec(v).map_err(|_| bad("embedded JSON"))?;
+            bytes_field(out, 1, &raw);
+        }
+        (Kind::JsonSchemaPropsOrBool, Value::Object(obj)) => {
+            varint_field(out, 1, 1);
+            schema_field(out, 2, obj)?;
+        }
+        (Kind::JsonSchemaPropsOrBool, Value::Bool(allows)) => {
+            varint_field(out, 1, u64::from(*allows));
+        }
+        (Kind::JsonSchemaPropsOrBool, _) => return Err(bad("boolean or JSON schema expected")),
+        (_, Value::Object(obj)) => schema_field(out, 1, obj)?,
+        (Kind::JsonSchemaPropsOrArray, Value::Array(items)) => {
+            for item in items {
+                match item {
+                    Value::Null => bytes_field(out, 2, &[]),
+                    Value::Object(obj) => schema_field(out, 2, obj)?,
+                    _ => return Err(bad("schema array element is not an object")),
+                }
+            }
+        }
+        (Kind::JsonSchemaPropsOrStringArray, Value::Array(items)) => {
+            for item in items {
+                let s = match item {
+                    Value::Null => "",
+                    item => text(item)?,
+                };
+                bytes_field(out, 2, s.as_bytes());
+            }
+        }
+        _ => {}
     }
     Ok(())
 }

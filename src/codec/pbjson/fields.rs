@@ -2,6 +2,13 @@
 //! without rendering the whole object: each path is walked by JSON field name through the
 //! schema, and only the leaf is rendered, by the renderer itself. So a value is exactly
 //! what a field selector would read from the object's full JSON rendering.
+//!
+//! Only plain messages are walked through. Values with custom marshalers (Time,
+//! IntOrString, apiextensions' `JSON` and `JSONSchemaPropsOr*`, ...) are leaves: as the
+//! last segment they read as whatever scalar they render (`additionalProperties: false`
+//! reads "false"), and a path going on below one reads nothing, as below a map or a list,
+//! even where the JSON rendering has an object there (`items` holding one schema). No
+//! resource selects on them; this only keeps every path well-defined.
 
 use super::render::{Ctx, Meta, R};
 use super::schema::MSGS;

@@ -336,7 +336,15 @@ impl<'a, O: Sink> Ctx<'a, O> {
             Kind::Bytes if omit => return Ok(()),
             Kind::Bytes => b"null",
             Kind::Time | Kind::MicroTime if flags & OMITZERO != 0 => return Ok(()),
-            Kind::Time | Kind::MicroTime | Kind::RawExtension | Kind::FieldsV1 => b"null",
+            // Zero values whose marshalers write null: zero time, nil Raw, no schema.
+            Kind::Time
+            | Kind::MicroTime
+            | Kind::RawExtension
+            | Kind::FieldsV1
+            | Kind::Json
+            | Kind::JsonSchemaPropsOrArray
+            | Kind::JsonSchemaPropsOrStringArray => b"null",
+            Kind::JsonSchemaPropsOrBool => b"false",
             Kind::Duration => b"\"0s\"",
             Kind::Quantity => b"\"0\"",
             Kind::IntOrString => b"0",
@@ -463,6 +471,16 @@ impl<'a, O: Sink> Ctx<'a, O> {
             (Kind::IntOrString, Val::Bytes(b)) => self.int_or_string(b)?,
             (Kind::RawExtension, Val::Bytes(b)) => self.raw_json(b, false)?,
             (Kind::FieldsV1, Val::Bytes(b)) => self.raw_json(b, true)?,
+            (Kind::Json, Val::Bytes(b)) => self.json(b)?,
+            (Kind::JsonSchemaPropsOrArray, Val::Bytes(b)) => {
+                self.schema_or_array(&MSGS[msg as usize], b, depth)?
+            }
+            (Kind::JsonSchemaPropsOrBool, Val::Bytes(b)) => {
+                self.schema_or_bool(&MSGS[msg as usize], b, depth)?
+            }
+            (Kind::JsonSchemaPropsOrStringArray, Val::Bytes(b)) => {
+                self.schema_or_strings(&MSGS[msg as usize], b, depth)?
+            }
             _ => return Err(TranscodeError::Invalid("value with the wrong wire type").into()),
         }
         Ok(true)

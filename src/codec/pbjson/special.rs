@@ -52,7 +52,7 @@ impl<'a, O: Sink> Ctx<'a, O> {
     }
 
     /// Reads field 1 of a small special message; other fields are counted as unknown.
-    fn field1(&mut self, b: &'a [u8]) -> R<Option<Val<'a>>> {
+    pub(super) fn field1(&mut self, b: &'a [u8]) -> R<Option<Val<'a>>> {
         let mut r = Reader::new(b);
         let mut out = None;
         while !r.done() {
@@ -153,6 +153,12 @@ impl<'a, O: Sink> Ctx<'a, O> {
         if !fields_v1 && !json_start {
             return Err(TranscodeError::Invalid("embedded object is not JSON").into());
         }
+        self.embed_json(raw)
+    }
+
+    /// Writes `raw`, which must be one JSON value, compacted and HTML-escaped: what Go's
+    /// encoder does with the bytes a `MarshalJSON` returns (it fails on invalid JSON too).
+    pub(super) fn embed_json(&mut self, raw: &[u8]) -> R<()> {
         let ok = match self.out.vec() {
             Some(out) => super::rawjson::embed(out, raw, &mut self.json_stack),
             // Validating: the compactor is the validator, so it writes to a scratch buffer

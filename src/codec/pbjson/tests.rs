@@ -5,54 +5,9 @@
 
 use serde_json::{json, Value};
 
+use super::testpb::Pb;
 use super::*;
 use crate::codec::wire::WireError;
-
-/// A protobuf message under construction.
-#[derive(Default, Clone)]
-struct Pb(Vec<u8>);
-
-impl Pb {
-    fn new() -> Self {
-        Pb::default()
-    }
-    fn varint(mut self, v: u64) -> Self {
-        let mut v = v;
-        while v >= 0x80 {
-            self.0.push(v as u8 | 0x80);
-            v >>= 7;
-        }
-        self.0.push(v as u8);
-        self
-    }
-    fn tag(self, num: u32, wt: u8) -> Self {
-        self.varint(u64::from(num) << 3 | u64::from(wt))
-    }
-    /// A varint field.
-    fn int(self, num: u32, v: i64) -> Self {
-        self.tag(num, 0).varint(v as u64)
-    }
-    /// A length-delimited field.
-    fn bytes(self, num: u32, b: &[u8]) -> Self {
-        let mut s = self.tag(num, 2).varint(b.len() as u64);
-        s.0.extend_from_slice(b);
-        s
-    }
-    fn raw(mut self, b: &[u8]) -> Self {
-        self.0.extend_from_slice(b);
-        self
-    }
-    fn str(self, num: u32, s: &str) -> Self {
-        self.bytes(num, s.as_bytes())
-    }
-    fn msg(self, num: u32, m: Pb) -> Self {
-        self.bytes(num, &m.0)
-    }
-    /// A map entry {1: key, 2: value}.
-    fn entry(self, num: u32, k: &str, v: &str) -> Self {
-        self.msg(num, Pb::new().str(1, k).str(2, v))
-    }
-}
 
 fn time(secs: i64) -> Pb {
     Pb::new().int(1, secs).int(2, 0)

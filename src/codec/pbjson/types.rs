@@ -39,6 +39,17 @@ pub enum Kind {
     RawExtension,
     /// `metav1.FieldsV1`: embedded JSON.
     FieldsV1,
+    /// apiextensions `JSON` (`{1: raw}`): the raw JSON embedded, `null` when empty.
+    Json,
+    /// apiextensions `JSONSchemaPropsOrArray` (`{1: schema, 2: repeated schemas}`): the
+    /// array when it has elements, else the schema, else `null`. `msg` is the schema.
+    JsonSchemaPropsOrArray,
+    /// apiextensions `JSONSchemaPropsOrBool` (`{1: allows, 2: schema}`): the schema when
+    /// set, else the bool. `msg` is the schema.
+    JsonSchemaPropsOrBool,
+    /// apiextensions `JSONSchemaPropsOrStringArray` (`{1: schema, 2: repeated strings}`):
+    /// the strings when there are any, else the schema, else `null`. `msg` is the schema.
+    JsonSchemaPropsOrStringArray,
 }
 
 /// Field flag: a Go pointer (present on the wire only when set).
@@ -73,7 +84,8 @@ pub struct Field {
     pub kind: Kind,
     /// Flags ([`POINTER`], [`OMITEMPTY`], ...).
     pub flags: u8,
-    /// Index into `MSGS` of the nested message, when `kind` is `Message`.
+    /// Index into `MSGS` of the nested message, when `kind` is `Message`; of the schema
+    /// held, when `kind` is one of the `JsonSchemaPropsOr*`.
     pub msg: u16,
     /// The JSON member prefix `,"name":` (name empty for inlined structs).
     pub key: &'static str,

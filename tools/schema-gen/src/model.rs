@@ -11,6 +11,12 @@ pub const META: &str = "k8s.io/apimachinery/pkg/apis/meta/v1";
 const RUNTIME: &str = "k8s.io/apimachinery/pkg/runtime";
 const RESOURCE: &str = "k8s.io/apimachinery/pkg/api/resource";
 const INTSTR: &str = "k8s.io/apimachinery/pkg/util/intstr";
+/// The apiextensions packages whose `JSON` and `JSONSchemaPropsOr*` types marshal
+/// themselves (`marshal.go`).
+const APIEXTENSIONS: [&str; 2] = [
+    "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1",
+    "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1",
+];
 
 /// Field kinds; names match `Kind` in the transcoder's `types.rs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +38,10 @@ pub enum Kind {
     IntOrString,
     RawExtension,
     FieldsV1,
+    Json,
+    JsonSchemaPropsOrArray,
+    JsonSchemaPropsOrBool,
+    JsonSchemaPropsOrStringArray,
 }
 
 impl Kind {
@@ -55,6 +65,39 @@ impl Kind {
             Kind::IntOrString => "IntOrString",
             Kind::RawExtension => "RawExtension",
             Kind::FieldsV1 => "FieldsV1",
+            Kind::Json => "JSON",
+            Kind::JsonSchemaPropsOrArray => "JSONSchemaPropsOrArray",
+            Kind::JsonSchemaPropsOrBool => "JSONSchemaPropsOrBool",
+            Kind::JsonSchemaPropsOrStringArray => "JSONSchemaPropsOrStringArray",
+        }
+    }
+
+    /// The wire layout the transcoder hard-codes for a special kind: (field number,
+    /// label, proto type) of each field of its message, as `generated.proto` must say.
+    /// `JSONSchemaProps` is the schema message of the same package.
+    pub fn layout(self) -> &'static [(u32, &'static str, &'static str)] {
+        match self {
+            Kind::Time | Kind::MicroTime => &[(1, "optional", "int64"), (2, "optional", "int32")],
+            Kind::Duration => &[(1, "optional", "int64")],
+            Kind::Quantity => &[(1, "optional", "string")],
+            Kind::IntOrString => &[
+                (1, "optional", "int64"),
+                (2, "optional", "int32"),
+                (3, "optional", "string"),
+            ],
+            Kind::RawExtension | Kind::FieldsV1 | Kind::Json => &[(1, "optional", "bytes")],
+            Kind::JsonSchemaPropsOrArray => &[
+                (1, "optional", "JSONSchemaProps"),
+                (2, "repeated", "JSONSchemaProps"),
+            ],
+            Kind::JsonSchemaPropsOrBool => {
+                &[(1, "optional", "bool"), (2, "optional", "JSONSchemaProps")]
+            }
+            Kind::JsonSchemaPropsOrStringArray => &[
+                (1, "optional", "JSONSchemaProps"),
+                (2, "repeated", "string"),
+            ],
+            _ => &[],
         }
     }
 }
@@ -97,25 +140,25 @@ pub struct Message {
 enum Res {
     Scalar(Kind),
     Struct(String),
+    /// A custom-marshaled type holding a nested message: its kind, the nested message
+    /// (apiextensions' `JSONSchemaProps`) and its own name (`apiextensions/v1.JSONSchemaPropsOrBool`).
+    Special(Kind, String, String),
     Ptr(Box<Res>),
     Slice(Box<Res>),
     Map(Box<Res>, Box<Res>),
 }
 
 /// All parsed packages, by import path.
+#[derive(Default)]
 pub struct Universe {
     pub pkgs: BTreeMap<String, BTreeMap<String, TypeDecl>>,
     pub messages: BTreeMap<String, Message>,
     pub warnings: BTreeSet<String>,
-}
-
-/// A short, readable message key: `core/v1.Pod`, `meta/v1.ObjectMeta`.
-pub fn short(pkg: &str, name: &str) -> String {
-    let p = pkg
-        .strip_prefix("k8s.io/api/")
-        .or_else(|| pkg.strip_prefix("k8s.io/apimachinery/pkg/apis/"))
-        .unwrap_or(pkg);
-    format!("{p}.{name}")
+    /// Import path prefixes dropped from message keys (`k8s.io/api/`); the longest
+    /// matching one is dropped.
+    pub short_prefixes: Vec<String>,
+    /// Every custom-marshaled type met: (import path, Go name) → kind.
+    pub specials: BTreeMap<(String, String), Kind>,
 }
 
 fn builtin(name: &str) -> Option<Res> {
@@ -134,6 +177,20 @@ fn builtin(name: &str) -> Option<Res> {
 }
 
 impl Universe {
+    /// The package part of a message key: `core/v1` for `k8s.io/api/core/v1`.
+    pub fn short_pkg<'p>(&self, pkg: &'p str) -> &'p str {
+        self.short_prefixes
+            .iter()
+            .filter_map(|p| pkg.strip_prefix(p.as_str()))
+            .min_by_key(|rest| rest.len())
+            .unwrap_or(pkg)
+    }
+
+    /// A short, readable message key: `core/v1.Pod`, `meta/v1.ObjectMeta`.
+    pub fn short(&self, pkg: &str, name: &str) -> String {
+        format!("{}.{name}", self.short_pkg(pkg))
+    }
+
     fn resolve(
         &mut self,
         pkg: &str,
@@ -183,9 +240,28 @@ impl Universe {
             (RUNTIME, "RawExtension") => Some(Kind::RawExtension),
             (RESOURCE, "Quantity") => Some(Kind::Quantity),
             (INTSTR, "IntOrString") => Some(Kind::IntOrString),
+            (p, "JSON") if APIEXTENSIONS.contains(&p) => Some(Kind::Json),
+            (p, "JSONSchemaPropsOrArray") if APIEXTENSIONS.contains(&p) => {
+                Some(Kind::JsonSchemaPropsOrArray)
+            }
+            (p, "JSONSchemaPropsOrBool") if APIEXTENSIONS.contains(&p) => {
+                Some(Kind::JsonSchemaPropsOrBool)
+            }
+            (p, "JSONSchemaPropsOrStringArray") if APIEXTENSIONS.contains(&p) => {
+                Some(Kind::JsonSchemaPropsOrStringArray)
+            }
             _ => None,
         };
         if let Some(k) = special {
+            self.specials
+                .insert((path.to_string(), name.to_string()), k);
+            if k.layout().iter().any(|(_, _, ty)| *ty == "JSONSchemaProps") {
+                // The schema it holds is a message of the same package.
+                let Res::Struct(schema) = self.resolve_named(path, "JSONSchemaProps")? else {
+                    return Err(format!("{path}.JSONSchemaProps is not a struct"));
+                };
+                return Ok(Res::Special(k, schema, self.short(path, name)));
+            }
             return Ok(Res::Scalar(k));
         }
         let decl = self
@@ -199,7 +275,7 @@ impl Universe {
         }
         match &decl.body {
             TypeBody::Struct(_) => {
-                let key = short(path, name);
+                let key = self.short(path, name);
                 self.build_struct(path, name, &key, &decl)?;
                 Ok(Res::Struct(key))
             }
@@ -208,7 +284,7 @@ impl Universe {
                 if decl.doc.contains("+protobuf.nullable=true") {
                     if let Res::Slice(elem) = r {
                         // go-to-protobuf makes a nullable named slice a message {repeated items = 1}.
-                        let key = short(path, name);
+                        let key = self.short(path, name);
                         if !self.messages.contains_key(&key) {
                             let kind = self.leaf(&elem, &key)?;
                             let f = Field {
@@ -240,6 +316,7 @@ impl Universe {
         match r {
             Res::Scalar(k) => Ok((*k, None)),
             Res::Struct(key) => Ok((Kind::Message, Some(key.clone()))),
+            Res::Special(kind, schema, _) => Ok((*kind, Some(schema.clone()))),
             other => Err(format!("{ctx}: unsupported nested type {other:?}")),
         }
     }
@@ -249,10 +326,13 @@ impl Universe {
             return Err(format!("{ctx}: map key {key:?} is not a string"));
         }
         let (vk, vm) = self.leaf(val, ctx)?;
-        let name = format!(
-            "map[string]{}",
-            vm.clone().unwrap_or_else(|| format!("{vk:?}"))
-        );
+        let name = match val {
+            Res::Special(_, _, own) => format!("map[string]{own}"),
+            _ => format!(
+                "map[string]{}",
+                vm.clone().unwrap_or_else(|| format!("{vk:?}"))
+            ),
+        };
         if !self.messages.contains_key(&name) {
             let fields = vec![
                 Field {

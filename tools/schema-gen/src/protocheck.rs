@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::Path;
+use std::path::PathBuf;
 
 use crate::model::{Kind, Universe, MAP, MAP_ENTRY, REPEATED};
 
@@ -52,18 +52,61 @@ fn parse_proto(src: &str) -> BTreeMap<String, BTreeMap<u32, ProtoField>> {
     out
 }
 
-fn proto_path(pkg: &str, api: &Path, machinery: &Path) -> Option<std::path::PathBuf> {
-    if let Some(rest) = pkg.strip_prefix("k8s.io/api/") {
-        return Some(api.join(rest).join("generated.proto"));
+/// Where the Go package `pkg` keeps its generated.proto: `roots` maps an import path
+/// prefix (`k8s.io/api/`) to the checkout holding it.
+fn proto_path(pkg: &str, roots: &[(String, PathBuf)]) -> Option<PathBuf> {
+    roots.iter().find_map(|(prefix, dir)| {
+        pkg.strip_prefix(prefix.as_str())
+            .map(|rest| dir.join(rest).join("generated.proto"))
+    })
+}
+
+type ProtoFile = BTreeMap<String, BTreeMap<u32, ProtoField>>;
+
+/// The parsed generated.proto of `pkg`, read once (empty when it is missing).
+fn proto_file<'f>(
+    files: &'f mut BTreeMap<String, ProtoFile>,
+    pkg: &str,
+    roots: &[(String, PathBuf)],
+) -> &'f ProtoFile {
+    files.entry(pkg.to_string()).or_insert_with(|| {
+        proto_path(pkg, roots)
+            .and_then(|p| fs::read_to_string(p).ok())
+            .map(|s| parse_proto(&s))
+            .unwrap_or_default()
+    })
+}
+
+/// Checks the messages of custom-marshaled types, whose wire layout the transcoder
+/// hard-codes (`Kind::layout`), against their generated.proto.
+pub fn check_specials(uni: &Universe, roots: &[(String, PathBuf)]) -> Vec<String> {
+    let mut errs = Vec::new();
+    let mut files = BTreeMap::new();
+    for ((pkg, name), kind) in &uni.specials {
+        let Some(proto) = proto_file(&mut files, pkg, roots).get(name) else {
+            errs.push(format!(
+                "{pkg}.{name}: no message {name} in its generated.proto"
+            ));
+            continue;
+        };
+        let want: BTreeMap<u32, ProtoField> = kind
+            .layout()
+            .iter()
+            .map(|(n, l, t)| (*n, (l.to_string(), t.to_string())))
+            .collect();
+        if *proto != want {
+            errs.push(format!(
+                "{pkg}.{name}: generated.proto has {proto:?}, the transcoder reads {want:?}"
+            ));
+        }
     }
-    pkg.strip_prefix("k8s.io/apimachinery/")
-        .map(|rest| machinery.join(rest).join("generated.proto"))
+    errs
 }
 
 /// Returns every disagreement found; empty means the table matches the .proto files.
-pub fn check(uni: &Universe, keys: &[&String], api: &Path, machinery: &Path) -> Vec<String> {
+pub fn check(uni: &Universe, keys: &[&String], roots: &[(String, PathBuf)]) -> Vec<String> {
     let mut errs = Vec::new();
-    let mut files: BTreeMap<String, BTreeMap<String, BTreeMap<u32, ProtoField>>> = BTreeMap::new();
+    let mut files: BTreeMap<String, ProtoFile> = BTreeMap::new();
     for key in keys {
         let m = &uni.messages[*key];
         if m.flags & MAP_ENTRY != 0 {
@@ -72,14 +115,7 @@ pub fn check(uni: &Universe, keys: &[&String], api: &Path, machinery: &Path) -> 
         let Some((pkg, name)) = &m.origin else {
             continue;
         };
-        if !files.contains_key(pkg) {
-            let parsed = proto_path(pkg, api, machinery)
-                .and_then(|p| fs::read_to_string(p).ok())
-                .map(|s| parse_proto(&s))
-                .unwrap_or_default();
-            files.insert(pkg.clone(), parsed);
-        }
-        let Some(proto) = files[pkg].get(name) else {
+        let Some(proto) = proto_file(&mut files, pkg, roots).get(name) else {
             errs.push(format!("{key}: no message {name} in {pkg}/generated.proto"));
             continue;
         };
