@@ -41,15 +41,18 @@ fn stem(api_version: &str, kind: &str) -> String {
     }
 }
 
-fn key_of(info: &ResourceInfo) -> String {
+/// The fixtures' object name; their namespace is `namespaceValue`.
+const NAME: &str = "nameValue";
+
+fn key_of(info: &ResourceInfo, name: &str) -> String {
     if info.namespaced {
-        format!("/registry/{}/namespaceValue/nameValue", info.etcd_dir)
+        format!("/registry/{}/namespaceValue/{name}", info.etcd_dir)
     } else {
-        format!("/registry/{}/nameValue", info.etcd_dir)
+        format!("/registry/{}/{name}", info.etcd_dir)
     }
 }
 
-fn path_of(info: &ResourceInfo, name: bool) -> String {
+fn path_of(info: &ResourceInfo, name: Option<&str>) -> String {
     let root = if info.group.is_empty() {
         "/api/v1".to_string()
     } else {
@@ -60,8 +63,17 @@ fn path_of(info: &ResourceInfo, name: bool) -> String {
     } else {
         ""
     };
-    let name = if name { "/nameValue" } else { "" };
+    let name = name.map(|n| format!("/{n}")).unwrap_or_default();
     format!("{root}{ns}/{}{name}", info.resource)
+}
+
+/// One row to check: the resource, the object's name, the value stored at its key, and
+/// what kube-apiserver serves for it at a revision.
+struct Case {
+    info: ResourceInfo,
+    name: &'static str,
+    stored: Vec<u8>,
+    expected: Box<dyn Fn(i64) -> Value>,
 }
 
 /// What kube-apiserver serves for the stored fixture at `rv`, in the served version.
@@ -105,51 +117,159 @@ fn transcoded(body: &[u8]) -> (String, String, Value) {
     )
 }
 
+/// A CRD as kube-apiserver 1.34 stores one created as v1 with one version: JSON (the
+/// apiextensions storage codec), apiextensions.k8s.io/v1beta1, its schema, subresources,
+/// printer columns and selectable fields hoisted to the top level.
+fn crd_stored() -> Value {
+    serde_json::json!({
+        "kind": "CustomResourceDefinition", "apiVersion": "apiextensions.k8s.io/v1beta1",
+        "metadata": {"name": "gadgets.example.org", "uid": "3c1c4f2e-7a1d-4e55-9d0b-4f2b8e0c9a11",
+                     "generation": 1, "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {
+            "group": "example.org", "version": "v1",
+            "names": {"plural": "gadgets", "singular": "gadget", "shortNames": ["gd"],
+                      "kind": "Gadget", "listKind": "GadgetList"},
+            "scope": "Namespaced",
+            "validation": {"openAPIV3Schema": {"type": "object", "properties": {
+                "spec": {"type": "object", "properties": {"size": {"type": "integer", "default": 1}}}}}},
+            "subresources": {"status": {}},
+            "versions": [{"name": "v1", "served": true, "storage": true}],
+            "additionalPrinterColumns": [{"name": "Size", "type": "integer", "JSONPath": ".spec.size"}],
+            "selectableFields": [{"jsonPath": ".spec.size"}],
+            "conversion": {"strategy": "None"},
+            "preserveUnknownFields": false
+        },
+        "status": {"conditions": [{"type": "Established", "status": "True",
+                                   "lastTransitionTime": "2026-01-01T00:00:01Z",
+                                   "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"}],
+                   "acceptedNames": {"plural": "gadgets", "singular": "gadget", "shortNames": ["gd"],
+                                     "kind": "Gadget", "listKind": "GadgetList"},
+                   "storedVersions": ["v1"]}
+    })
+}
+
+/// kube-apiserver's v1 answer for [`crd_stored`]: Go's JSON of the v1 type, each version
+/// with the hoisted fields again (and a printer column's `jsonPath`).
+fn crd_served(rv: i64) -> Value {
+    serde_json::json!({
+        "kind": "CustomResourceDefinition", "apiVersion": "apiextensions.k8s.io/v1",
+        "metadata": {"name": "gadgets.example.org", "uid": "3c1c4f2e-7a1d-4e55-9d0b-4f2b8e0c9a11",
+                     "resourceVersion": rv.to_string(),
+                     "generation": 1, "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {
+            "group": "example.org",
+            "names": {"plural": "gadgets", "singular": "gadget", "shortNames": ["gd"],
+                      "kind": "Gadget", "listKind": "GadgetList"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "properties": {"size": {"type": "integer", "default": 1}}}}}},
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}],
+                "selectableFields": [{"jsonPath": ".spec.size"}]}],
+            // v1's preserveUnknownFields is a plain bool with omitempty: false is left out.
+            "conversion": {"strategy": "None"}
+        },
+        "status": {"conditions": [{"type": "Established", "status": "True",
+                                   "lastTransitionTime": "2026-01-01T00:00:01Z",
+                                   "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"}],
+                   "acceptedNames": {"plural": "gadgets", "singular": "gadget", "shortNames": ["gd"],
+                                     "kind": "Gadget", "listKind": "GadgetList"},
+                   "storedVersions": ["v1"]}
+    })
+}
+
+/// An APIService as kube-apiserver stores it: JSON (the aggregator's storage codec),
+/// apiregistration.k8s.io/v1, as Go writes the type.
+fn apiservice(rv: Option<i64>) -> Value {
+    let mut v = serde_json::json!({
+        "kind": "APIService", "apiVersion": "apiregistration.k8s.io/v1",
+        "metadata": {"name": "v1beta1.metrics.k8s.io", "uid": "9f0e6a52-1b7c-4d1e-8f3a-2c5d7e9b0a44",
+                     "creationTimestamp": "2026-01-01T00:00:00Z",
+                     "labels": {"k8s-app": "metrics-server"}},
+        "spec": {"service": {"namespace": "kube-system", "name": "metrics-server", "port": 443},
+                 "group": "metrics.k8s.io", "version": "v1beta1", "insecureSkipTLSVerify": true,
+                 "groupPriorityMinimum": 100, "versionPriority": 100},
+        "status": {"conditions": [{"type": "Available", "status": "True",
+                                   "lastTransitionTime": "2026-01-01T00:00:05Z",
+                                   "reason": "Passed", "message": "all checks passed"}]}
+    });
+    if let Some(rv) = rv {
+        v["metadata"]["resourceVersion"] = rv.to_string().into();
+    }
+    v
+}
+
+fn cases(dir: &std::path::Path) -> Vec<Case> {
+    builtin_resources()
+        .into_iter()
+        .map(|info| match info.group.as_str() {
+            "apiextensions.k8s.io" => Case {
+                info,
+                name: "gadgets.example.org",
+                stored: serde_json::to_vec(&crd_stored()).unwrap(),
+                expected: Box::new(crd_served),
+            },
+            "apiregistration.k8s.io" => Case {
+                info,
+                name: "v1beta1.metrics.k8s.io",
+                stored: serde_json::to_vec(&apiservice(None)).unwrap(),
+                expected: Box::new(|rv| apiservice(Some(rv))),
+            },
+            _ => {
+                let stored = stem(&info.storage_version, &info.kind);
+                let value =
+                    std::fs::read(dir.join(format!("{stored}.pb"))).expect("fixture protobuf");
+                let (dir, row) = (dir.to_path_buf(), info.clone());
+                Case {
+                    info,
+                    name: NAME,
+                    stored: value,
+                    expected: Box::new(move |rv| expected(&dir, &row, rv)),
+                }
+            }
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn every_resource_is_served_from_its_fixture_at_its_real_key() {
     let Some(dir) = fixtures() else { return };
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
-    let rows: Vec<ResourceInfo> = builtin_resources()
-        .into_iter()
-        .filter(|i| {
-            !matches!(
-                i.group.as_str(),
-                "apiextensions.k8s.io" | "apiregistration.k8s.io"
-            )
-        })
-        .collect();
+    let cases = cases(&dir);
+    assert_eq!(cases.len(), 57);
     let mut revisions = std::collections::HashMap::new();
-    for info in &rows {
-        let key = key_of(info);
+    for c in &cases {
+        let key = key_of(&c.info, c.name);
         if revisions.contains_key(&key) {
             continue; // core and events.k8s.io events share one key
         }
-        let stored = stem(&info.storage_version, &info.kind);
-        let value = std::fs::read(dir.join(format!("{stored}.pb"))).expect("fixture protobuf");
-        let rev = put_raw(&mut kv, &key, value).await;
+        let rev = put_raw(&mut kv, &key, c.stored.clone()).await;
         revisions.insert(key, rev);
     }
     let watchd = Watchd::start(&etcd.client_url(), &[]);
     let base = watchd.base_url();
-    for info in &rows {
+    for c in &cases {
+        let info = &c.info;
         let name = info.qualified_name();
-        let rv = revisions[&key_of(info)];
-        let want = expected(&dir, info, rv);
+        let rv = revisions[&key_of(info, c.name)];
+        let want = (c.expected)(rv);
 
-        let list = get_json(&format!("{base}{}", path_of(info, false))).await;
+        let list = get_json(&format!("{base}{}", path_of(info, None))).await;
         assert_eq!(list["kind"], format!("{}List", info.kind), "{name}");
         assert_eq!(list["apiVersion"], info.api_version(), "{name}");
         let items = list["items"].as_array().cloned().unwrap_or_default();
         assert_eq!(items.len(), 1, "{name}: {list}");
         assert_eq!(items[0], want, "{name}: list item");
 
-        let item = format!("{base}{}", path_of(info, true));
+        let item = format!("{base}{}", path_of(info, Some(c.name)));
         assert_eq!(get_json(&item).await, want, "{name}: get");
 
         let watch = format!(
-            "{base}{}?watch=1&resourceVersion=0&fieldSelector=metadata.name%3DnameValue",
-            path_of(info, false)
+            "{base}{}?watch=1&resourceVersion=0&fieldSelector=metadata.name%3D{}",
+            path_of(info, None),
+            c.name
         );
         let mut w = open_watch(&watch).await;
         let ev = next_event(&mut w).await;
@@ -168,7 +288,7 @@ async fn every_resource_is_served_from_its_fixture_at_its_real_key() {
             .and_then(|c| c.iter().position(|c| c["format"] == "name"))
             .unwrap_or_else(|| panic!("{name}: no name column: {t}"));
         assert_eq!(
-            t["rows"][0]["cells"][name_at], "nameValue",
+            t["rows"][0]["cells"][name_at], c.name,
             "{name}: the name cell"
         );
 
@@ -191,7 +311,7 @@ async fn every_resource_is_served_from_its_fixture_at_its_real_key() {
         assert_eq!(json, want, "{name}: protobuf");
     }
     // Discovery lists each of them with its short names and categories.
-    for info in &rows {
+    for info in cases.iter().map(|c| &c.info) {
         let gv = info.api_version();
         let url = if gv == "v1" {
             format!("{base}/api/v1")

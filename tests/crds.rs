@@ -1,4 +1,4 @@
-//! CustomResourceDefinitions as kube-apiserver stores them (protobuf) and their lifecycle:
+//! CustomResourceDefinitions (as kube-apiserver stores them, and as protobuf) and their lifecycle:
 //! added, changed and removed definitions take effect without a restart.
 
 mod support;
@@ -157,4 +157,83 @@ async fn protobuf_crds_are_served_and_their_changes_and_removal_take_effect() {
     .await;
     let groups = http::get(&format!("{base}/apis"), &[]).await.json();
     assert!(!groups.to_string().contains("example.com"), "{groups}");
+}
+
+/// A CRD as kube-apiserver 1.34 stores it (JSON, apiextensions.k8s.io/v1beta1, what all
+/// versions share hoisted to the top level): its custom resources are served with the
+/// hoisted printer columns and selectable fields, and the CRD itself as v1.
+#[tokio::test]
+async fn crds_stored_as_kube_apiserver_stores_them_define_their_resources() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let crd = serde_json::json!({
+        "kind": "CustomResourceDefinition", "apiVersion": "apiextensions.k8s.io/v1beta1",
+        "metadata": {"name": "gadgets.example.org"},
+        "spec": {"group": "example.org", "version": "v1",
+                 "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+                 "scope": "Namespaced",
+                 "versions": [{"name": "v1", "served": true, "storage": true}],
+                 "additionalPrinterColumns": [{"name": "Size", "type": "integer", "JSONPath": ".spec.size"}],
+                 "selectableFields": [{"jsonPath": ".spec.size"}],
+                 "conversion": {"strategy": "None"}, "preserveUnknownFields": false},
+        "status": {"storedVersions": ["v1"]}
+    });
+    let key = "/registry/apiextensions.k8s.io/customresourcedefinitions/gadgets.example.org";
+    kv.put(key, serde_json::to_vec(&crd).unwrap(), None)
+        .await
+        .expect("put crd");
+    for (name, size) in [("g1", 1), ("g2", 2)] {
+        let g = serde_json::json!({"apiVersion": "example.org/v1", "kind": "Gadget",
+            "metadata": {"name": name, "namespace": "a", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"size": size}});
+        kv.put(
+            format!("/registry/example.org/gadgets/a/{name}"),
+            serde_json::to_vec(&g).unwrap(),
+            None,
+        )
+        .await
+        .expect("put gadget");
+    }
+    let w = Watchd::start(&etcd.client_url(), &[]);
+    let base = w.base_url();
+    let served = http::get(
+        &format!(
+            "{base}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.org"
+        ),
+        &[],
+    )
+    .await
+    .json();
+    assert_eq!(served["apiVersion"], "apiextensions.k8s.io/v1");
+    assert!(served["spec"].get("version").is_none(), "{served}");
+    assert_eq!(
+        served["spec"]["versions"][0]["additionalPrinterColumns"][0]["jsonPath"],
+        ".spec.size"
+    );
+
+    let gadgets = format!("{base}/apis/example.org/v1/namespaces/a/gadgets");
+    let two = http::get(&format!("{gadgets}?fieldSelector=spec.size%3D2"), &[]).await;
+    assert_eq!(two.status, 200, "{}", two.text());
+    let names: Vec<String> = two.json()["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter_map(|o| o["metadata"]["name"].as_str().map(String::from))
+        .collect();
+    assert_eq!(names, ["g2"]);
+    let table = http::get(
+        &gadgets,
+        &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+    )
+    .await
+    .json();
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .expect("columns")
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert!(columns.contains(&"Size"), "{table}");
+    let size_at = columns.iter().position(|c| *c == "Size").unwrap();
+    assert_eq!(table["rows"][1]["cells"][size_at], 2, "{table}");
 }

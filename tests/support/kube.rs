@@ -69,11 +69,16 @@ impl Storage {
     }
 }
 
-/// Whether kube-apiserver would store `object` as protobuf: a built-in kind, i.e. one
-/// the protobuf schema knows.
+/// Whether kube-apiserver would store `object` as protobuf: a built-in kind (one the
+/// protobuf schema knows), except those of the aggregated-in servers, whose storage codec
+/// is JSON (CustomResourceDefinitions, APIServices).
 pub fn has_protobuf_form(object: &Value) -> bool {
     let s = |k: &str| object.get(k).and_then(Value::as_str).unwrap_or("");
-    pbjson::is_known(s("apiVersion"), s("kind"))
+    let api_version = s("apiVersion");
+    let aggregated = ["apiextensions.k8s.io/", "apiregistration.k8s.io/"]
+        .iter()
+        .any(|g| api_version.starts_with(g));
+    !aggregated && pbjson::is_known(api_version, s("kind"))
 }
 
 /// The object watchd serves for `object` stored (in the running scenario's format) at
