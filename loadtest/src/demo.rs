@@ -42,7 +42,7 @@ pub use config::{
 };
 
 use crate::objects::{self, key_for, now_rfc3339, Rng, CONFIGMAPS, NAMESPACES, NODES, PODS};
-use crate::rng::fnv1a;
+use crate::rng::{fnv1a, stable_uuid};
 use crate::store::{Current, Outcome, Store};
 
 /// Applications whose Deployment-style pods populate each demo namespace.
@@ -327,7 +327,17 @@ impl<'a> Demo<'a> {
                 continue;
             }
             let labels = [("app", app), ("pod-template-hash", hash)];
-            let value = objects::pod(ns, &name, node, &labels, phase, &mut self.rng);
+            let owner = format!("{app}-{hash}");
+            let owner_uid = stable_uuid(&format!("replicaset/{ns}/{owner}"));
+            let new = objects::NewPod {
+                ns,
+                name: &name,
+                node,
+                labels: &labels,
+                owner: objects::controller_ref("apps/v1", "ReplicaSet", &owner, &owner_uid),
+                pod_ip: (phase == "Running").then(|| objects::pod_ip_for(node, &mut self.rng)),
+            };
+            let value = objects::pod(&new, &mut self.rng);
             let (rev, value) = match store.create(&key, self.cfg.storage.encode(&value)).await {
                 Outcome::Applied { revision } => (revision, value),
                 // Our own earlier attempt landed before the connection broke.

@@ -56,9 +56,34 @@ impl Storage {
         }
     }
 
-    /// Serialises `obj` for etcd. An object the protobuf schema rejects (a bug in the
-    /// demo's objects) is written as JSON rather than not at all.
+    /// Serialises `obj` for etcd as kube-apiserver stores it under this setting:
+    /// custom resources always as JSON, CustomResourceDefinitions as
+    /// [`Storage::encode_crd`] says, built-in kinds in this format. An object the
+    /// protobuf schema rejects (a bug in the demo's objects) is written as JSON
+    /// rather than not at all.
     pub fn encode(self, obj: &Value) -> Vec<u8> {
+        if crate::objects::custom::is_custom_resource(obj) {
+            return crate::objects::encode(obj);
+        }
+        if obj["kind"] == "CustomResourceDefinition" {
+            return self.encode_crd(obj);
+        }
+        self.encode_builtin(obj)
+    }
+
+    /// Serialises a CustomResourceDefinition (`apiextensions.k8s.io/v1` JSON).
+    ///
+    /// kube-apiserver 1.34 stores CRDs as protobuf `apiextensions.k8s.io/v1beta1`.
+    /// Until watchd's protobuf schema has that group, this writes them as JSON v1
+    /// in both formats (watchd reads either). Storing them as kube-apiserver does
+    /// is a change to this function only: convert to v1beta1, then
+    /// `self.encode_builtin`.
+    pub fn encode_crd(self, crd: &Value) -> Vec<u8> {
+        crate::objects::encode(crd)
+    }
+
+    /// Serialises a built-in kind in this format.
+    fn encode_builtin(self, obj: &Value) -> Vec<u8> {
         match self {
             Self::Json => crate::objects::encode(obj),
             Self::Protobuf => watchd::codec::pbjson::encode_stored(obj).unwrap_or_else(|err| {
@@ -277,7 +302,17 @@ mod tests {
         assert!("yaml".parse::<Storage>().is_err());
         assert_eq!(DemoConfig::default().storage, Storage::Protobuf);
         let mut rng = crate::objects::Rng::new(3);
-        let pod = crate::objects::pod("ns", "p", "node-1", &[("app", "web")], "Running", &mut rng);
+        let pod = crate::objects::pod(
+            &crate::objects::NewPod {
+                ns: "ns",
+                name: "p",
+                node: "node-1",
+                labels: &[("app", "web")],
+                owner: crate::objects::controller_ref("apps/v1", "ReplicaSet", "web", "u"),
+                pod_ip: Some("10.244.1.2".to_owned()),
+            },
+            &mut rng,
+        );
         for storage in [Storage::Json, Storage::Protobuf] {
             let bytes = storage.encode(&pod);
             let magic = bytes.starts_with(watchd::codec::envelope::MAGIC);
@@ -287,5 +322,23 @@ mod tests {
             assert_eq!(back["status"]["phase"], "Running");
         }
         assert_eq!(Storage::decode(b"k8s\0garbage"), None);
+    }
+
+    #[test]
+    fn custom_resources_and_crds_are_json_in_either_format() {
+        use crate::objects::custom;
+        let mut rng = crate::objects::Rng::new(4);
+        let objects = [
+            custom::widget_crd(&mut rng),
+            custom::widget("ns", "web", &mut rng),
+            custom::widget_class("standard", &mut rng),
+        ];
+        for storage in [Storage::Json, Storage::Protobuf] {
+            for obj in &objects {
+                let bytes = storage.encode(obj);
+                assert_eq!(bytes.first(), Some(&b'{'), "{} as {storage:?}", obj["kind"]);
+                assert_eq!(Storage::decode(&bytes).as_ref(), Some(obj));
+            }
+        }
     }
 }
