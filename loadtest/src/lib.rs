@@ -6,7 +6,8 @@
 //!   pods, workloads, services and endpoints, leases, events, accounts and
 //!   secrets, CRDs and custom resources), the setters the demo's controllers
 //!   use, and the etcd key layout ([`objects::key_for`]).
-//! * [`demo`]: the `demo` subcommand (fill, then keep changing).
+//! * [`demo`]: the `demo` subcommand (fill, then keep changing, as a real
+//!   cluster's components would).
 //! * [`store`]: the reconnecting etcd writer with kube-apiserver-style
 //!   conditional transactions, and etcd leases for objects with a TTL.
 //! * [`rng`]: the seeded PRNG and timestamp helpers the builders use.

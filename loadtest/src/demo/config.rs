@@ -24,8 +24,16 @@ pub struct DemoConfig {
     pub pods_per_namespace: usize,
     /// Config maps in each demo namespace.
     pub configmaps_per_namespace: usize,
-    /// Rate of changes after the fill; 0 means fill and then stay idle.
+    /// Rate of the random changes after the fill (pods, config maps, widgets);
+    /// 0 means none. Each change may be followed by the writes the controllers
+    /// would make in response (status, endpoints, events).
     pub changes_per_second: f64,
+    /// How often every Lease (one per node, plus the leader-election ones) is
+    /// renewed, as the kubelet does every 10 s; zero means never.
+    pub lease_renew_period: Duration,
+    /// Time to live of Events: the etcd lease they are written with, as
+    /// kube-apiserver's `--event-ttl` (1 h).
+    pub event_ttl: Duration,
     /// PRNG seed for names, uids and the choice of changes.
     pub seed: u64,
     /// Stop after this long (fill included); `None` runs until stopped.
@@ -129,6 +137,8 @@ impl Default for DemoConfig {
             pods_per_namespace: 8,
             configmaps_per_namespace: 3,
             changes_per_second: 5.0,
+            lease_renew_period: Duration::from_secs(10),
+            event_ttl: Duration::from_secs(3600),
             seed: 1,
             duration: None,
             once: false,
@@ -186,9 +196,29 @@ impl DemoConfig {
                 "changes per second must be between 0 and {MAX_CHANGES_PER_SECOND}, got {cps}"
             )));
         }
+        if !self.lease_renew_period.is_zero() && self.lease_renew_period < MIN_RENEW_PERIOD {
+            return Err(DemoError::Config(format!(
+                "lease renew period must be 0 (never) or at least {MIN_RENEW_PERIOD:?}, got {:?}",
+                self.lease_renew_period
+            )));
+        }
+        if self.event_ttl.as_secs() < 1 {
+            return Err(DemoError::Config(format!(
+                "event TTL must be at least 1 s, got {:?}",
+                self.event_ttl
+            )));
+        }
         Ok(())
     }
+
+    /// The etcd lease TTL of Events, in whole seconds.
+    pub fn event_ttl_seconds(&self) -> i64 {
+        i64::try_from(self.event_ttl.as_secs()).unwrap_or(i64::MAX)
+    }
 }
+
+/// Shortest lease renew period: more often than this is a load test, not a cluster.
+const MIN_RENEW_PERIOD: Duration = Duration::from_millis(10);
 
 /// Why a demo run could not start.
 #[derive(Debug)]
@@ -226,8 +256,12 @@ pub enum StopReason {
 pub struct Summary {
     /// How the run ended.
     pub stop: StopReason,
-    /// Changes attempted after the fill.
+    /// Random changes attempted after the fill.
     pub changes: u64,
+    /// Lease renewals written.
+    pub renewals: u64,
+    /// Events written (created or, repeated, updated).
+    pub events: u64,
     /// etcd write counters (fill included).
     pub store: StoreStats,
     /// Pods tracked at the end.
@@ -289,6 +323,13 @@ mod tests {
         assert!(cfg.validate().is_err());
         cfg.etcd_prefix = "/registry".into();
         cfg.nodes = 0;
+        assert!(cfg.validate().is_err());
+        cfg.nodes = 1;
+        cfg.lease_renew_period = Duration::from_millis(1);
+        assert!(cfg.validate().is_err());
+        cfg.lease_renew_period = Duration::ZERO;
+        assert!(cfg.validate().is_ok());
+        cfg.event_ttl = Duration::from_millis(500);
         assert!(cfg.validate().is_err());
     }
 
