@@ -169,7 +169,7 @@ impl Demo<'_> {
     }
 
     /// Updates a random pod. 55 %: a health change — an unhealthy pod (not
-    /// running, or not ready) recovers, a healthy one fails one time in five
+    /// running, or not ready) recovers, a healthy one fails one time in ten
     /// (its readiness probe, or now and then its sandbox) and is relabelled
     /// otherwise; so about 85 % of the pods are ready at any time, as in a
     /// cluster that mostly works. 25 %: a container restart (a pod not yet
@@ -180,7 +180,7 @@ impl Demo<'_> {
         let mut rt = objects::pod_runtime(&value);
         let running = rt.phase == "Running" && rt.pod_ip.is_some();
         let roll = self.rng.below(100);
-        let change = if roll >= 80 || (roll < 55 && running && rt.ready && !self.rng.chance(0.2)) {
+        let change = if roll >= 80 || (roll < 55 && running && rt.ready && !self.rng.chance(0.1)) {
             PodChange::Relabel
         } else if !running {
             PodChange::Started
