@@ -4,7 +4,9 @@
 #   2. starts etcd on 127.0.0.1:$ETCD_PORT (default 2379), or uses the etcd
 #      already listening there;
 #   3. starts the demo writer (watchd-loadtest demo), which fills a demo
-#      cluster (namespaces, nodes, pods, configmaps) and keeps changing it;
+#      cluster (nodes and their Leases, Deployments, ReplicaSets, pods, a
+#      kube-proxy DaemonSet, Services, EndpointSlices, Endpoints, ConfigMaps,
+#      Secrets, Events, CRDs and custom resources) and keeps changing it;
 #   4. starts watchd serve on 127.0.0.1:$WATCHD_PORT (default 8080), waits for
 #      /readyz, and prints how to try it with kubectl.
 # Stays in the foreground until Ctrl-C, then stops every process it started.
@@ -187,9 +189,11 @@ cat <<USAGE
 watchd is ready on $WATCHD_URL, serving the demo cluster from etcd at $ETCD_URL.
 
 Try, in another terminal:
-  $kubectl --server=$WATCHD_URL get pods -A
+  $kubectl --server=$WATCHD_URL get all -A
   $kubectl --server=$WATCHD_URL get pods -A -w
-  $kubectl --server=$WATCHD_URL get nodes,namespaces,configmaps -A
+  $kubectl --server=$WATCHD_URL get deploy,rs,svc,endpointslices,leases,events,secrets -A
+  $kubectl --server=$WATCHD_URL get crd
+  $kubectl --server=$WATCHD_URL get widgets -A --field-selector spec.color=blue
 
 USAGE
 if [ -n "${no_kubectl:-}" ]; then

@@ -1,49 +1,69 @@
 //! The `demo` subcommand: writes a small but realistic cluster into etcd and
-//! then keeps it changing at a fixed rate.
+//! then keeps it changing, as kube-apiserver, the controllers, the scheduler
+//! and the kubelets of a real cluster would.
 //!
 //! Layout and values follow kube-apiserver (see [`crate::objects`]). The fill
-//! is idempotent: objects that already exist are adopted rather than
-//! overwritten, and pods already present in a demo namespace count towards
-//! `--pods-per-namespace`, so re-running against the same etcd converges to
-//! the requested size instead of growing.
+//! (`fill.rs`) writes namespaces, nodes and their Leases, ServiceAccounts and
+//! Secrets, the `kubernetes` Service, the kube-proxy DaemonSet with one pod per
+//! node, the demo CRDs, and in every `demo-N` namespace one Deployment,
+//! ReplicaSet, Service, EndpointSlice and Endpoints per application, the
+//! pods, config maps and widgets. It is idempotent: objects that already exist
+//! are adopted rather than overwritten, and pods already present count towards
+//! their application's replicas, so re-running against the same etcd
+//! converges to the requested size instead of growing.
 //!
-//! After the fill (unless `once`), one change is made per tick of
-//! `changes_per_second`, each a single etcd put or delete:
-//! pod status updates (phase, readiness, restart count), pod relabels
-//! (`track=stable|canary`), pod deletes (the replacement pod, with a new name
-//! and uid, is created on the next tick) and config map updates. Every change
-//! is logged at debug level and a progress line is logged at info every 10 s.
+//! After the fill (unless `once`), three timers run:
+//!
+//! * one random change per tick of `changes_per_second` (`changes.rs`): pod
+//!   status updates (phase, readiness, restart count), pod relabels
+//!   (`track=stable|canary`), pod deletes (the replacement pod, with a new name
+//!   and uid, is created on the next tick), config map and widget updates.
+//!   What the cluster's components would write in response follows at once:
+//!   ReplicaSet and Deployment status, EndpointSlice and Endpoints
+//!   (`controllers.rs`), and Events (`events.rs`, with an etcd lease of
+//!   `event_ttl`);
+//! * Lease renewals (`heartbeats.rs`): every Lease once per
+//!   `lease_renew_period`, spread evenly, as kubelets renew theirs every 10 s;
+//! * a progress line at info every 10 s. Every change is logged at debug level.
 //!
 //! Updates and deletes are conditional on the `mod_revision` last seen (as
 //! kube-apiserver does), so a concurrent writer is detected and its version
 //! adopted instead of being overwritten. A stop (duration or signal) lets the
-//! change in flight finish and creates a pending replacement pod, each within
+//! write in flight finish and creates a pending replacement pod, each within
 //! a short timeout, so the cluster is left at its target size.
 //!
 //! The PRNG is seeded with `seed` on a fresh etcd, making runs reproducible,
 //! and with `seed` mixed with the starting etcd revision otherwise, so that a
 //! re-run never repeats the names or uids of an earlier one (see [`run_seed`]).
+//! Names that must be found again by a re-run (ReplicaSets, EndpointSlices,
+//! token Secrets, kube-proxy pods) derive from `seed` alone.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::{pin, Pin};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokio::time::MissedTickBehavior;
+use tokio::time::{Interval, MissedTickBehavior};
 use tracing::{debug, info, warn};
 
 mod changes;
 mod config;
+mod controllers;
+mod events;
+mod fill;
+mod heartbeats;
 
 pub use config::{
     configmap_name, demo_namespace_names, node_names, DemoConfig, DemoError, StopReason, Storage,
     Summary,
 };
 
-use crate::objects::{self, key_for, now_rfc3339, Rng, CONFIGMAPS, NAMESPACES, NODES, PODS};
+use crate::objects::{key_for, now_rfc3339, Rng};
 use crate::rng::fnv1a;
 use crate::store::{Current, Outcome, Store};
+use controllers::App;
+use events::Recorder;
 
 /// Applications whose Deployment-style pods populate each demo namespace.
 pub const APPS: [&str; 3] = ["web", "api", "worker"];
@@ -73,6 +93,8 @@ pub async fn run(cfg: &DemoConfig, stop: impl Future<Output = ()>) -> Result<Sum
         pods_per_namespace = cfg.pods_per_namespace,
         configmaps_per_namespace = cfg.configmaps_per_namespace,
         changes_per_second = cfg.changes_per_second,
+        lease_renew_period_s = cfg.lease_renew_period.as_secs_f64(),
+        event_ttl_s = cfg.event_ttl.as_secs(),
         seed = cfg.seed,
         "starting demo cluster writer"
     );
@@ -103,6 +125,9 @@ pub async fn run(cfg: &DemoConfig, stop: impl Future<Output = ()>) -> Result<Sum
                 adopted = demo.adopted,
                 pods = demo.pods.len(),
                 configmaps = demo.configmaps.len(),
+                widgets = demo.widgets.len(),
+                leases = demo.leases.len(),
+                events = demo.events.written,
                 "demo cluster filled"
             );
             if cfg.once {
@@ -122,6 +147,8 @@ pub async fn run(cfg: &DemoConfig, stop: impl Future<Output = ()>) -> Result<Sum
     let summary = Summary {
         stop: stop_reason,
         changes: demo.changes,
+        renewals: demo.renewals,
+        events: demo.events.written,
         store: store.stats,
         pods: demo.pods.len(),
         configmaps: demo.configmaps.len(),
@@ -130,6 +157,8 @@ pub async fn run(cfg: &DemoConfig, stop: impl Future<Output = ()>) -> Result<Sum
     info!(
         reason = ?summary.stop,
         changes = summary.changes,
+        renewals = summary.renewals,
+        events = summary.events,
         creates = summary.store.creates,
         updates = summary.store.updates,
         deletes = summary.store.deletes,
@@ -151,25 +180,31 @@ struct Tracked {
 
 /// Work deferred to the next tick.
 enum Pending {
-    /// Create a replacement pod for `app` in `ns` from ReplicaSet `hash`.
-    Pod {
-        ns: String,
-        app: String,
-        hash: String,
-    },
-    /// Re-create a config map that vanished under us.
+    /// Create a replacement pod for application `app` (an index into `apps`).
+    Pod { app: usize },
+    /// Re-create an object that vanished under us.
     Recreate {
+        which: Which,
         key: String,
         ns: String,
         value: Value,
     },
 }
 
-/// Kind of tracked object.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// Kind of object the random changes pick from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Which {
     Pod,
     ConfigMap,
+    Widget,
+}
+
+/// What a tick of the churn loop does.
+enum Work {
+    /// One random change (or a pending create).
+    Change,
+    /// Renew the next Lease.
+    Renew,
 }
 
 /// State of a run: the objects being changed and what is still to do.
@@ -179,9 +214,20 @@ struct Demo<'a> {
     nodes: Vec<String>,
     pods: Vec<Tracked>,
     configmaps: Vec<Tracked>,
+    widgets: Vec<Tracked>,
+    /// The demo applications, one per (namespace, app), in fill order.
+    apps: Vec<App>,
+    /// Objects whose later writes the cluster's components make (status,
+    /// endpoints, lease renewals), by key.
+    owned: BTreeMap<String, Tracked>,
+    /// Keys (in `owned`) of the Leases renewed round-robin.
+    leases: Vec<String>,
+    next_lease: usize,
+    events: Recorder,
     pending: VecDeque<Pending>,
     next_node: usize,
     changes: u64,
+    renewals: u64,
     adopted: u64,
 }
 
@@ -193,9 +239,16 @@ impl<'a> Demo<'a> {
             nodes: node_names(cfg.nodes),
             pods: Vec::new(),
             configmaps: Vec::new(),
+            widgets: Vec::new(),
+            apps: Vec::new(),
+            owned: BTreeMap::new(),
+            leases: Vec::new(),
+            next_lease: 0,
+            events: Recorder::new(&cfg.etcd_prefix, cfg.storage, cfg.event_ttl),
             pending: VecDeque::new(),
             next_node: 0,
             changes: 0,
+            renewals: 0,
             adopted: 0,
         }
     }
@@ -204,14 +257,15 @@ impl<'a> Demo<'a> {
         key_for(&self.cfg.etcd_prefix, resource, ns, name)
     }
 
-    /// Creates `value` under `key` unless it exists; returns what is stored.
+    /// Creates `value` under `key` unless it exists; returns what is stored
+    /// and whether this call created it.
     async fn ensure(
         &mut self,
         store: &mut Store,
         key: String,
         ns: &str,
         value: Value,
-    ) -> Option<Tracked> {
+    ) -> Option<(Tracked, bool)> {
         let tracked = |value, rev| Tracked {
             key: key.clone(),
             ns: ns.to_owned(),
@@ -221,207 +275,93 @@ impl<'a> Demo<'a> {
         match store.create(&key, self.cfg.storage.encode(&value)).await {
             Outcome::Applied { revision } => {
                 debug!(op = "create", %key, rev = revision, "write");
-                Some(tracked(value, revision))
+                Some((tracked(value, revision), true))
             }
             Outcome::Conflict { current: Some(cur) } => {
                 debug!(op = "adopt", %key, rev = cur.mod_revision, "already present");
                 self.adopted += 1;
-                parse(&cur).map(|v| tracked(v, cur.mod_revision))
+                parse(&cur).map(|v| (tracked(v, cur.mod_revision), false))
             }
             Outcome::Conflict { current: None } => None,
         }
     }
 
-    async fn fill(&mut self, store: &mut Store) {
-        let revision = store.revision().await;
-        self.rng = Rng::new(run_seed(self.cfg.seed, revision));
-        debug!(revision, "connected to etcd");
-        let demo_namespaces = demo_namespace_names(self.cfg.namespaces);
-        let all = SYSTEM_NAMESPACES
-            .iter()
-            .map(|s| (*s).to_owned())
-            .chain(demo_namespaces.clone());
-        for name in all.collect::<Vec<_>>() {
-            let obj = objects::namespace(&name, &mut self.rng);
-            let key = self.key(NAMESPACES, None, &name);
-            self.ensure(store, key, "", obj).await;
-        }
-        for name in self.nodes.clone() {
-            let obj = objects::node(&name, &mut self.rng);
-            let key = self.key(NODES, None, &name);
-            self.ensure(store, key, "", obj).await;
-        }
-        for ns in demo_namespaces {
-            let prefix = self.key(PODS, Some(&ns), "");
-            for entry in store.list(&prefix).await {
-                let cur = Current {
-                    value: entry.value,
-                    mod_revision: entry.mod_revision,
-                };
-                match parse(&cur) {
-                    Some(v) if v["kind"] == "Pod" && objects::label(&v, "app").is_some() => {
-                        debug!(key = %entry.key, "adopting existing pod");
-                        self.adopted += 1;
-                        self.pods.push(Tracked {
-                            key: entry.key,
-                            ns: ns.clone(),
-                            value: v,
-                            rev: cur.mod_revision,
-                        });
-                    }
-                    _ => debug!(key = %entry.key, "ignoring foreign pod"),
-                }
-            }
-            for i in self.pods_in(&ns)..self.cfg.pods_per_namespace {
-                let node = self.nodes[self.next_node % self.nodes.len()].clone();
-                self.next_node += 1;
-                let phase = if self.rng.chance(0.1) {
-                    "Pending"
-                } else {
-                    "Running"
-                };
-                let app = APPS[i % APPS.len()];
-                let hash = self.template_hash(&ns, app);
-                self.create_pod(store, &ns, app, &hash, &node, phase).await;
-            }
-            for i in 1..=self.cfg.configmaps_per_namespace {
-                let name = configmap_name(i);
-                let app = name.split('-').next().unwrap_or("web").to_owned();
-                let data = configmap_data(&app, 1);
-                let data: Vec<(&str, &str)> = data.iter().map(|(k, v)| (*k, v.as_str())).collect();
-                let obj = objects::configmap(&ns, &name, &[("app", &app)], &data, &mut self.rng);
-                let key = self.key(CONFIGMAPS, Some(&ns), &name);
-                if let Some(t) = self.ensure(store, key, &ns, obj).await {
-                    self.configmaps.push(t);
-                }
-            }
-        }
-    }
-
-    /// The `pod-template-hash` of `app`'s ReplicaSet in `ns`; stable for a
-    /// given seed so that re-runs keep adding pods to the same ReplicaSet.
-    fn template_hash(&self, ns: &str, app: &str) -> String {
-        let mut rng = Rng::new(self.cfg.seed ^ fnv1a(&format!("{ns}/{app}")));
-        objects::pod_template_hash(&mut rng)
-    }
-
-    fn pods_in(&self, ns: &str) -> usize {
-        self.pods.iter().filter(|p| p.ns == ns).count()
-    }
-
-    /// Creates a new pod of `app`, picking another name when the generated
-    /// one is taken (as the ReplicaSet controller does with `generateName`).
-    async fn create_pod(
+    /// [`Demo::ensure`], then keeps the object in `owned` for later writes.
+    async fn ensure_owned(
         &mut self,
         store: &mut Store,
+        key: String,
         ns: &str,
-        app: &str,
-        hash: &str,
-        node: &str,
-        phase: &str,
-    ) {
-        for _ in 0..MAX_NAME_ATTEMPTS {
-            let name = objects::pod_name(app, hash, &mut self.rng);
-            let key = self.key(PODS, Some(ns), &name);
-            if self.pods.iter().any(|p| p.key == key) {
-                continue;
-            }
-            let labels = [("app", app), ("pod-template-hash", hash)];
-            let value = objects::pod(ns, &name, node, &labels, phase, &mut self.rng);
-            let (rev, value) = match store.create(&key, self.cfg.storage.encode(&value)).await {
-                Outcome::Applied { revision } => (revision, value),
-                // Our own earlier attempt landed before the connection broke.
-                Outcome::Conflict { current: Some(cur) } => match parse(&cur) {
-                    Some(v) if v["metadata"]["uid"] == value["metadata"]["uid"] => {
-                        (cur.mod_revision, v)
-                    }
-                    _ => {
-                        debug!(%key, "pod name taken; picking another");
-                        continue;
-                    }
-                },
-                Outcome::Conflict { current: None } => continue,
-            };
-            debug!(op = "create", %key, rev, "write");
-            let ns = ns.to_owned();
-            self.pods.push(Tracked {
-                key,
-                ns,
-                value,
-                rev,
-            });
-            return;
-        }
-        warn!(ns, app, "no free pod name found; skipping this pod");
+        value: Value,
+    ) -> Option<(Value, i64, bool)> {
+        let (t, created) = self.ensure(store, key, ns, value).await?;
+        let out = (t.value.clone(), t.rev, created);
+        self.owned.insert(t.key.clone(), t);
+        Some(out)
     }
 
-    /// Makes changes until `stop` resolves. A change in flight when that
-    /// happens gets [`FLUSH_TIMEOUT`] to finish, so that a delete is not left
-    /// unaccounted for.
+    /// Makes changes, renews leases and logs progress until `stop` resolves.
+    /// A write in flight when that happens gets [`FLUSH_TIMEOUT`] to finish,
+    /// so that a delete is not left unaccounted for.
     async fn churn<S>(&mut self, store: &mut Store, mut stop: Pin<&mut S>) -> StopReason
     where
         S: Future<Output = StopReason>,
     {
         let cps = self.cfg.changes_per_second;
-        let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / cps.max(1e-9)));
-        ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut progress = tokio::time::interval(PROGRESS_EVERY);
+        let mut ticker = interval(Duration::from_secs_f64(1.0 / cps.max(1e-9)));
+        let renew_every = self.renew_interval();
+        // Never polled when renewals are off; any period will do then.
+        let mut renewals = interval(renew_every.unwrap_or(PROGRESS_EVERY));
+        let mut progress = interval(PROGRESS_EVERY);
         progress.tick().await;
         let mut last = (Instant::now(), self.changes);
         loop {
-            tokio::select! {
+            let work = tokio::select! {
                 reason = stop.as_mut() => return reason,
-                _ = ticker.tick(), if cps > 0.0 => {
-                    let mut change = pin!(self.change(store));
-                    tokio::select! {
-                        () = change.as_mut() => {}
-                        reason = stop.as_mut() => {
-                            if tokio::time::timeout(FLUSH_TIMEOUT, change).await.is_err() {
-                                warn!("gave up on the change in flight");
-                            }
-                            return reason;
-                        }
-                    }
-                }
+                _ = ticker.tick(), if cps > 0.0 => Work::Change,
+                _ = renewals.tick(), if renew_every.is_some() => Work::Renew,
                 _ = progress.tick() => {
                     let rate = (self.changes - last.1) as f64 / last.0.elapsed().as_secs_f64();
                     last = (Instant::now(), self.changes);
-                    info!(
-                        changes = self.changes,
-                        rate = format!("{rate:.1}/s"),
-                        creates = store.stats.creates,
-                        updates = store.stats.updates,
-                        deletes = store.stats.deletes,
-                        conflicts = store.stats.conflicts,
-                        failures = store.stats.failures,
-                        pods = self.pods.len(),
-                        configmaps = self.configmaps.len(),
-                        "demo progress"
-                    );
+                    self.log_progress(store, rate);
+                    continue;
+                }
+            };
+            let mut task = pin!(self.work(store, work));
+            tokio::select! {
+                () = task.as_mut() => {}
+                reason = stop.as_mut() => {
+                    if tokio::time::timeout(FLUSH_TIMEOUT, task).await.is_err() {
+                        warn!("gave up on the write in flight");
+                    }
+                    return reason;
                 }
             }
         }
     }
 
-    async fn change(&mut self, store: &mut Store) {
-        if let Some(p) = self.pending.pop_front() {
-            self.changes += 1;
-            return self.create_pending(store, p).await;
+    async fn work(&mut self, store: &mut Store, work: Work) {
+        match work {
+            Work::Change => self.change(store).await,
+            Work::Renew => self.renew_next_lease(store).await,
         }
-        let roll = self.rng.below(100);
-        let has_pods = !self.pods.is_empty();
-        let has_cms = !self.configmaps.is_empty();
-        if !has_pods && !has_cms {
-            return;
-        }
-        self.changes += 1;
-        if has_pods && (roll < 60 || !has_cms) {
-            self.update_pod(store).await;
-        } else if has_pods && roll < 85 {
-            self.delete_pod(store).await;
-        } else {
-            self.update_configmap(store).await;
-        }
+    }
+
+    fn log_progress(&self, store: &Store, rate: f64) {
+        info!(
+            changes = self.changes,
+            rate = format!("{rate:.1}/s"),
+            renewals = self.renewals,
+            events = self.events.written,
+            creates = store.stats.creates,
+            updates = store.stats.updates,
+            deletes = store.stats.deletes,
+            conflicts = store.stats.conflicts,
+            failures = store.stats.failures,
+            pods = self.pods.len(),
+            configmaps = self.configmaps.len(),
+            "demo progress"
+        );
     }
 
     async fn flush(&mut self, store: &mut Store) {
@@ -432,22 +372,34 @@ impl<'a> Demo<'a> {
 
     async fn create_pending(&mut self, store: &mut Store, p: Pending) {
         match p {
-            Pending::Pod { ns, app, hash } => {
+            Pending::Pod { app } => {
                 let node = self.nodes[self.rng.index(self.nodes.len())].clone();
-                let phase = if self.rng.chance(0.3) {
-                    "Pending"
-                } else {
-                    "Running"
-                };
-                self.create_pod(store, &ns, &app, &hash, &node, phase).await;
+                let running = !self.rng.chance(0.3);
+                self.create_pod(store, app, &node, running).await;
+                if let Some(a) = self.apps.get(app) {
+                    let (ns, name) = (a.ns.clone(), a.name.clone());
+                    self.reconcile(store, &ns, &name).await;
+                }
             }
-            Pending::Recreate { key, ns, value } => {
-                if let Some(t) = self.ensure(store, key, &ns, value).await {
-                    self.configmaps.push(t);
+            Pending::Recreate {
+                which,
+                key,
+                ns,
+                value,
+            } => {
+                if let Some((t, _)) = self.ensure(store, key, &ns, value).await {
+                    self.list(which).push(t);
                 }
             }
         }
     }
+}
+
+/// A ticker that skips ahead instead of bursting after a slow write.
+fn interval(period: Duration) -> Interval {
+    let mut ticker = tokio::time::interval(period);
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    ticker
 }
 
 /// PRNG seed of a run: `seed` itself on a fresh etcd (revision 1), so runs

@@ -2,11 +2,14 @@
 //! laid out exactly as kube-apiserver stores it, so that watchd (or anything
 //! else reading kube-apiserver's etcd keyspace) has data to serve.
 //!
-//! * [`objects`]: builders for namespaces, nodes, pods and config maps, and
-//!   the etcd key layout ([`objects::key_for`]).
-//! * [`demo`]: the `demo` subcommand (fill, then keep changing).
+//! * [`objects`]: builders for every kind the demo writes (namespaces, nodes,
+//!   pods, workloads, services and endpoints, leases, events, accounts and
+//!   secrets, CRDs and custom resources), the setters the demo's controllers
+//!   use, and the etcd key layout ([`objects::key_for`]).
+//! * [`demo`]: the `demo` subcommand (fill, then keep changing, as a real
+//!   cluster's components would).
 //! * [`store`]: the reconnecting etcd writer with kube-apiserver-style
-//!   conditional transactions.
+//!   conditional transactions, and etcd leases for objects with a TTL.
 //! * [`rng`]: the seeded PRNG and timestamp helpers the builders use.
 //!
 //! The load scenarios (see `loadtest/README.md`):

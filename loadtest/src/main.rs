@@ -63,9 +63,18 @@ struct DemoArgs {
     /// Config maps in each demo namespace.
     #[arg(long, default_value_t = 3)]
     configmaps_per_namespace: usize,
-    /// Changes per second after the fill (0 = none).
+    /// Random changes per second after the fill (0 = none); the status,
+    /// endpoint and event writes that follow a change come on top.
     #[arg(long, default_value_t = 5.0)]
     changes_per_second: f64,
+    /// Renew every Lease (one per node, as its kubelet does, and the leader
+    /// elections') once per this many seconds, spread evenly (0 = never).
+    #[arg(long, default_value = "10", value_parser = seconds)]
+    lease_renew_seconds: Duration,
+    /// Seconds Events live: the TTL of the etcd lease they are written with
+    /// (kube-apiserver's --event-ttl).
+    #[arg(long, default_value = "3600", value_parser = seconds)]
+    event_ttl_seconds: Duration,
     /// Seed for names, uids and the choice of changes.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -91,12 +100,22 @@ impl From<DemoArgs> for DemoConfig {
             pods_per_namespace: a.pods_per_namespace,
             configmaps_per_namespace: a.configmaps_per_namespace,
             changes_per_second: a.changes_per_second,
+            lease_renew_period: a.lease_renew_seconds,
+            event_ttl: a.event_ttl_seconds,
             seed: a.seed,
             duration: (a.duration > 0).then(|| Duration::from_secs(a.duration)),
             once: a.once,
             storage: a.storage,
         }
     }
+}
+
+/// Parses a non-negative number of seconds (fractions allowed).
+fn seconds(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("{s:?} is not a duration in seconds"))
 }
 
 /// Resolves on Ctrl-C or (on Unix) SIGTERM; never resolves if no handler
@@ -247,7 +266,29 @@ mod tests {
         assert_eq!(cfg.duration, Some(Duration::from_secs(3)));
         assert!(cfg.once);
         assert_eq!(cfg.storage, Storage::Protobuf);
+        assert_eq!(cfg.lease_renew_period, Duration::from_secs(10));
+        assert_eq!(cfg.event_ttl, Duration::from_secs(3600));
         assert!(Cli::try_parse_from(["watchd-loadtest", "demo"]).is_err());
+        let cli = Cli::try_parse_from([
+            "watchd-loadtest",
+            "demo",
+            "--etcd-servers=a:1",
+            "--lease-renew-seconds=0.25",
+            "--event-ttl-seconds=60",
+        ])
+        .expect("parses");
+        let Command::Demo(args) = cli.command else {
+            panic!("not demo");
+        };
+        let cfg = DemoConfig::from(args);
+        assert_eq!(cfg.lease_renew_period, Duration::from_millis(250));
+        assert_eq!(cfg.event_ttl, Duration::from_secs(60));
+        for bad in ["--lease-renew-seconds=-1", "--event-ttl-seconds=soon"] {
+            assert!(
+                Cli::try_parse_from(["watchd-loadtest", "demo", "--etcd-servers=a:1", bad])
+                    .is_err()
+            );
+        }
         let cli = Cli::try_parse_from([
             "watchd-loadtest",
             "demo",

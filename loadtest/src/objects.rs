@@ -2,25 +2,40 @@
 //! kube-apiserver stores them in etcd.
 //!
 //! Every builder returns a `serde_json::Value` with `kind`, `apiVersion` and
-//! `metadata` (`name`, `uid`, `creationTimestamp`, `labels`, and `namespace`
-//! for namespaced kinds). `metadata.resourceVersion` is never set: the API
-//! server strips it before writing, since etcd's `mod_revision` is the
-//! resource version. Serialise with [`encode`] to get the compact,
-//! single-line JSON value that goes into etcd under [`key_for`]. Object keys
+//! `metadata` (`name`, `uid`, `creationTimestamp`, `labels` when there are any,
+//! `generation` where the API sets it, and `namespace` for namespaced kinds).
+//! `metadata.resourceVersion` is never set: the API server strips it before
+//! writing, since etcd's `mod_revision` is the resource version. Serialise with
+//! [`encode`] to get the compact, single-line JSON value that goes into etcd
+//! under [`key_for`] (or with `demo::Storage::encode` for protobuf). Object keys
 //! come out in `serde_json`'s sorted order rather than kube-apiserver's field
 //! order; JSON readers do not depend on either.
 //!
-//! Pod status is rendered from a small [`PodRuntime`] description so that the
-//! demo writer can flip phase/readiness or bump restart counts and still get a
-//! self-consistent status (conditions, container states, IPs).
+//! One file per family, each with the setters the demo's controllers use to
+//! keep status in step with the pods: [`pod`] (pods and the Deployment pod
+//! template), [`workload`] (Deployments, ReplicaSets), [`kube_proxy`] (the
+//! DaemonSet and its pods), [`service`] (Services, EndpointSlices, Endpoints),
+//! [`lease`] (node heartbeats, leader election), [`event`], [`account`]
+//! (ServiceAccounts, Secrets) and [`custom`] (CustomResourceDefinitions and
+//! their objects).
 
 use serde_json::{json, Map, Value};
 
 use crate::rng::fnv1a;
-pub use crate::rng::{now_rfc3339, Rng};
+pub use crate::rng::{now_rfc3339, now_rfc3339_micros, Rng};
 
+pub mod account;
+pub mod custom;
+pub mod event;
+pub mod kube_proxy;
+pub mod lease;
 mod pod;
-pub use pod::{pod, pod_name, pod_runtime, pod_template_hash, set_pod_runtime, PodRuntime};
+pub mod service;
+pub mod workload;
+pub use pod::{
+    app_port, pod, pod_name, pod_runtime, pod_template_hash, set_pod_runtime, template_spec,
+    NewPod, PodRuntime,
+};
 
 /// etcd resource segment for namespaces (`/registry/namespaces/<name>`).
 pub const NAMESPACES: &str = "namespaces";
@@ -30,6 +45,28 @@ pub const NODES: &str = "minions";
 pub const PODS: &str = "pods";
 /// etcd resource segment for config maps (`/registry/configmaps/<ns>/<name>`).
 pub const CONFIGMAPS: &str = "configmaps";
+/// etcd resource segment for Deployments.
+pub const DEPLOYMENTS: &str = "deployments";
+/// etcd resource segment for ReplicaSets.
+pub const REPLICASETS: &str = "replicasets";
+/// etcd resource segment for DaemonSets.
+pub const DAEMONSETS: &str = "daemonsets";
+/// etcd directory of Services: kube-apiserver keeps them under `services/specs`.
+pub const SERVICES: &str = "services/specs";
+/// etcd directory of (legacy) Endpoints, `services/endpoints`.
+pub const ENDPOINTS: &str = "services/endpoints";
+/// etcd resource segment for EndpointSlices.
+pub const ENDPOINTSLICES: &str = "endpointslices";
+/// etcd resource segment for coordination Leases.
+pub const LEASES: &str = "leases";
+/// etcd resource segment for Events (core/v1 and events.k8s.io share it).
+pub const EVENTS: &str = "events";
+/// etcd resource segment for Secrets.
+pub const SECRETS: &str = "secrets";
+/// etcd resource segment for ServiceAccounts.
+pub const SERVICEACCOUNTS: &str = "serviceaccounts";
+/// etcd directory of CustomResourceDefinitions.
+pub const CRDS: &str = "apiextensions.k8s.io/customresourcedefinitions";
 
 /// Builds the etcd key kube-apiserver uses: `<prefix>/<resource>[/<ns>]/<name>`.
 pub fn key_for(prefix: &str, resource_key: &str, ns: Option<&str>, name: &str) -> String {
@@ -54,17 +91,64 @@ pub fn string_map(pairs: &[(&str, &str)]) -> Value {
     Value::Object(map)
 }
 
+/// `metadata` of a new object: name, namespace, a fresh uid, now as
+/// `creationTimestamp`, and `labels` unless there are none (Go omits empty maps).
 fn metadata(name: &str, ns: Option<&str>, labels: &[(&str, &str)], rng: &mut Rng) -> Value {
     let mut meta = json!({
         "name": name,
         "uid": rng.uuid(),
         "creationTimestamp": now_rfc3339(),
-        "labels": string_map(labels),
     });
+    if !labels.is_empty() {
+        meta["labels"] = string_map(labels);
+    }
     if let Some(ns) = ns {
         meta["namespace"] = Value::String(ns.to_owned());
     }
     meta
+}
+
+/// The `ownerReferences` entry a controller puts on what it creates.
+pub fn controller_ref(api_version: &str, kind: &str, name: &str, uid: &str) -> Value {
+    json!({
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
+        "controller": true,
+        "blockOwnerDeletion": true,
+    })
+}
+
+/// The `controller_ref` pointing at a stored object (its kind, name and uid).
+pub fn controller_ref_to(owner: &Value) -> Value {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    let meta = &owner["metadata"];
+    controller_ref(
+        &s(&owner["apiVersion"]),
+        &s(&owner["kind"]),
+        &s(&meta["name"]),
+        &s(&meta["uid"]),
+    )
+}
+
+/// `metadata.uid` of an object ("" when missing).
+pub fn uid(obj: &Value) -> &str {
+    obj["metadata"]["uid"].as_str().unwrap_or_default()
+}
+
+/// `metadata.name` of an object ("" when missing).
+pub fn name(obj: &Value) -> &str {
+    obj["metadata"]["name"].as_str().unwrap_or_default()
+}
+
+/// Standard base64, as Kubernetes JSON carries `[]byte` (Secret data).
+pub fn base64(bytes: &[u8]) -> String {
+    let mut out = Vec::new();
+    watchd::codec::gojson::base64(&mut out, bytes);
+    // The writer quotes the string for JSON; the builders want its contents.
+    String::from_utf8_lossy(out.get(1..out.len().saturating_sub(1)).unwrap_or_default())
+        .into_owned()
 }
 
 /// Builds a `v1/Namespace` in phase `Active` with the automatic
@@ -101,6 +185,11 @@ pub fn node_ip(node: &str) -> String {
     format!("10.0.{}.{}", (i / 250) % 256, i % 250)
 }
 
+/// The `topology.kubernetes.io/zone` of a node (EndpointSlices repeat it).
+pub fn node_zone(node: &str) -> &'static str {
+    ["zone-a", "zone-b", "zone-c"][node_index(node) as usize % 3]
+}
+
 /// First three octets of the node's pod CIDR (`node-1` owns `10.244.1.0/24`).
 fn pod_subnet(node: &str) -> String {
     let i = node_index(node);
@@ -123,8 +212,7 @@ pub fn node(name: &str, rng: &mut Rng) -> Value {
         ("node.kubernetes.io/instance-type", "demo.large"),
     ];
     let mut meta = metadata(name, None, &labels, rng);
-    let zone = ["zone-a", "zone-b", "zone-c"][node_index(name) as usize % 3];
-    meta["labels"]["topology.kubernetes.io/zone"] = Value::String(zone.to_owned());
+    meta["labels"]["topology.kubernetes.io/zone"] = Value::String(node_zone(name).to_owned());
     meta["annotations"] = json!({
         "node.alpha.kubernetes.io/ttl": "0",
         "volumes.kubernetes.io/controller-managed-attach-detach": "true",
@@ -221,7 +309,10 @@ mod tests {
 
     pub(crate) fn assert_common(obj: &Value, kind: &str, name: &str, ns: Option<&str>) {
         assert_eq!(obj["kind"], kind);
-        assert_eq!(obj["apiVersion"], "v1");
+        let core = matches!(kind, "Namespace" | "Node" | "Pod" | "ConfigMap" | "Service");
+        let api_version = obj["apiVersion"].as_str().unwrap_or_default();
+        assert!(!core || api_version == "v1", "{kind} is {api_version}");
+        assert!(!api_version.is_empty());
         let meta = &obj["metadata"];
         assert_eq!(meta["name"], name);
         assert!(
@@ -232,7 +323,7 @@ mod tests {
         let ts = meta["creationTimestamp"].as_str().unwrap_or_default();
         assert_eq!(ts.len(), 20, "timestamp {ts}");
         assert!(ts.ends_with('Z') && ts.as_bytes()[10] == b'T');
-        assert!(meta["labels"].is_object());
+        assert!(meta.get("labels").is_none_or(Value::is_object));
         match ns {
             Some(ns) => assert_eq!(meta["namespace"], ns),
             None => assert!(meta.get("namespace").is_none()),
@@ -317,6 +408,21 @@ mod tests {
         let c = namespace("x", &mut Rng::new(2));
         assert_eq!(a["metadata"]["uid"], b["metadata"]["uid"]);
         assert_ne!(a["metadata"]["uid"], c["metadata"]["uid"]);
+    }
+
+    #[test]
+    fn owner_references_and_base64() {
+        let ns = namespace("demo-1", &mut Rng::new(1));
+        let owner = controller_ref_to(&ns);
+        assert_eq!(owner["kind"], "Namespace");
+        assert_eq!(owner["apiVersion"], "v1");
+        assert_eq!(owner["name"], "demo-1");
+        assert_eq!(owner["uid"], uid(&ns));
+        assert_eq!(owner["controller"], true);
+        assert_eq!(name(&ns), "demo-1");
+        assert_eq!(base64(b"demo-1"), "ZGVtby0x");
+        assert_eq!(base64(b"ab"), "YWI=");
+        assert_eq!(base64(b""), "");
     }
 
     #[test]

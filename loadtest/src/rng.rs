@@ -1,5 +1,6 @@
 //! Small deterministic helpers: a seeded PRNG, stable string digests and
-//! RFC 3339 timestamps.
+//! RFC 3339 timestamps (`metav1.Time`, seconds, and `metav1.MicroTime`,
+//! microseconds).
 //!
 //! The generator is an xorshift64* whose seed is first scrambled with a
 //! splitmix64 step, so neighbouring seeds (1, 2, 3, ...) give unrelated
@@ -153,13 +154,33 @@ pub fn rfc3339(unix_secs: u64) -> String {
     )
 }
 
-/// Current system time as an RFC 3339 UTC timestamp with second precision.
-pub fn now_rfc3339() -> String {
-    let secs = SystemTime::now()
+/// Formats a Unix time as `metav1.MicroTime` does: `2026-01-02T03:04:05.000006Z`.
+pub fn rfc3339_micros(unix_secs: u64, micros: u32) -> String {
+    let secs = rfc3339(unix_secs);
+    format!("{}.{:06}Z", &secs[..secs.len() - 1], micros % 1_000_000)
+}
+
+/// Nanoseconds since the Unix epoch (0 if the clock is before it).
+pub fn unix_nanos() -> u128 {
+    SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    rfc3339(secs)
+        .map_or(0, |d| d.as_nanos())
+}
+
+/// Current system time as an RFC 3339 UTC timestamp with second precision
+/// (`metav1.Time`).
+pub fn now_rfc3339() -> String {
+    rfc3339((unix_nanos() / 1_000_000_000) as u64)
+}
+
+/// Current system time with microseconds (`metav1.MicroTime`: lease renewals,
+/// event times).
+pub fn now_rfc3339_micros() -> String {
+    let nanos = unix_nanos();
+    rfc3339_micros(
+        (nanos / 1_000_000_000) as u64,
+        (nanos % 1_000_000_000 / 1000) as u32,
+    )
 }
 
 #[cfg(test)]
@@ -222,5 +243,9 @@ mod tests {
         let now = now_rfc3339();
         assert_eq!(now.len(), 20);
         assert!(now.ends_with('Z'));
+        assert_eq!(rfc3339_micros(0, 6), "1970-01-01T00:00:00.000006Z");
+        let micro = now_rfc3339_micros();
+        assert_eq!(micro.len(), 27);
+        assert!(micro.ends_with('Z') && micro.as_bytes()[19] == b'.');
     }
 }

@@ -5,7 +5,10 @@
 //! * update: `mod_revision(key) == known` then put, else get the current value
 //! * delete: `mod_revision(key) == known` then delete, else get the current value
 //!
-//! Each write is therefore a single etcd put or delete. When a request fails
+//! Each write is therefore a single etcd put or delete. Puts may attach an
+//! etcd lease, as kube-apiserver does for objects with a TTL (Events); the
+//! leases come from [`TtlLeases`], which reuses them the way kube-apiserver's
+//! lease manager does. When a request fails
 //! (etcd down, timeout, leader change) the client is dropped, the failure is
 //! logged, and the request is retried on a fresh connection after a backoff
 //! that grows from 200 ms to 5 s. Callers bound the time spent by cancelling
@@ -15,9 +18,12 @@ use std::future::Future;
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, Txn, TxnOp, TxnOpResponse,
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse,
 };
 use tracing::{info, warn};
+
+mod lease;
+pub use lease::TtlLeases;
 
 const INITIAL_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -37,6 +43,8 @@ pub struct StoreStats {
     pub failures: u64,
     /// Successful reconnections after a failure.
     pub reconnects: u64,
+    /// etcd leases granted.
+    pub leases: u64,
 }
 
 /// The value currently stored under a key, with its `mod_revision`.
@@ -61,6 +69,26 @@ pub enum Outcome {
         /// Current value of the key, if it exists.
         current: Option<Current>,
     },
+}
+
+/// (succeeded, header revision, the current value if the compare failed).
+type TxnResult = (bool, i64, Option<Current>);
+
+/// A write named an etcd lease that etcd no longer has (it expired, or etcd
+/// lost its data): grant a new one and write again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeaseLost;
+
+/// The outcome of a write that attached no lease, where [`LeaseLost`] cannot
+/// happen; should etcd say so anyway, the write is reported as not applied.
+fn unleased(_: LeaseLost) -> Outcome {
+    Outcome::Conflict { current: None }
+}
+
+/// A put of `value` at `key`, attached to `lease` when given.
+fn put(key: &str, value: Vec<u8>, lease: Option<i64>) -> TxnOp {
+    let options = lease.map(|id| PutOptions::new().with_lease(id));
+    TxnOp::put(key, value, options)
 }
 
 /// A listed key with its value and `mod_revision`.
@@ -160,14 +188,22 @@ impl Store {
     }
 
     /// Runs `txn` until etcd answers, then returns (succeeded, header
-    /// revision, current value from the `or_else` get, if any).
-    async fn txn(&mut self, what: &str, txn: Txn) -> (bool, i64, Option<Current>) {
+    /// revision, current value from the `or_else` get, if any). A put naming a
+    /// lease etcd does not have is not retried: that is [`LeaseLost`].
+    async fn txn(&mut self, what: &str, txn: Txn) -> Result<TxnResult, LeaseLost> {
         let resp = self
             .retry(what, |mut client| {
                 let txn = txn.clone();
-                async move { client.txn(txn).await }
+                async move {
+                    match client.txn(txn).await {
+                        Err(err) if err.to_string().contains("lease not found") => {
+                            Ok(Err(LeaseLost))
+                        }
+                        other => other.map(Ok),
+                    }
+                }
             })
-            .await;
+            .await?;
         let revision = resp.header().map_or(0, |h| h.revision());
         let current = resp.op_responses().into_iter().find_map(|op| match op {
             TxnOpResponse::Get(get) => get.kvs().first().map(|kv| Current {
@@ -176,7 +212,7 @@ impl Store {
             }),
             _ => None,
         });
-        (resp.succeeded(), revision, current)
+        Ok((resp.succeeded(), revision, current))
     }
 
     /// The current etcd revision (retrying until etcd answers).
@@ -191,7 +227,7 @@ impl Store {
         resp.header().map_or(0, |h| h.revision())
     }
 
-    fn outcome(&mut self, (ok, revision, current): (bool, i64, Option<Current>)) -> Outcome {
+    fn outcome(&mut self, (ok, revision, current): TxnResult) -> Outcome {
         if ok {
             Outcome::Applied { revision }
         } else {
@@ -202,30 +238,89 @@ impl Store {
 
     /// Creates `key` only if it does not exist (`create_revision == 0`).
     pub async fn create(&mut self, key: &str, value: Vec<u8>) -> Outcome {
-        let txn = Txn::new()
-            .when([Compare::create_revision(key, CompareOp::Equal, 0)])
-            .and_then([TxnOp::put(key, value, None)])
-            .or_else([TxnOp::get(key, None)]);
-        let res = self.txn("create", txn).await;
-        let out = self.outcome(res);
-        if matches!(out, Outcome::Applied { .. }) {
-            self.stats.creates += 1;
-        }
-        out
+        let put = put(key, value, None);
+        self.put_if(
+            "create",
+            Compare::create_revision(key, CompareOp::Equal, 0),
+            key,
+            put,
+        )
+        .await
+        .unwrap_or_else(unleased)
+    }
+
+    /// Like [`Store::create`], attaching etcd lease `lease`.
+    pub async fn create_leased(
+        &mut self,
+        key: &str,
+        value: Vec<u8>,
+        lease: i64,
+    ) -> Result<Outcome, LeaseLost> {
+        let put = put(key, value, Some(lease));
+        self.put_if(
+            "create",
+            Compare::create_revision(key, CompareOp::Equal, 0),
+            key,
+            put,
+        )
+        .await
     }
 
     /// Replaces `key` only if it is still at `mod_revision`.
     pub async fn update(&mut self, key: &str, value: Vec<u8>, mod_revision: i64) -> Outcome {
+        let put = put(key, value, None);
+        let compare = Compare::mod_revision(key, CompareOp::Equal, mod_revision);
+        self.put_if("update", compare, key, put)
+            .await
+            .unwrap_or_else(unleased)
+    }
+
+    /// Like [`Store::update`], attaching etcd lease `lease` (as kube-apiserver
+    /// does on every write of an object with a TTL).
+    pub async fn update_leased(
+        &mut self,
+        key: &str,
+        value: Vec<u8>,
+        mod_revision: i64,
+        lease: i64,
+    ) -> Result<Outcome, LeaseLost> {
+        let put = put(key, value, Some(lease));
+        let compare = Compare::mod_revision(key, CompareOp::Equal, mod_revision);
+        self.put_if("update", compare, key, put).await
+    }
+
+    /// `put` if `compare` holds, else reads the key; counts the write.
+    async fn put_if(
+        &mut self,
+        what: &str,
+        compare: Compare,
+        key: &str,
+        put: TxnOp,
+    ) -> Result<Outcome, LeaseLost> {
         let txn = Txn::new()
-            .when([Compare::mod_revision(key, CompareOp::Equal, mod_revision)])
-            .and_then([TxnOp::put(key, value, None)])
+            .when([compare])
+            .and_then([put])
             .or_else([TxnOp::get(key, None)]);
-        let res = self.txn("update", txn).await;
+        let res = self.txn(what, txn).await?;
         let out = self.outcome(res);
         if matches!(out, Outcome::Applied { .. }) {
-            self.stats.updates += 1;
+            match what {
+                "create" => self.stats.creates += 1,
+                _ => self.stats.updates += 1,
+            }
         }
-        out
+        Ok(out)
+    }
+
+    /// Grants an etcd lease of `ttl` seconds (retrying until etcd answers).
+    pub async fn grant_lease(&mut self, ttl: i64) -> i64 {
+        let resp = self
+            .retry("lease grant", |mut client| async move {
+                client.lease_grant(ttl, None).await
+            })
+            .await;
+        self.stats.leases += 1;
+        resp.id()
     }
 
     /// Deletes `key` only if it is still at `mod_revision`.
@@ -234,7 +329,10 @@ impl Store {
             .when([Compare::mod_revision(key, CompareOp::Equal, mod_revision)])
             .and_then([TxnOp::delete(key, None)])
             .or_else([TxnOp::get(key, None)]);
-        let res = self.txn("delete", txn).await;
+        let res = match self.txn("delete", txn).await {
+            Ok(res) => res,
+            Err(lost) => return unleased(lost),
+        };
         let out = self.outcome(res);
         if matches!(out, Outcome::Applied { .. }) {
             self.stats.deletes += 1;

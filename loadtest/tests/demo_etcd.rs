@@ -3,145 +3,18 @@
 //! They fail with a message naming `scripts/install-deps.sh` when `/usr/bin/etcd` is not
 //! installed: a test that cannot run must not pass.
 
-use std::collections::BTreeMap;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
-use etcd_client::{Client, GetOptions};
-use serde_json::Value;
 use watchd_loadtest::demo::{self, DemoConfig, StopReason, Storage};
 
-const ETCD: &str = "/usr/bin/etcd";
+#[path = "demo_etcd/checks.rs"]
+mod checks;
+#[path = "demo_etcd/etcd.rs"]
+mod etcd;
 
-/// A throwaway single-member etcd.
-struct Etcd {
-    child: Option<Child>,
-    dir: PathBuf,
-    client_port: u16,
-    peer_port: u16,
-}
-
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local addr").port()
-}
-
-impl Etcd {
-    /// Starts etcd; panics if it is not installed.
-    async fn start(test: &str) -> Self {
-        assert!(
-            Path::new(ETCD).exists(),
-            "{test}: {ETCD} is not installed; run scripts/install-deps.sh"
-        );
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let dir = std::env::temp_dir().join(format!(
-            "watchd-loadtest-{test}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        let mut etcd = Self {
-            child: None,
-            dir,
-            client_port: free_port(),
-            peer_port: free_port(),
-        };
-        etcd.spawn().await;
-        etcd
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
-    }
-
-    /// (Re)starts the etcd process on the same data dir and ports.
-    async fn spawn(&mut self) {
-        let client = self.endpoint();
-        let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.dir.join("etcd.log"))
-            .expect("etcd log file");
-        let child = Command::new(ETCD)
-            .arg("--name=default")
-            .arg(format!("--data-dir={}", self.dir.join("data").display()))
-            .arg(format!("--listen-client-urls={client}"))
-            .arg(format!("--advertise-client-urls={client}"))
-            .arg(format!("--listen-peer-urls={peer}"))
-            .arg(format!("--initial-advertise-peer-urls={peer}"))
-            .arg(format!("--initial-cluster=default={peer}"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("spawn etcd");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(mut c) = Client::connect([client.as_str()], None).await {
-                if c.status().await.is_ok() {
-                    return;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "etcd did not come up; see {}",
-                self.dir.join("etcd.log").display()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// Kills the etcd process (by its PID) and waits for it to exit.
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// All keys under `/registry/` with their values as JSON (protobuf is decoded).
-    async fn dump(&self) -> BTreeMap<String, Value> {
-        self.dump_as(None).await
-    }
-
-    /// Like [`Etcd::dump`], asserting every value is stored in `storage` when given.
-    async fn dump_as(&self, storage: Option<Storage>) -> BTreeMap<String, Value> {
-        let mut client = Client::connect([self.endpoint()], None)
-            .await
-            .expect("connect");
-        let resp = client
-            .get("/registry/", Some(GetOptions::new().with_prefix()))
-            .await
-            .expect("get");
-        resp.kvs()
-            .iter()
-            .map(|kv| {
-                let key = String::from_utf8(kv.key().to_vec()).expect("utf-8 key");
-                let protobuf = kv.value().starts_with(watchd::codec::envelope::MAGIC);
-                if let Some(storage) = storage {
-                    assert_eq!(protobuf, storage == Storage::Protobuf, "{key}: format");
-                }
-                if !protobuf {
-                    let raw = kv.value_str().expect("utf-8 value");
-                    assert!(!raw.contains('\n'), "{key}: value is not a single line");
-                }
-                let value = Storage::decode(kv.value()).expect("a JSON or protobuf object");
-                (key, value)
-            })
-            .collect()
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+use checks::{check_cluster, check_cluster_without_events, check_event_leases, keys_under};
+use etcd::Etcd;
 
 fn small_config(endpoint: String) -> DemoConfig {
     DemoConfig {
@@ -156,72 +29,6 @@ fn small_config(endpoint: String) -> DemoConfig {
         ..DemoConfig::default()
     }
 }
-
-fn keys_under<'a>(dump: &'a BTreeMap<String, Value>, prefix: &str) -> Vec<&'a str> {
-    dump.keys().filter_map(|k| k.strip_prefix(prefix)).collect()
-}
-
-/// Checks the layout and shape of everything the demo wrote.
-fn check_cluster(dump: &BTreeMap<String, Value>, cfg: &DemoConfig) {
-    let namespaces = keys_under(dump, "/registry/namespaces/");
-    assert_eq!(
-        namespaces,
-        [
-            "default",
-            "demo-1",
-            "demo-2",
-            "kube-node-lease",
-            "kube-public",
-            "kube-system"
-        ]
-    );
-    assert_eq!(
-        keys_under(dump, "/registry/minions/"),
-        ["node-1", "node-2", "node-3"]
-    );
-    for ns in ["demo-1", "demo-2"] {
-        let pods = keys_under(dump, &format!("/registry/pods/{ns}/"));
-        assert_eq!(pods.len(), cfg.pods_per_namespace, "pods in {ns}: {pods:?}");
-        for name in pods {
-            let parts: Vec<&str> = name.split('-').collect();
-            assert_eq!(parts.len(), 3, "pod name {name}");
-            assert!(demo::APPS.contains(&parts[0]), "pod name {name}");
-            assert_eq!((parts[1].len(), parts[2].len()), (10, 5), "pod name {name}");
-        }
-        assert_eq!(
-            keys_under(dump, &format!("/registry/configmaps/{ns}/")),
-            ["api-config-2", "web-config-1"]
-        );
-    }
-    let mut uids = std::collections::HashSet::new();
-    for (key, obj) in dump {
-        let meta = &obj["metadata"];
-        assert!(obj["apiVersion"].is_string(), "{key}: apiVersion");
-        assert!(
-            meta.get("resourceVersion").is_none(),
-            "{key}: resourceVersion"
-        );
-        assert!(key.ends_with(&format!("/{}", meta["name"].as_str().unwrap_or("?"))));
-        let kind = obj["kind"].as_str().unwrap_or_default();
-        let expected = match key.split('/').nth(2) {
-            Some("namespaces") => "Namespace",
-            Some("minions") => "Node",
-            Some("pods") => "Pod",
-            Some("configmaps") => "ConfigMap",
-            other => panic!("unexpected resource {other:?} in {key}"),
-        };
-        assert_eq!(kind, expected, "{key}");
-        if kind == "Pod" || kind == "ConfigMap" {
-            assert_eq!(
-                Some(meta["namespace"].as_str().unwrap_or("?")),
-                key.split('/').nth(3)
-            );
-        }
-        let uid = meta["uid"].as_str().expect("uid").to_owned();
-        assert!(uids.insert(uid), "{key}: duplicate uid");
-    }
-}
-
 async fn pods_per_namespace(etcd: &Etcd) -> Vec<usize> {
     let dump = etcd.dump().await;
     ["demo-1", "demo-2"]
@@ -249,41 +56,112 @@ async fn once_then_churn(storage: Storage) {
 
     let first = demo::run(&cfg, std::future::pending()).await.expect("run");
     assert_eq!(first.stop, StopReason::Filled);
-    assert_eq!(first.changes, 0);
-    // 6 namespaces + 3 nodes + 2 * (5 pods + 2 config maps)
-    assert_eq!(first.store.creates, 23);
+    assert_eq!((first.changes, first.renewals), (0, 0));
     let dump = etcd.dump_as(Some(storage)).await;
-    assert_eq!(dump.len(), 23);
+    // A fresh etcd: every key was created once, none deleted.
+    assert_eq!(first.store.creates as usize, dump.len());
+    assert_eq!(
+        first.events as usize,
+        keys_under(&dump, "/registry/events/").len()
+    );
     check_cluster(&dump, &cfg);
+    check_event_leases(&etcd, 3660).await;
 
     // Re-running adopts everything and writes nothing.
     let second = demo::run(&cfg, std::future::pending())
         .await
         .expect("rerun");
-    assert_eq!(second.store.creates, 0);
+    assert_eq!((second.store.creates, second.store.updates), (0, 0));
     assert_eq!(etcd.dump().await, dump);
 
-    // Churn for a moment: changes happen, sizes stay at their targets.
+    // Churn for a moment: changes happen, the controllers follow, leases are
+    // renewed, sizes stay at their targets.
     let churn = DemoConfig {
         once: false,
         duration: Some(Duration::from_millis(1500)),
+        lease_renew_period: Duration::from_millis(300),
         ..cfg.clone()
     };
+    let renewed_before = etcd.renew_times().await;
     let third = demo::run(&churn, std::future::pending())
         .await
         .expect("churn");
     assert_eq!(third.stop, StopReason::Duration);
     assert!(third.changes >= 20, "only {} changes", third.changes);
     assert!(third.store.updates > 0 && third.store.failures == 0);
+    assert!(third.events > 0, "{third:?}");
+    // 3 node Leases and 2 leader-election ones, every 300 ms for 1.5 s.
+    assert!(third.renewals >= 2 * 5, "only {} renewals", third.renewals);
     let after = etcd.dump_as(Some(storage)).await;
     check_cluster(&after, &cfg);
     assert_ne!(after, dump);
+    for (node, renewed) in etcd.renew_times().await {
+        assert!(renewed > renewed_before[&node], "{node}: {renewed}");
+    }
+    check_event_leases(&etcd, 3660).await;
 
     // A stop signal ends the run cleanly too.
     let stop = tokio::time::sleep(Duration::from_millis(500));
     let fourth = demo::run(&churn, stop).await.expect("stopped run");
     assert_eq!(fourth.stop, StopReason::Stopped);
     check_cluster(&etcd.dump().await, &cfg);
+}
+
+/// Leases are renewed every period (renewTime advances across two periods
+/// and again across the next two), and Events expire with their etcd lease.
+#[tokio::test]
+async fn leases_are_renewed_and_events_expire() {
+    let etcd = Etcd::start("leases").await;
+    let ttl = Duration::from_secs(2);
+    let cfg = DemoConfig {
+        event_ttl: ttl,
+        ..small_config(etcd.endpoint())
+    };
+    demo::run(&cfg, std::future::pending()).await.expect("fill");
+    let filled = Instant::now();
+    // etcd rounds a TTL up to its minimum (about 2 s); 2 s + 5 % is 2 s.
+    check_event_leases(&etcd, 2).await;
+
+    let period = Duration::from_millis(200);
+    let renewing = DemoConfig {
+        once: false,
+        changes_per_second: 0.0,
+        lease_renew_period: period,
+        duration: Some(Duration::from_secs(2)),
+        ..cfg.clone()
+    };
+    let run = tokio::spawn(async move { demo::run(&renewing, std::future::pending()).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut samples = vec![etcd.renew_times().await];
+    for _ in 0..2 {
+        tokio::time::sleep(2 * period).await;
+        samples.push(etcd.renew_times().await);
+    }
+    for pair in samples.windows(2) {
+        assert_eq!(pair[0].len(), 3);
+        for (node, renewed) in &pair[1] {
+            assert!(renewed > &pair[0][node], "{node} not renewed: {renewed}");
+        }
+    }
+    let summary = run.await.expect("join").expect("run");
+    assert_eq!(summary.events, 0, "no changes, no events");
+    // Renewals only: every Lease about once per period.
+    assert!(summary.renewals >= 5 * 5, "{summary:?}");
+
+    // etcd checks expiries every 500 ms.
+    let deadline = filled + ttl + Duration::from_secs(3);
+    loop {
+        let left = etcd.leases_under("/registry/events/").await.len();
+        if left == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{left} events outlived their lease"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    check_cluster_without_events(&etcd.dump().await, &cfg);
 }
 
 #[tokio::test]
@@ -328,7 +206,12 @@ async fn binary_exits_zero() {
             .expect("run binary")
     };
     assert!(status(&["--once"]).success());
-    assert!(status(&["--duration=1", "--changes-per-second=20"]).success());
+    let churn = [
+        "--duration=1",
+        "--changes-per-second=20",
+        "--lease-renew-seconds=0.2",
+    ];
+    assert!(status(&churn).success());
     let dump = etcd.dump_as(Some(Storage::Protobuf)).await;
     check_cluster(&dump, &small_config(etcd.endpoint()));
     // Objects written as JSON are adopted and kept up to date by a protobuf run.
@@ -343,7 +226,8 @@ async fn binary_exits_zero() {
             .status()
             .expect("run binary")
     };
-    assert!(run(&["--once", "--storage=json"]).success());
+    assert!(run(&["--once", "--storage=json", "--event-ttl-seconds=600"]).success());
+    check_event_leases(&json, 630).await;
     check_cluster(
         &json.dump_as(Some(Storage::Json)).await,
         &small_config(json.endpoint()),

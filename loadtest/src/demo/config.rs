@@ -24,8 +24,16 @@ pub struct DemoConfig {
     pub pods_per_namespace: usize,
     /// Config maps in each demo namespace.
     pub configmaps_per_namespace: usize,
-    /// Rate of changes after the fill; 0 means fill and then stay idle.
+    /// Rate of the random changes after the fill (pods, config maps, widgets);
+    /// 0 means none. Each change may be followed by the writes the controllers
+    /// would make in response (status, endpoints, events).
     pub changes_per_second: f64,
+    /// How often every Lease (one per node, plus the leader-election ones) is
+    /// renewed, as the kubelet does every 10 s; zero means never.
+    pub lease_renew_period: Duration,
+    /// Time to live of Events: the etcd lease they are written with, as
+    /// kube-apiserver's `--event-ttl` (1 h).
+    pub event_ttl: Duration,
     /// PRNG seed for names, uids and the choice of changes.
     pub seed: u64,
     /// Stop after this long (fill included); `None` runs until stopped.
@@ -56,9 +64,34 @@ impl Storage {
         }
     }
 
-    /// Serialises `obj` for etcd. An object the protobuf schema rejects (a bug in the
-    /// demo's objects) is written as JSON rather than not at all.
+    /// Serialises `obj` for etcd as kube-apiserver stores it under this setting:
+    /// custom resources always as JSON, CustomResourceDefinitions as
+    /// [`Storage::encode_crd`] says, built-in kinds in this format. An object the
+    /// protobuf schema rejects (a bug in the demo's objects) is written as JSON
+    /// rather than not at all.
     pub fn encode(self, obj: &Value) -> Vec<u8> {
+        if crate::objects::custom::is_custom_resource(obj) {
+            return crate::objects::encode(obj);
+        }
+        if obj["kind"] == "CustomResourceDefinition" {
+            return self.encode_crd(obj);
+        }
+        self.encode_builtin(obj)
+    }
+
+    /// Serialises a CustomResourceDefinition (`apiextensions.k8s.io/v1` JSON).
+    ///
+    /// kube-apiserver 1.34 stores CRDs as protobuf `apiextensions.k8s.io/v1beta1`.
+    /// Until watchd's protobuf schema has that group, this writes them as JSON v1
+    /// in both formats (watchd reads either). Storing them as kube-apiserver does
+    /// is a change to this function only: convert to v1beta1, then
+    /// `self.encode_builtin`.
+    pub fn encode_crd(self, crd: &Value) -> Vec<u8> {
+        crate::objects::encode(crd)
+    }
+
+    /// Serialises a built-in kind in this format.
+    fn encode_builtin(self, obj: &Value) -> Vec<u8> {
         match self {
             Self::Json => crate::objects::encode(obj),
             Self::Protobuf => watchd::codec::pbjson::encode_stored(obj).unwrap_or_else(|err| {
@@ -104,6 +137,8 @@ impl Default for DemoConfig {
             pods_per_namespace: 8,
             configmaps_per_namespace: 3,
             changes_per_second: 5.0,
+            lease_renew_period: Duration::from_secs(10),
+            event_ttl: Duration::from_secs(3600),
             seed: 1,
             duration: None,
             once: false,
@@ -161,9 +196,29 @@ impl DemoConfig {
                 "changes per second must be between 0 and {MAX_CHANGES_PER_SECOND}, got {cps}"
             )));
         }
+        if !self.lease_renew_period.is_zero() && self.lease_renew_period < MIN_RENEW_PERIOD {
+            return Err(DemoError::Config(format!(
+                "lease renew period must be 0 (never) or at least {MIN_RENEW_PERIOD:?}, got {:?}",
+                self.lease_renew_period
+            )));
+        }
+        if self.event_ttl.as_secs() < 1 {
+            return Err(DemoError::Config(format!(
+                "event TTL must be at least 1 s, got {:?}",
+                self.event_ttl
+            )));
+        }
         Ok(())
     }
+
+    /// The etcd lease TTL of Events, in whole seconds.
+    pub fn event_ttl_seconds(&self) -> i64 {
+        i64::try_from(self.event_ttl.as_secs()).unwrap_or(i64::MAX)
+    }
 }
+
+/// Shortest lease renew period: more often than this is a load test, not a cluster.
+const MIN_RENEW_PERIOD: Duration = Duration::from_millis(10);
 
 /// Why a demo run could not start.
 #[derive(Debug)]
@@ -201,8 +256,12 @@ pub enum StopReason {
 pub struct Summary {
     /// How the run ended.
     pub stop: StopReason,
-    /// Changes attempted after the fill.
+    /// Random changes attempted after the fill.
     pub changes: u64,
+    /// Lease renewals written.
+    pub renewals: u64,
+    /// Events written (created or, repeated, updated).
+    pub events: u64,
     /// etcd write counters (fill included).
     pub store: StoreStats,
     /// Pods tracked at the end.
@@ -265,6 +324,13 @@ mod tests {
         cfg.etcd_prefix = "/registry".into();
         cfg.nodes = 0;
         assert!(cfg.validate().is_err());
+        cfg.nodes = 1;
+        cfg.lease_renew_period = Duration::from_millis(1);
+        assert!(cfg.validate().is_err());
+        cfg.lease_renew_period = Duration::ZERO;
+        assert!(cfg.validate().is_ok());
+        cfg.event_ttl = Duration::from_millis(500);
+        assert!(cfg.validate().is_err());
     }
 
     #[test]
@@ -277,7 +343,17 @@ mod tests {
         assert!("yaml".parse::<Storage>().is_err());
         assert_eq!(DemoConfig::default().storage, Storage::Protobuf);
         let mut rng = crate::objects::Rng::new(3);
-        let pod = crate::objects::pod("ns", "p", "node-1", &[("app", "web")], "Running", &mut rng);
+        let pod = crate::objects::pod(
+            &crate::objects::NewPod {
+                ns: "ns",
+                name: "p",
+                node: "node-1",
+                labels: &[("app", "web")],
+                owner: crate::objects::controller_ref("apps/v1", "ReplicaSet", "web", "u"),
+                pod_ip: Some("10.244.1.2".to_owned()),
+            },
+            &mut rng,
+        );
         for storage in [Storage::Json, Storage::Protobuf] {
             let bytes = storage.encode(&pod);
             let magic = bytes.starts_with(watchd::codec::envelope::MAGIC);
@@ -287,5 +363,23 @@ mod tests {
             assert_eq!(back["status"]["phase"], "Running");
         }
         assert_eq!(Storage::decode(b"k8s\0garbage"), None);
+    }
+
+    #[test]
+    fn custom_resources_and_crds_are_json_in_either_format() {
+        use crate::objects::custom;
+        let mut rng = crate::objects::Rng::new(4);
+        let objects = [
+            custom::widget_crd(&mut rng),
+            custom::widget("ns", "web", &mut rng),
+            custom::widget_class("standard", &mut rng),
+        ];
+        for storage in [Storage::Json, Storage::Protobuf] {
+            for obj in &objects {
+                let bytes = storage.encode(obj);
+                assert_eq!(bytes.first(), Some(&b'{'), "{} as {storage:?}", obj["kind"]);
+                assert_eq!(Storage::decode(&bytes).as_ref(), Some(obj));
+            }
+        }
     }
 }

@@ -1,9 +1,10 @@
-//! The pod builder and the rendering of pod status from [`PodRuntime`].
+//! The pod builder, the pod template of the demo Deployments, and the
+//! rendering of pod status from [`PodRuntime`].
 
 use serde_json::{json, Value};
 
-use super::{metadata, node_ip, pod_ip_for, Rng};
-use crate::rng::{digest_hex, now_rfc3339, stable_uuid};
+use super::{metadata, node_ip, Rng};
+use crate::rng::{digest_hex, now_rfc3339};
 
 /// Container image, port and resources used for a demo application.
 struct AppProfile {
@@ -40,6 +41,13 @@ fn app_profile(app: &str) -> AppProfile {
     }
 }
 
+/// The named container port of `app` (`("http", 8080)` for `web`), which its
+/// Service targets and its EndpointSlice lists.
+pub fn app_port(app: &str) -> (&'static str, u16) {
+    let p = app_profile(app);
+    (p.port_name, p.port)
+}
+
 /// Builds a Deployment-style pod name: `<app>-<template-hash>-<5 chars>`.
 pub fn pod_name(app: &str, template_hash: &str, rng: &mut Rng) -> String {
     format!("{app}-{template_hash}-{}", rng.name_token(5))
@@ -70,81 +78,104 @@ pub struct PodRuntime {
     pub transition_time: String,
 }
 
-/// Builds a `v1/Pod` owned by a ReplicaSet, scheduled on `node`, in `phase`
-/// (`Running` pods get an IP and ready containers, `Pending` ones are still
-/// creating their containers).
-pub fn pod(
-    ns: &str,
-    name: &str,
-    node: &str,
-    labels: &[(&str, &str)],
-    phase: &str,
-    rng: &mut Rng,
-) -> Value {
-    let app = labels
+/// The pod spec of `app`'s Deployment template, with the defaults
+/// kube-apiserver fills in (`restartPolicy`, `dnsPolicy`, probe thresholds, ...).
+/// Pods made from it add what admission and the scheduler set.
+pub fn template_spec(app: &str) -> Value {
+    let profile = app_profile(app);
+    json!({
+        "containers": [{
+            "name": app,
+            "image": profile.image,
+            "ports": [{ "name": profile.port_name, "containerPort": profile.port,
+                        "protocol": "TCP" }],
+            "resources": {
+                "limits": { "cpu": profile.limits.0, "memory": profile.limits.1 },
+                "requests": { "cpu": profile.requests.0, "memory": profile.requests.1 },
+            },
+            "readinessProbe": {
+                "httpGet": { "path": "/healthz", "port": profile.port_name, "scheme": "HTTP" },
+                "timeoutSeconds": 1, "periodSeconds": 10,
+                "successThreshold": 1, "failureThreshold": 3,
+            },
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File",
+            "imagePullPolicy": "IfNotPresent",
+        }],
+        "restartPolicy": "Always",
+        "terminationGracePeriodSeconds": 30,
+        "dnsPolicy": "ClusterFirst",
+        "securityContext": {},
+        "schedulerName": "default-scheduler",
+    })
+}
+
+/// What a new application pod is made of.
+pub struct NewPod<'a> {
+    /// Namespace.
+    pub ns: &'a str,
+    /// Pod name (`<replicaset>-<5 chars>`).
+    pub name: &'a str,
+    /// Node it is bound to.
+    pub node: &'a str,
+    /// Labels; `app` picks the container profile.
+    pub labels: &'a [(&'a str, &'a str)],
+    /// The owning controller's reference ([`super::controller_ref`]); its name
+    /// plus `-` is the pod's `generateName`.
+    pub owner: Value,
+    /// `Some(ip)`: running with ready containers; `None`: pending, containers
+    /// still being created.
+    pub pod_ip: Option<String>,
+}
+
+/// Builds a `v1/Pod` of a demo application from `p`: the template spec of its
+/// app plus what admission and the scheduler add (service account, priority,
+/// node), with a status rendered from its phase.
+pub fn pod(p: &NewPod<'_>, rng: &mut Rng) -> Value {
+    let app = p
+        .labels
         .iter()
         .find(|(k, _)| *k == "app")
-        .map_or_else(|| name.split('-').next().unwrap_or(name), |(_, v)| *v);
-    let profile = app_profile(app);
-    let generate_name = match name.rsplit_once('-') {
-        Some((base, _)) => format!("{base}-"),
-        None => format!("{name}-"),
-    };
-    let owner = generate_name.trim_end_matches('-').to_owned();
-    let mut meta = metadata(name, Some(ns), labels, rng);
-    meta["generateName"] = Value::String(generate_name);
-    meta["ownerReferences"] = json!([{
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "name": owner,
-        "uid": stable_uuid(&format!("replicaset/{ns}/{owner}")),
-        "controller": true,
-        "blockOwnerDeletion": true,
-    }]);
-    let mut obj = json!({
-        "kind": "Pod",
-        "apiVersion": "v1",
-        "metadata": meta,
-        "spec": {
-            "containers": [{
-                "name": app,
-                "image": profile.image,
-                "ports": [{ "name": profile.port_name, "containerPort": profile.port,
-                            "protocol": "TCP" }],
-                "resources": {
-                    "limits": { "cpu": profile.limits.0, "memory": profile.limits.1 },
-                    "requests": { "cpu": profile.requests.0, "memory": profile.requests.1 },
-                },
-                "terminationMessagePath": "/dev/termination-log",
-                "terminationMessagePolicy": "File",
-                "imagePullPolicy": "IfNotPresent",
-            }],
-            "restartPolicy": "Always",
-            "terminationGracePeriodSeconds": 30,
-            "dnsPolicy": "ClusterFirst",
-            "serviceAccountName": "default",
-            "serviceAccount": "default",
-            "nodeName": node,
-            "securityContext": {},
-            "schedulerName": "default-scheduler",
-            "priority": 0,
-            "enableServiceLinks": true,
-            "preemptionPolicy": "PreemptLowerPriority",
-        },
+        .map_or_else(|| p.name.split('-').next().unwrap_or(p.name), |(_, v)| *v);
+    let mut spec = template_spec(app);
+    let admitted = json!({
+        "serviceAccountName": "default",
+        "serviceAccount": "default",
+        "nodeName": p.node,
+        "priority": 0,
+        "enableServiceLinks": true,
+        "preemptionPolicy": "PreemptLowerPriority",
     });
+    merge(&mut spec, admitted);
+    let mut meta = metadata(p.name, Some(p.ns), p.labels, rng);
+    let owner = p.owner["name"].as_str().unwrap_or(app);
+    meta["generateName"] = Value::String(format!("{owner}-"));
+    meta["ownerReferences"] = json!([p.owner]);
+    let mut obj = json!({ "kind": "Pod", "apiVersion": "v1", "metadata": meta, "spec": spec });
+    set_pod_runtime(&mut obj, &new_runtime(p.pod_ip.clone()));
+    obj
+}
+
+/// Adds the members of object `extra` to object `into`.
+pub(super) fn merge(into: &mut Value, extra: Value) {
+    if let (Some(into), Value::Object(extra)) = (into.as_object_mut(), extra) {
+        into.extend(extra);
+    }
+}
+
+/// The runtime of a pod just created: running and ready when it has an IP.
+pub(super) fn new_runtime(pod_ip: Option<String>) -> PodRuntime {
     let now = now_rfc3339();
-    let running = phase == "Running";
-    let runtime = PodRuntime {
-        phase: phase.to_owned(),
+    let running = pod_ip.is_some();
+    PodRuntime {
+        phase: if running { "Running" } else { "Pending" }.to_owned(),
         ready: running,
         restart_count: 0,
-        pod_ip: running.then(|| pod_ip_for(node, rng)),
+        pod_ip,
         start_time: now.clone(),
         started_at: now.clone(),
         transition_time: now,
-    };
-    set_pod_runtime(&mut obj, &runtime);
-    obj
+    }
 }
 
 /// Reads the runtime facts back out of a pod's status (tolerating pods that
@@ -266,9 +297,28 @@ pub fn set_pod_runtime(pod: &mut Value, rt: &PodRuntime) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::encode;
     use super::super::tests::assert_common;
+    use super::super::{controller_ref, encode, pod_ip_for};
     use super::*;
+
+    fn new_pod(
+        name: &str,
+        node: &str,
+        labels: &[(&str, &str)],
+        running: bool,
+        rng: &mut Rng,
+    ) -> Value {
+        let owner_name = name.rsplit_once('-').map_or(name, |(base, _)| base);
+        let p = NewPod {
+            ns: "demo-1",
+            name,
+            node,
+            labels,
+            owner: controller_ref("apps/v1", "ReplicaSet", owner_name, "rs-uid"),
+            pod_ip: running.then(|| pod_ip_for(node, rng)),
+        };
+        pod(&p, rng)
+    }
 
     #[test]
     fn pod_shape_and_size() {
@@ -277,16 +327,15 @@ mod tests {
         let name = pod_name("web", &hash, &mut rng);
         assert!(name.starts_with(&format!("web-{hash}-")) && name.len() == 4 + 10 + 1 + 5);
         let labels = [("app", "web"), ("pod-template-hash", hash.as_str())];
-        let pod = pod("demo-1", &name, "node-3", &labels, "Running", &mut rng);
+        let pod = new_pod(&name, "node-3", &labels, true, &mut rng);
         assert_common(&pod, "Pod", &name, Some("demo-1"));
-        assert_eq!(
-            pod["metadata"]["labels"]["pod-template-hash"],
-            hash.as_str()
-        );
-        assert_eq!(
-            pod["metadata"]["ownerReferences"][0]["name"],
-            format!("web-{hash}")
-        );
+        let meta = &pod["metadata"];
+        assert_eq!(meta["labels"]["pod-template-hash"], hash.as_str());
+        assert_eq!(meta["generateName"], format!("web-{hash}-"));
+        let owner = &meta["ownerReferences"][0];
+        assert_eq!(owner["name"], format!("web-{hash}"));
+        assert_eq!(owner["kind"], "ReplicaSet");
+        assert_eq!(owner["uid"], "rs-uid");
         let spec = &pod["spec"];
         assert_eq!(spec["nodeName"], "node-3");
         assert_eq!(spec["restartPolicy"], "Always");
@@ -296,6 +345,7 @@ mod tests {
         assert_eq!(c["name"], "web");
         assert_eq!(c["ports"][0]["containerPort"], 8080);
         assert_eq!(c["resources"]["requests"]["cpu"], "100m");
+        assert_eq!(c["readinessProbe"]["httpGet"]["port"], "http");
         let status = &pod["status"];
         assert_eq!(status["phase"], "Running");
         assert!(status["podIP"]
@@ -307,33 +357,45 @@ mod tests {
         assert_eq!(cs["restartCount"], 0);
         assert!(cs["state"]["running"]["startedAt"].is_string());
         let size = encode(&pod).len();
-        assert!((1024..=2048).contains(&size), "pod is {size} bytes");
+        assert!((1024..=2304).contains(&size), "pod is {size} bytes");
         for app in ["web", "api", "worker"] {
-            for phase in ["Running", "Pending"] {
+            for running in [true, false] {
                 let name = pod_name(app, &hash, &mut rng);
                 let labels = [("app", app), ("pod-template-hash", hash.as_str())];
-                let mut p = super::pod("demo-10", &name, "node-12", &labels, phase, &mut rng);
+                let mut p = new_pod(&name, "node-12", &labels, running, &mut rng);
                 let mut rt = pod_runtime(&p);
                 rt.restart_count = 12;
                 set_pod_runtime(&mut p, &rt);
                 let size = encode(&p).len();
                 assert!(
-                    (1024..=2304).contains(&size),
-                    "{app} {phase} pod is {size} bytes"
+                    (1024..=2560).contains(&size),
+                    "{app} running={running} pod is {size} bytes"
                 );
             }
         }
     }
 
     #[test]
+    fn template_spec_is_the_pods_spec_without_admission_fields() {
+        let mut rng = Rng::new(3);
+        let pod = new_pod("api-h-s", "node-1", &[("app", "api")], true, &mut rng);
+        let template = template_spec("api");
+        for (k, v) in template.as_object().expect("object") {
+            assert_eq!(&pod["spec"][k], v, "spec.{k}");
+        }
+        assert!(template.get("nodeName").is_none());
+        assert_eq!(app_port("api"), ("grpc", 9090));
+        assert_eq!(app_port("worker"), ("metrics", 9100));
+    }
+
+    #[test]
     fn pending_pod_has_no_ip_and_waits() {
         let mut rng = Rng::new(5);
-        let pod = pod(
-            "ns",
+        let pod = new_pod(
             "api-abc-xyz12",
             "node-1",
             &[("app", "api")],
-            "Pending",
+            false,
             &mut rng,
         );
         assert_eq!(pod["status"]["phase"], "Pending");
@@ -351,14 +413,7 @@ mod tests {
     #[test]
     fn runtime_round_trip_and_mutation() {
         let mut rng = Rng::new(2);
-        let mut pod = pod(
-            "ns",
-            "web-h-s",
-            "node-1",
-            &[("app", "web")],
-            "Running",
-            &mut rng,
-        );
+        let mut pod = new_pod("web-h-s", "node-1", &[("app", "web")], true, &mut rng);
         let mut rt = pod_runtime(&pod);
         assert_eq!(rt.phase, "Running");
         assert!(rt.ready);
@@ -377,5 +432,14 @@ mod tests {
             before["containerStatuses"][0]["containerID"]
         );
         assert_eq!(pod_runtime(&pod), rt);
+    }
+
+    #[test]
+    fn pods_encode_as_protobuf() {
+        let mut rng = Rng::new(4);
+        for running in [true, false] {
+            let pod = new_pod("web-h-s", "node-1", &[("app", "web")], running, &mut rng);
+            watchd::codec::pbjson::encode_stored(&pod).expect("valid v1 Pod");
+        }
     }
 }
