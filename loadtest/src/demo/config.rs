@@ -79,15 +79,12 @@ impl Storage {
         self.encode_builtin(obj)
     }
 
-    /// Serialises a CustomResourceDefinition (`apiextensions.k8s.io/v1` JSON).
-    ///
-    /// kube-apiserver 1.34 stores CRDs as protobuf `apiextensions.k8s.io/v1beta1`.
-    /// Until watchd's protobuf schema has that group, this writes them as JSON v1
-    /// in both formats (watchd reads either). Storing them as kube-apiserver does
-    /// is a change to this function only: convert to v1beta1, then
-    /// `self.encode_builtin`.
+    /// Serialises a CustomResourceDefinition (given as `apiextensions.k8s.io/v1`) as
+    /// kube-apiserver 1.34 stores it whatever `--storage-media-type` says: JSON (the
+    /// apiextensions storage codec), `apiextensions.k8s.io/v1beta1`, see
+    /// [`crd_storage_form`].
     pub fn encode_crd(self, crd: &Value) -> Vec<u8> {
-        crate::objects::encode(crd)
+        crate::objects::encode(&crd_storage_form(crd))
     }
 
     /// Serialises a built-in kind in this format.
@@ -101,7 +98,8 @@ impl Storage {
         }
     }
 
-    /// Reads a stored value in either format back as a JSON object.
+    /// Reads a stored value in either format back as a JSON object (a stored CRD as the
+    /// v1 object it was written from).
     pub fn decode(value: &[u8]) -> Option<Value> {
         let parsed = if value.starts_with(watchd::codec::envelope::MAGIC) {
             let rendered = watchd::codec::pbjson::render_stored(value, None).ok()?;
@@ -109,8 +107,102 @@ impl Storage {
         } else {
             serde_json::from_slice::<Value>(value).ok()
         };
-        parsed.filter(Value::is_object)
+        parsed
+            .filter(Value::is_object)
+            .map(|v| match v["apiVersion"].as_str() {
+                Some("apiextensions.k8s.io/v1beta1") => crd_from_storage_form(&v),
+                _ => v,
+            })
     }
+}
+
+/// What kube-apiserver writes for a v1 CRD whose versions share their schema,
+/// subresources, printer columns and selectable fields (every demo CRD has one
+/// version): v1beta1, those hoisted to `spec`, the deprecated `spec.version` set, a
+/// printer column's `jsonPath` named `JSONPath`.
+pub fn crd_storage_form(crd: &Value) -> Value {
+    let mut out = crd.clone();
+    out["apiVersion"] = "apiextensions.k8s.io/v1beta1".into();
+    let spec = &mut out["spec"];
+    let mut versions = spec["versions"].as_array().cloned().unwrap_or_default();
+    if let Some(first) = versions.first() {
+        spec["version"] = first["name"].clone();
+    }
+    let hoisted = [
+        ("schema", "validation"),
+        ("subresources", "subresources"),
+        ("additionalPrinterColumns", "additionalPrinterColumns"),
+        ("selectableFields", "selectableFields"),
+    ];
+    for (per_version, top) in hoisted {
+        let all: Vec<Option<Value>> = versions
+            .iter()
+            .map(|v| v.get(per_version).cloned())
+            .collect();
+        let Some(Some(first)) = all.first().cloned() else {
+            continue;
+        };
+        if all.iter().all(|v| v.as_ref() == Some(&first)) {
+            for v in &mut versions {
+                if let Some(map) = v.as_object_mut() {
+                    map.remove(per_version);
+                }
+            }
+            spec[top] = first;
+        }
+    }
+    if let Some(cols) = spec["additionalPrinterColumns"].as_array_mut() {
+        for c in cols {
+            if let Some(map) = c.as_object_mut() {
+                if let Some(path) = map.remove("jsonPath") {
+                    map.insert("JSONPath".into(), path);
+                }
+            }
+        }
+    }
+    spec["versions"] = Value::Array(versions);
+    out
+}
+
+/// The v1 CRD [`crd_storage_form`] was made from (for re-reading what the demo wrote).
+pub fn crd_from_storage_form(stored: &Value) -> Value {
+    let mut out = stored.clone();
+    out["apiVersion"] = "apiextensions.k8s.io/v1".into();
+    let spec = &mut out["spec"];
+    let top: Vec<(&str, Option<Value>)> = [
+        ("schema", "validation"),
+        ("subresources", "subresources"),
+        ("additionalPrinterColumns", "additionalPrinterColumns"),
+        ("selectableFields", "selectableFields"),
+    ]
+    .into_iter()
+    .map(|(per_version, top)| {
+        let value = spec.as_object_mut().and_then(|m| m.remove(top));
+        (per_version, value)
+    })
+    .collect();
+    if let Some(map) = spec.as_object_mut() {
+        map.remove("version");
+    }
+    if let Some(versions) = spec["versions"].as_array_mut() {
+        for v in versions {
+            for (per_version, value) in &top {
+                if let Some(mut value) = value.clone() {
+                    if *per_version == "additionalPrinterColumns" {
+                        for c in value.as_array_mut().into_iter().flatten() {
+                            if let Some(map) = c.as_object_mut() {
+                                if let Some(p) = map.remove("JSONPath") {
+                                    map.insert("jsonPath".into(), p);
+                                }
+                            }
+                        }
+                    }
+                    v[*per_version] = value;
+                }
+            }
+        }
+    }
+    out
 }
 
 impl FromStr for Storage {
@@ -379,6 +471,13 @@ mod tests {
                 let bytes = storage.encode(obj);
                 assert_eq!(bytes.first(), Some(&b'{'), "{} as {storage:?}", obj["kind"]);
                 assert_eq!(Storage::decode(&bytes).as_ref(), Some(obj));
+                if obj["kind"] == "CustomResourceDefinition" {
+                    let stored: Value = serde_json::from_slice(&bytes).unwrap();
+                    assert_eq!(stored["apiVersion"], "apiextensions.k8s.io/v1beta1");
+                    assert_eq!(stored["spec"]["version"], "v1");
+                    assert!(stored["spec"]["validation"]["openAPIV3Schema"].is_object());
+                    assert!(stored["spec"]["versions"][0].get("schema").is_none());
+                }
             }
         }
     }
