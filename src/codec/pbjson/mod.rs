@@ -383,7 +383,8 @@ pub fn render_metadata_only(
 
 /// The values at the dot-separated JSON `paths` of the object `raw`, as field selectors
 /// read them from its JSON rendering (string text, `true`/`false`, digits), without
-/// rendering the object; None where the rendering omits the field or has no scalar.
+/// rendering the object; None where the rendering omits the field or has no scalar, and
+/// for an empty path (nothing to read).
 pub fn field_values<'p>(
     api_version: &str,
     kind: &str,
@@ -393,7 +394,10 @@ pub fn field_values<'p>(
     let msg = root_of(api_version, kind)?;
     paths
         .into_iter()
-        .map(|p| fields::value_at(msg, raw, p).map_err(|e| *e))
+        .map(|p| match p {
+            "" => Ok(None),
+            p => fields::value_at(msg, raw, p).map_err(|e| *e),
+        })
         .collect()
 }
 

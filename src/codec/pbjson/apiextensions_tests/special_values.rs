@@ -302,12 +302,14 @@ fn field_values_agree_with_the_rendering_and_stop_at_special_types() {
         "spec.validation.openAPIV3Schema.title",
         "spec.validation.openAPIV3Schema.properties",
         "status.acceptedNames.kind",
+        "", // an empty path reads nothing, on either side
     ];
     let raw = v1beta1_crd().0;
     let r = render(V1BETA1, CRD, &raw, None).unwrap();
     let want = extract::extract(&r.json, &paths).unwrap().fields;
     let got = field_values(V1BETA1, CRD, &raw, paths).unwrap();
     assert_eq!(got, want);
+    assert_eq!(got[9], None);
     let got: Vec<String> = got.into_iter().map(Option::unwrap_or_default).collect();
     assert_eq!(got[5], "object");
     assert_eq!(got[4], "false");
