@@ -56,3 +56,14 @@ pub const WATCH_BATCH_MAX: usize = 256;
 
 /// Items per body frame when streaming a list from a snapshot.
 pub const LIST_FRAME_ITEMS: usize = 256;
+
+/// Longest a TLS handshake may take before the connection is dropped (a peer that opens
+/// a connection and says nothing must not hold it forever).
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often the serving certificate's files are checked for a change.
+pub const TLS_RELOAD_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Concurrent HTTP/2 streams per connection: kube-apiserver's default
+/// (`--http2-max-streams-per-connection`), enough for an informer factory's watches.
+pub const HTTP2_MAX_STREAMS: u32 = 1000;

@@ -6,6 +6,7 @@
 //! concerns, and [`api`] serves the Kubernetes read API from pre-encoded bytes.
 
 pub mod api;
+pub mod auth;
 pub mod codec;
 pub mod config;
 pub mod dispatch;
@@ -15,5 +16,6 @@ pub mod revision;
 pub mod selectors;
 pub mod source;
 pub mod store;
+pub mod tls;
 
 pub use revision::Revision;

@@ -81,6 +81,8 @@ struct ServeArgs {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    #[command(flatten)]
+    secure: watchd::auth::setup::SecureArgs,
 }
 
 /// Parses Go-style durations: `300s`, `5m`, `1h30m`, `250ms`.
@@ -170,6 +172,14 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         },
         encryption,
     );
+    let (stop_tx, stop_rx) = watch::channel(false);
+    // Before binding: a refused configuration never opens a port.
+    let (security, tls) = watchd::auth::setup::configure(
+        &args.secure,
+        &cache,
+        &[args.http_address, args.grpc_address],
+        stop_rx.clone(),
+    )?;
     let listener = TcpListener::bind(args.http_address)
         .await
         .map_err(|e| format!("listening on {}: {e}", args.http_address))?;
@@ -179,7 +189,6 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         .map_err(|e| format!("listening on {}: {e}", args.grpc_address))?;
     let grpc_address = grpc_listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(http = %address, grpc = %grpc_address, etcd = ?args.etcd_servers, prefix = %args.etcd_prefix, "watchd starting");
-    let (stop_tx, stop_rx) = watch::channel(false);
     let read = Arc::new(ReadContext {
         cache: cache.clone(),
         etcd: EtcdReader::new(etcd.clone()),
@@ -189,10 +198,17 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         read: read.clone(),
         metrics: Some(prometheus),
         address: address.to_string(),
+        security: security.clone(),
     });
     let ingest = tokio::spawn(source::run(etcd, cache, stop_rx.clone()));
-    let grpc = tokio::spawn(grpc::serve(grpc_listener, read, stop_rx.clone()));
-    let server = tokio::spawn(http::serve(listener, state, stop_rx));
+    let grpc = tokio::spawn(grpc::serve(
+        grpc_listener,
+        read,
+        tls.as_ref().map(|t| t.grpc.clone()),
+        security,
+        stop_rx.clone(),
+    ));
+    let server = tokio::spawn(http::serve(listener, state, tls.map(|t| t.http), stop_rx));
     shutdown_signal().await;
     tracing::info!("stopping");
     let _ = stop_tx.send(true);

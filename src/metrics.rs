@@ -18,6 +18,30 @@ pub fn install() -> Result<PrometheusHandle, String> {
 }
 
 fn describe() {
+    describe_counter!(
+        "watchd_authentications_total",
+        "Requests authenticated, by method (x509, token-file, serviceaccount, requestheader, anonymous) and result."
+    );
+    describe_counter!(
+        "watchd_authorization_denials_total",
+        "Requests refused with 403 by the authorizers."
+    );
+    describe_counter!(
+        "watchd_rbac_policy_builds_total",
+        "Times the RBAC index was rebuilt because a Role, ClusterRole or binding changed."
+    );
+    describe_gauge!(
+        "watchd_rbac_unreadable_objects",
+        "RBAC objects in the cache the authorizer could not read (they grant nothing)."
+    );
+    describe_counter!(
+        "watchd_tls_handshake_failures_total",
+        "TLS handshakes that failed or timed out."
+    );
+    describe_counter!(
+        "watchd_tls_certificate_reloads_total",
+        "Serving certificate reloads after its files changed, by result (a failure keeps the old one)."
+    );
     describe_gauge!(
         "watchd_applied_revision",
         "Newest etcd revision fully applied to the cache."

@@ -54,6 +54,19 @@ impl FieldViolation {
 pub enum ApiError {
     /// 400.
     BadRequest(String),
+    /// 401 `Unauthorized`: no authenticator accepted the request's credentials.
+    Unauthorized,
+    /// 403 `Forbidden`, as kube-apiserver's authorization filter words it.
+    Forbidden {
+        /// API group of the resource ("" for core or a non-resource path).
+        group: String,
+        /// Plural resource name; empty for a non-resource path.
+        resource: String,
+        /// Object name, if the request named one.
+        name: String,
+        /// The whole message, e.g. `pods is forbidden: User "alice" cannot list ...`.
+        message: String,
+    },
     /// 404 for an object: `<resource> "<name>" not found`.
     NotFound {
         /// API group of the resource.
@@ -126,6 +139,8 @@ impl ApiError {
     pub fn code(&self) -> u16 {
         match self {
             ApiError::BadRequest(_) => 400,
+            ApiError::Unauthorized => 401,
+            ApiError::Forbidden { .. } => 403,
             ApiError::NotFound { .. } | ApiError::PathNotFound(_) => 404,
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::NotAcceptable(_) => 406,
@@ -142,6 +157,8 @@ impl ApiError {
     pub fn reason(&self) -> &'static str {
         match self {
             ApiError::BadRequest(_) => "BadRequest",
+            ApiError::Unauthorized => "Unauthorized",
+            ApiError::Forbidden { .. } => "Forbidden",
             ApiError::NotFound { .. } | ApiError::PathNotFound(_) => "NotFound",
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
             ApiError::NotAcceptable(_) => "NotAcceptable",
@@ -197,9 +214,10 @@ impl ApiError {
             | ApiError::Expired(m)
             | ApiError::Unavailable(m) => m.clone(),
             ApiError::Internal(m) => format!("Internal error occurred: {m}"),
-            ApiError::Timeout { message, .. } | ApiError::TooManyRequests { message, .. } => {
-                message.clone()
-            }
+            ApiError::Unauthorized => "Unauthorized".into(),
+            ApiError::Timeout { message, .. }
+            | ApiError::TooManyRequests { message, .. }
+            | ApiError::Forbidden { message, .. } => message.clone(),
         }
     }
 
@@ -250,6 +268,25 @@ impl ApiError {
                 Some(json!({"retryAfterSeconds": retry_after}))
             }
             ApiError::Internal(m) => Some(json!({"causes": [{"message": m}]})),
+            // kube-apiserver's NewForbidden: details always, each field when set.
+            ApiError::Forbidden {
+                group,
+                resource,
+                name,
+                ..
+            } => {
+                let mut d = json!({});
+                if !resource.is_empty() {
+                    d["kind"] = json!(resource);
+                }
+                if !name.is_empty() {
+                    d["name"] = json!(name);
+                }
+                if !group.is_empty() {
+                    d["group"] = json!(group);
+                }
+                Some(d)
+            }
             _ => None,
         };
         if let Some(d) = details {

@@ -38,14 +38,26 @@ pub struct Watchd {
     grpc_port: u16,
     /// Holds `watchd.log`; removed on drop.
     dir: TempDir,
+    /// Decides readiness instead of a plain `GET /readyz` (for TLS and authentication).
+    probe: Option<Probe>,
 }
+
+/// A readiness check given the HTTP address: true once ready.
+pub type Probe = std::sync::Arc<dyn Fn(SocketAddr) -> bool + Send + Sync>;
 
 impl Watchd {
     /// Starts `watchd serve` against `etcd_url` with `extra_args` and waits until `/readyz` is 200.
     ///
     /// Panics with the log's tail if it exits or is not ready within [`READY_TIMEOUT`].
     pub fn start(etcd_url: &str, extra_args: &[&str]) -> Watchd {
+        Watchd::start_with_probe(etcd_url, extra_args, None)
+    }
+
+    /// [`Watchd::start`] with `probe` deciding readiness (e.g. a TLS client with
+    /// credentials) instead of a plain-HTTP `GET /readyz`.
+    pub fn start_with_probe(etcd_url: &str, extra_args: &[&str], probe: Option<Probe>) -> Watchd {
         let mut watchd = Watchd::spawn(etcd_url, extra_args);
+        watchd.probe = probe;
         for attempt in 1..=START_ATTEMPTS {
             match watchd.wait_ready(READY_TIMEOUT) {
                 Ok(()) => return watchd,
@@ -74,6 +86,7 @@ impl Watchd {
             http_port: free_port(),
             grpc_port: free_port(),
             dir,
+            probe: None,
         };
         watchd.launch();
         watchd
@@ -90,7 +103,11 @@ impl Watchd {
                     self.diagnostics()
                 ));
             }
-            if blocking_get_status(addr, "/readyz", Duration::from_secs(2)) == Some(200) {
+            let ready = match &self.probe {
+                Some(probe) => probe(addr),
+                None => blocking_get_status(addr, "/readyz", Duration::from_secs(2)) == Some(200),
+            };
+            if ready {
                 return Ok(());
             }
             if Instant::now() >= deadline {

@@ -15,8 +15,10 @@ use crate::api::query::{GetQuery, ListQuery, Params, WatchQuery};
 use crate::api::read::{self, ReadContext};
 use crate::api::status::ApiError;
 use crate::api::watch::{WatchEncoder, WatchSession, WatchStart};
+use crate::auth::{Attributes, Security};
 use crate::registry::ResourceInfo;
 use crate::store::{EventType, ObjectRef, ResourceStore, WatchEvent};
+use crate::tls::{ClientCertVerifiers, TlsServing};
 use crate::Revision;
 
 /// The generated protobuf messages and service.
@@ -30,21 +32,76 @@ use pb::watchd_server::{Watchd, WatchdServer};
 /// The gRPC service.
 pub struct GrpcApi {
     read: Arc<ReadContext>,
+    security: Option<Arc<Security>>,
+    verifiers: ClientCertVerifiers,
 }
 
-/// Serves the gRPC API on `listener` until `shutdown` turns true.
+/// Serves the gRPC API on `listener` until `shutdown` turns true: over TLS when `tls` is
+/// given; authenticating and authorizing every call as the HTTP API does when `security`
+/// is given (credentials: a client certificate, or `authorization: Bearer` metadata).
 pub async fn serve(
     listener: TcpListener,
     read: Arc<ReadContext>,
+    tls: Option<TlsServing>,
+    security: Option<Arc<Security>>,
     mut shutdown: signal::Receiver<bool>,
 ) {
-    let service = WatchdServer::new(GrpcApi { read });
-    let result = tonic::transport::Server::builder()
-        .add_service(service)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
-            let _ = shutdown.changed().await;
-        })
-        .await;
+    let verifiers = tls
+        .as_ref()
+        .map(|t| t.verifiers.clone())
+        .unwrap_or_default();
+    let service = WatchdServer::new(GrpcApi {
+        read,
+        security,
+        verifiers,
+    });
+    let server = tonic::transport::Server::builder().add_service(service);
+    let stop = async move {
+        let _ = shutdown.changed().await;
+    };
+    let result = match tls {
+        None => {
+            server
+                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop)
+                .await
+        }
+        Some(tls) => {
+            let incoming = futures_util::stream::unfold(
+                (listener, tls.acceptor),
+                |(listener, acceptor)| async move {
+                    loop {
+                        let (tcp, peer) = match listener.accept().await {
+                            Ok(x) => x,
+                            Err(e) => {
+                                tracing::warn!(error = %e, "gRPC accept failed");
+                                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                                continue;
+                            }
+                        };
+                        let _ = tcp.set_nodelay(true);
+                        let handshake = tokio::time::timeout(
+                            crate::config::TLS_HANDSHAKE_TIMEOUT,
+                            acceptor.accept(tcp),
+                        );
+                        match handshake.await {
+                            Ok(Ok(stream)) => {
+                                return Some((
+                                    Ok::<_, std::io::Error>(stream),
+                                    (listener, acceptor),
+                                ))
+                            }
+                            _ => {
+                                metrics::counter!("watchd_tls_handshake_failures_total")
+                                    .increment(1);
+                                tracing::debug!(%peer, "gRPC TLS handshake failed");
+                            }
+                        }
+                    }
+                },
+            );
+            server.serve_with_incoming_shutdown(incoming, stop).await
+        }
+    };
     if let Err(e) = result {
         tracing::error!(error = %e, "gRPC server stopped");
     }
@@ -56,6 +113,8 @@ fn to_status(e: &ApiError) -> Status {
     use tonic::Code;
     let code = match e.code() {
         400 | 406 | 422 => Code::InvalidArgument,
+        401 => Code::Unauthenticated,
+        403 => Code::PermissionDenied,
         404 => Code::NotFound,
         405 => Code::Unimplemented,
         410 => Code::OutOfRange,
@@ -78,6 +137,55 @@ fn params(pairs: &[(&str, &str)]) -> Params {
 }
 
 impl GrpcApi {
+    /// Authenticates the caller and authorizes `verb` on the collection (and `name`).
+    fn check<T>(
+        &self,
+        req: &Request<T>,
+        verb: &str,
+        c: Option<&pb::Collection>,
+        name: &str,
+        field_selector: &str,
+    ) -> Result<(), Status> {
+        let Some(sec) = &self.security else {
+            return Ok(());
+        };
+        let certificate = req
+            .peer_certs()
+            .and_then(|chain| self.verifiers.classify(&chain));
+        let mut headers = req.metadata().clone().into_headers();
+        let user = match sec.authenticator.authenticate(
+            certificate.as_ref(),
+            &mut headers,
+            std::time::SystemTime::now(),
+        ) {
+            Ok((user, _)) => user,
+            Err(refused) => {
+                tracing::info!(reason = %refused.0, "gRPC call unauthorized");
+                return Err(to_status(&ApiError::Unauthorized));
+            }
+        };
+        let Some(c) = c else { return Ok(()) };
+        let attrs = Attributes::resource(
+            user,
+            verb,
+            &c.group,
+            &c.version,
+            &c.resource,
+            None,
+            (!c.namespace.is_empty()).then_some(c.namespace.as_str()),
+            (!name.is_empty()).then_some(name),
+            (!field_selector.is_empty()).then_some(field_selector),
+        );
+        sec.authorizer.authorize(&attrs).map_err(|denied| {
+            to_status(&ApiError::Forbidden {
+                group: attrs.api_group.clone(),
+                resource: attrs.resource.clone(),
+                name: attrs.name.clone(),
+                message: crate::auth::rbac::forbidden_message(&attrs, &denied.0),
+            })
+        })
+    }
+
     fn collection(
         &self,
         c: Option<&pb::Collection>,
@@ -110,6 +218,8 @@ type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchResponse, Status>> 
 #[tonic::async_trait]
 impl Watchd for GrpcApi {
     async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<pb::GetResponse>, Status> {
+        let g = req.get_ref();
+        self.check(&req, "get", g.collection.as_ref(), &g.name, "")?;
         let r = req.into_inner();
         let result = async {
             let (store, ns) = self.collection(r.collection.as_ref())?;
@@ -128,6 +238,8 @@ impl Watchd for GrpcApi {
         &self,
         req: Request<pb::ListRequest>,
     ) -> Result<Response<pb::ListResponse>, Status> {
+        let l = req.get_ref();
+        self.check(&req, "list", l.collection.as_ref(), "", &l.field_selector)?;
         let r = req.into_inner();
         let limit = if r.limit > 0 {
             r.limit.to_string()
@@ -163,6 +275,8 @@ impl Watchd for GrpcApi {
     type WatchStream = WatchStream;
 
     async fn watch(&self, req: Request<pb::WatchRequest>) -> Result<Response<WatchStream>, Status> {
+        let w = req.get_ref();
+        self.check(&req, "watch", w.collection.as_ref(), "", &w.field_selector)?;
         let r = req.into_inner();
         let timeout = if r.timeout_seconds > 0 {
             r.timeout_seconds.to_string()

@@ -1,4 +1,5 @@
-//! The Kubernetes read API over HTTP/1.1: routing, content negotiation, and the response
+//! The Kubernetes read API over HTTP/1.1 and HTTP/2, plain or TLS: authentication and
+//! authorization, routing, content negotiation, and the response
 //! for every outcome (Status objects for errors).
 
 pub mod body;
@@ -34,6 +35,7 @@ use crate::api::query::{GetQuery, ListQuery, Params, WatchQuery};
 use crate::api::read::{self, ReadContext};
 use crate::api::status::ApiError;
 use crate::api::watch::{WatchSession, WatchStart};
+use crate::auth::{Attributes, Security, UserInfo};
 use crate::store::ResourceStore;
 
 /// What every request handler reads.
@@ -44,12 +46,26 @@ pub struct ApiState {
     pub metrics: Option<PrometheusHandle>,
     /// The address served, for `/api`'s serverAddressByClientCIDRs.
     pub address: String,
+    /// Authentication and authorization; None serves everyone (loopback without TLS).
+    pub security: Option<Arc<Security>>,
 }
 
-/// Accepts connections until `shutdown` turns true.
+/// The connection a request came on: the peer's address and, over TLS, its client
+/// certificate.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    /// The peer's address.
+    pub peer: SocketAddr,
+    /// The client certificate, classified by the roots it chains to.
+    pub certificate: Option<crate::tls::PeerCertificate>,
+}
+
+/// Accepts connections until `shutdown` turns true: TLS when `tls` is given (HTTP/2 or
+/// HTTP/1.1 as ALPN chose), else plain HTTP/1.1 or HTTP/2 with prior knowledge (h2c).
 pub async fn serve(
     listener: TcpListener,
     state: Arc<ApiState>,
+    tls: Option<crate::tls::TlsServing>,
     mut shutdown: signal::Receiver<bool>,
 ) {
     loop {
@@ -66,25 +82,78 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let state = state.clone();
-        let mut conn_shutdown = shutdown.clone();
+        let tls = tls.clone();
+        let conn_shutdown = shutdown.clone();
         tokio::spawn(async move {
-            let svc = service_fn(move |req| {
-                let state = state.clone();
-                async move { Ok::<_, Infallible>(handle(&state, req, peer).await) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .max_buf_size(crate::config::MAX_REQUEST_HEAD)
-                .serve_connection(TokioIo::new(stream), svc);
-            tokio::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => {
-                    if let Err(e) = r {
-                        tracing::debug!(error = %e, %peer, "connection ended with an error");
-                    }
+            let Some(tls) = tls else {
+                let conn = Connection {
+                    peer,
+                    certificate: None,
+                };
+                serve_connection(TokioIo::new(stream), state, conn, conn_shutdown).await;
+                return;
+            };
+            let handshake = tokio::time::timeout(
+                crate::config::TLS_HANDSHAKE_TIMEOUT,
+                tls.acceptor.accept(stream),
+            );
+            let stream = match handshake.await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    metrics::counter!("watchd_tls_handshake_failures_total").increment(1);
+                    tracing::debug!(error = %e, %peer, "TLS handshake failed");
+                    return;
                 }
-                _ = conn_shutdown.changed() => {}
-            }
+                Err(_) => {
+                    metrics::counter!("watchd_tls_handshake_failures_total").increment(1);
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            let certificate = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|chain| tls.verifiers.classify(chain));
+            let conn = Connection { peer, certificate };
+            serve_connection(TokioIo::new(stream), state, conn, conn_shutdown).await;
         });
+    }
+}
+
+async fn serve_connection<I>(
+    io: TokioIo<I>,
+    state: Arc<ApiState>,
+    conn: Connection,
+    mut shutdown: signal::Receiver<bool>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let peer = conn.peer;
+    let conn = Arc::new(conn);
+    let svc = service_fn(move |req| {
+        let state = state.clone();
+        let conn = conn.clone();
+        async move { Ok::<_, Infallible>(handle(&state, req, &conn).await) }
+    });
+    let mut builder =
+        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+    builder
+        .http1()
+        .max_buf_size(crate::config::MAX_REQUEST_HEAD);
+    builder
+        .http2()
+        .max_concurrent_streams(crate::config::HTTP2_MAX_STREAMS)
+        .max_header_list_size(crate::config::MAX_REQUEST_HEAD as u32);
+    let served = builder.serve_connection(io, svc);
+    tokio::pin!(served);
+    tokio::select! {
+        r = served.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, %peer, "connection ended with an error");
+            }
+        }
+        _ = shutdown.changed() => {}
     }
 }
 
@@ -137,21 +206,75 @@ fn text_response(code: u16, body: String) -> Response<Body> {
     r
 }
 
-async fn handle(state: &ApiState, req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+async fn handle(state: &ApiState, mut req: Request<Incoming>, conn: &Connection) -> Response<Body> {
     let started = Instant::now();
-    let (verb, resource, response) = route_request(state, &req).await;
+    let peer = conn.peer;
+    let user = match &state.security {
+        None => None,
+        Some(sec) => match sec.authenticator.authenticate(
+            conn.certificate.as_ref(),
+            req.headers_mut(),
+            std::time::SystemTime::now(),
+        ) {
+            Ok((user, method)) => {
+                metrics::counter!("watchd_authentications_total", "method" => method.label(), "result" => "success").increment(1);
+                Some(user)
+            }
+            Err(refused) => {
+                metrics::counter!("watchd_authentications_total", "method" => "none", "result" => "failure").increment(1);
+                tracing::info!(%peer, uri = %req.uri(), reason = %refused.0, "unauthorized");
+                let response = error_response(&ApiError::Unauthorized);
+                record(&req, "unknown", String::new(), &response, started, peer);
+                return response;
+            }
+        },
+    };
+    let (verb, resource, response) = route_request(state, &req, user).await;
+    record(&req, verb, resource, &response, started, peer);
+    response
+}
+
+fn record(
+    req: &Request<Incoming>,
+    verb: &'static str,
+    resource: String,
+    response: &Response<Body>,
+    started: Instant,
+    peer: SocketAddr,
+) {
     let code = response.status().as_u16();
     metrics::counter!("watchd_requests_total", "verb" => verb, "resource" => resource.clone(), "code" => code.to_string())
         .increment(1);
     metrics::histogram!("watchd_request_duration_seconds", "verb" => verb, "resource" => resource)
         .record(started.elapsed().as_secs_f64());
     tracing::debug!(%peer, method = %req.method(), uri = %req.uri(), code, verb, "request");
-    response
+}
+
+/// Checks `attrs` with the authorizer: the 403 Status kube-apiserver would answer, if
+/// refused.
+fn authorize(state: &ApiState, attrs: &Attributes) -> Result<(), ApiError> {
+    let Some(sec) = &state.security else {
+        return Ok(());
+    };
+    match sec.authorizer.authorize(attrs) {
+        Ok(()) => Ok(()),
+        Err(denied) => {
+            metrics::counter!("watchd_authorization_denials_total").increment(1);
+            tracing::info!(user = %attrs.user.name, verb = %attrs.verb, resource = %attrs.resource, namespace = %attrs.namespace, name = %attrs.name, path = %attrs.path, "forbidden");
+            Err(ApiError::Forbidden {
+                group: attrs.api_group.clone(),
+                resource: attrs.resource.clone(),
+                name: attrs.name.clone(),
+                message: crate::auth::rbac::forbidden_message(attrs, &denied.0),
+            })
+        }
+    }
 }
 
 async fn route_request(
     state: &ApiState,
     req: &Request<Incoming>,
+    user: Option<UserInfo>,
 ) -> (&'static str, String, Response<Body>) {
     let none = String::new();
     if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -174,8 +297,14 @@ async fn route_request(
         .headers()
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok());
+    if let (Some(user), false) = (&user, matches!(route, Route::Resource(_))) {
+        let attrs = Attributes::non_resource(user.clone(), req.method(), req.uri().path());
+        if let Err(e) = authorize(state, &attrs) {
+            return ("discovery", none, error_response(&e));
+        }
+    }
     let result = match route {
-        Route::Resource(path) => return serve_resource(state, req, path, &params).await,
+        Route::Resource(path) => return serve_resource(state, req, path, &params, user).await,
         Route::ApiVersions => match negotiate::negotiate_discovery(accept) {
             Ok(DiscoveryOutput::Legacy) => {
                 Ok(value_response(&discovery::api_versions(&state.address)))
@@ -233,7 +362,32 @@ async fn serve_resource(
     req: &Request<Incoming>,
     path: ResourcePath,
     params: &Params,
+    user: Option<UserInfo>,
 ) -> (&'static str, String, Response<Body>) {
+    // A path naming an object is a get, whatever `watch` says (kube-apiserver routes it
+    // so); only the legacy `/watch/` path watches one object.
+    let is_watch = path.legacy_watch || (path.name.is_none() && params.is_watch().unwrap_or(false));
+    let verb = match (is_watch, path.name.is_some()) {
+        (true, _) => "watch",
+        (false, true) => "get",
+        (false, false) => "list",
+    };
+    if let Some(user) = user {
+        let attrs = Attributes::resource(
+            user,
+            verb,
+            &path.group,
+            &path.version,
+            &path.resource,
+            path.subresource.as_deref(),
+            path.namespace.as_deref(),
+            path.name.as_deref(),
+            params.get("fieldSelector"),
+        );
+        if let Err(e) = authorize(state, &attrs) {
+            return (verb, String::new(), error_response(&e));
+        }
+    }
     let index = state.read.cache.resources();
     let Some(store) = index
         .by_api(&path.group, &path.version, &path.resource)
@@ -251,14 +405,6 @@ async fn serve_resource(
         return ("unknown", String::new(), error_response(&e));
     };
     let resource = store.info.qualified_name();
-    // A path naming an object is a get, whatever `watch` says (kube-apiserver routes it
-    // so); only the legacy `/watch/` path watches one object.
-    let is_watch = path.legacy_watch || (path.name.is_none() && params.is_watch().unwrap_or(false));
-    let verb = match (is_watch, path.name.is_some()) {
-        (true, _) => "watch",
-        (false, true) => "get",
-        (false, false) => "list",
-    };
     let accept = req
         .headers()
         .get(header::ACCEPT)

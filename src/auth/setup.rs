@@ -1,0 +1,225 @@
+//! From the command line to the serving TLS, the authenticators and the authorizers, and
+//! the safe-default rule: a non-loopback address needs TLS and an authenticator.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::authn::Authenticator;
+use super::authz::{Authorizer, Mode};
+use super::cached::{CacheLookup, RbacCache};
+use super::request_header::RequestHeaderConfig;
+use super::service_account::ServiceAccountAuthenticator;
+use super::token_file::TokenFile;
+use super::Security;
+use crate::store::Cache;
+use crate::tls::{self, ClientCertVerifiers, ReloadingCert, TlsFiles, TlsServing};
+
+/// Secure serving, authentication and authorization; flags as kube-apiserver names them.
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct SecureArgs {
+    /// Serving certificate (PEM, with its chain). With it both addresses speak TLS only
+    /// (HTTP/2 and HTTP/1.1 by ALPN); the files are re-read when they change.
+    #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The serving certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// CA bundle: a client certificate signed by it authenticates its common name as the
+    /// user and its organizations as the groups.
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    pub client_ca_file: Option<PathBuf>,
+    /// CA bundle of the front proxy (aggregation layer): only a client certificate
+    /// signed by it may assert the user in the request headers below.
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    pub requestheader_client_ca_file: Option<PathBuf>,
+    /// Common names the front proxy's certificate may have (empty: any).
+    #[arg(long, value_delimiter = ',')]
+    pub requestheader_allowed_names: Vec<String>,
+    /// Headers naming the user, first present wins.
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-User")]
+    pub requestheader_username_headers: Vec<String>,
+    /// Headers naming the groups.
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Group")]
+    pub requestheader_group_headers: Vec<String>,
+    /// Prefixes of headers carrying extra user attributes.
+    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Extra-")]
+    pub requestheader_extra_headers_prefix: Vec<String>,
+    /// Static bearer tokens, kube-apiserver's CSV format: token,user,uid,"group1,group2".
+    #[arg(long, value_name = "FILE")]
+    pub token_auth_file: Option<PathBuf>,
+    /// Public keys (PEM) verifying ServiceAccount tokens; repeatable.
+    #[arg(long, value_name = "FILE")]
+    pub service_account_key_file: Vec<PathBuf>,
+    /// Issuers of ServiceAccount tokens accepted; repeatable.
+    #[arg(long)]
+    pub service_account_issuer: Vec<String>,
+    /// Audiences a bound ServiceAccount token must name one of (default: the first
+    /// issuer, as kube-apiserver).
+    #[arg(long, value_delimiter = ',')]
+    pub api_audiences: Vec<String>,
+    /// Serve requests without credentials as system:anonymous (group
+    /// system:unauthenticated) instead of answering 401.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub anonymous_auth: bool,
+    /// Authorizers in order: AlwaysAllow, AlwaysDeny, RBAC (RBAC reads Roles and
+    /// bindings from the cache). Default: RBAC when any authenticator is configured.
+    #[arg(long)]
+    pub authorization_mode: Option<String>,
+    /// Allow a non-loopback address without TLS and an authenticator (a lab only: every
+    /// object, Secrets included, is served to anyone who reaches the port).
+    #[arg(long, default_value_t = false)]
+    pub insecure_allow_any_address: bool,
+}
+
+/// The TLS of both listeners.
+pub struct ServingTls {
+    /// The Kubernetes API (h2 and http/1.1).
+    pub http: TlsServing,
+    /// The gRPC API (h2).
+    pub grpc: TlsServing,
+}
+
+impl SecureArgs {
+    /// Whether any flag of secure serving or authentication is given.
+    fn any_given(&self) -> bool {
+        self.tls_cert_file.is_some()
+            || self.token_auth_file.is_some()
+            || !self.service_account_key_file.is_empty()
+            || self.anonymous_auth
+            || self.authorization_mode.is_some()
+    }
+}
+
+/// Builds what `args` ask for. Without any of these flags the daemon serves plain HTTP to
+/// everyone, which is allowed on loopback addresses only (unless
+/// `--insecure-allow-any-address`). `stop` ends the certificate reloader.
+pub fn configure(
+    args: &SecureArgs,
+    cache: &Arc<Cache>,
+    addresses: &[SocketAddr],
+    stop: watch::Receiver<bool>,
+) -> Result<(Option<Arc<Security>>, Option<ServingTls>), String> {
+    let tls = match (&args.tls_cert_file, &args.tls_private_key_file) {
+        (Some(cert), Some(key)) => {
+            let files = TlsFiles {
+                cert_file: cert.clone(),
+                key_file: key.clone(),
+                client_ca_file: args.client_ca_file.clone(),
+                requestheader_ca_file: args.requestheader_client_ca_file.clone(),
+            };
+            let reloading = ReloadingCert::load(cert, key)?;
+            tokio::spawn(
+                reloading
+                    .clone()
+                    .watch_files(crate::config::TLS_RELOAD_INTERVAL, stop),
+            );
+            let verifiers = ClientCertVerifiers::load(
+                args.client_ca_file.as_deref(),
+                args.requestheader_client_ca_file.as_deref(),
+            )?;
+            Some(ServingTls {
+                http: TlsServing::new(
+                    reloading.clone(),
+                    &files,
+                    verifiers.clone(),
+                    tls::ALPN_HTTP,
+                )?,
+                grpc: TlsServing::new(reloading, &files, verifiers, tls::ALPN_GRPC)?,
+            })
+        }
+        (None, None) => None,
+        _ => return Err("--tls-cert-file and --tls-private-key-file go together".into()),
+    };
+    let authenticator = authenticator(args, cache)?;
+    let public: Vec<&SocketAddr> = addresses.iter().filter(|a| !a.ip().is_loopback()).collect();
+    if !public.is_empty()
+        && !args.insecure_allow_any_address
+        && (tls.is_none() || !authenticator.has_authenticator())
+    {
+        return Err(format!(
+            "refusing to serve every object, Secrets included, on {} without TLS and authentication: \
+             add --tls-cert-file and --tls-private-key-file, and at least one of --client-ca-file, \
+             --token-auth-file, --service-account-key-file or --requestheader-client-ca-file \
+             (or listen on 127.0.0.1; --insecure-allow-any-address for a lab)",
+            public.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if !args.any_given() && !authenticator.has_authenticator() {
+        tracing::warn!("no authentication configured: every request is served (loopback only)");
+        return Ok((None, tls));
+    }
+    let modes = match &args.authorization_mode {
+        Some(list) => Mode::parse_list(list)?,
+        None => vec![Mode::Rbac],
+    };
+    let rbac = modes
+        .contains(&Mode::Rbac)
+        .then(|| Arc::new(RbacCache::new(cache.clone())));
+    let authorizer = Authorizer::new(modes, rbac)?;
+    tracing::info!(
+        tls = tls.is_some(),
+        client_certificates = authenticator.client_certificates,
+        front_proxy = authenticator.request_header.is_some(),
+        token_file = authenticator.token_file.is_some(),
+        service_accounts = authenticator.service_accounts.is_some(),
+        anonymous = authenticator.anonymous,
+        authorization = %authorizer.modes().iter().map(|m| m.name()).collect::<Vec<_>>().join(","),
+        "authentication and authorization"
+    );
+    Ok((
+        Some(Arc::new(Security {
+            authenticator,
+            authorizer,
+        })),
+        tls,
+    ))
+}
+
+fn authenticator(args: &SecureArgs, cache: &Arc<Cache>) -> Result<Authenticator, String> {
+    let request_header = args
+        .requestheader_client_ca_file
+        .as_ref()
+        .map(|_| RequestHeaderConfig {
+            username_headers: args.requestheader_username_headers.clone(),
+            group_headers: args.requestheader_group_headers.clone(),
+            extra_headers_prefixes: args.requestheader_extra_headers_prefix.clone(),
+            allowed_names: args.requestheader_allowed_names.clone(),
+        });
+    let token_file = match &args.token_auth_file {
+        Some(path) => Some(TokenFile::load(path).map_err(|e| format!("--token-auth-file: {e}"))?),
+        None => None,
+    };
+    let service_accounts = if args.service_account_key_file.is_empty() {
+        None
+    } else {
+        let mut pems = Vec::new();
+        for path in &args.service_account_key_file {
+            pems.push(
+                std::fs::read_to_string(path)
+                    .map_err(|e| format!("--service-account-key-file {}: {e}", path.display()))?,
+            );
+        }
+        let lookup = Arc::new(CacheLookup {
+            cache: cache.clone(),
+        });
+        Some(Arc::new(
+            ServiceAccountAuthenticator::new(
+                &pems,
+                args.service_account_issuer.clone(),
+                args.api_audiences.clone(),
+                lookup,
+            )
+            .map_err(|e| format!("--service-account-key-file: {e}"))?,
+        ))
+    };
+    Ok(Authenticator {
+        request_header,
+        client_certificates: args.client_ca_file.is_some(),
+        token_file,
+        service_accounts,
+        anonymous: args.anonymous_auth,
+    })
+}

@@ -1,0 +1,209 @@
+//! Static bearer tokens (`--token-auth-file`), read as kube-apiserver reads them: CSV
+//! records `token,user,uid[,"group1,group2"]`, at least three columns, blank lines
+//! skipped, an empty token skipped with a warning, a repeated token replacing the earlier
+//! one with a warning. Also the `Authorization: Bearer` header parsing shared by every
+//! token authenticator.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::UserInfo;
+
+/// Users by token.
+#[derive(Debug, Default)]
+pub struct TokenFile {
+    users: HashMap<String, UserInfo>,
+}
+
+impl TokenFile {
+    /// Parses the file's text.
+    pub fn parse(text: &str) -> Result<TokenFile, String> {
+        let mut users = HashMap::new();
+        for (i, record) in records(text)?.into_iter().enumerate() {
+            let number = i + 1;
+            if record.len() < 3 {
+                return Err(format!(
+                    "record {number} must have at least 3 columns (token, user name, user uid), found {}",
+                    record.len()
+                ));
+            }
+            if record[0].is_empty() {
+                tracing::warn!(record = number, "empty token in the token file; skipped");
+                continue;
+            }
+            let user = UserInfo {
+                name: record[1].clone(),
+                uid: record[2].clone(),
+                groups: record
+                    .get(3)
+                    .map(|g| g.split(',').map(String::from).collect())
+                    .unwrap_or_default(),
+                ..UserInfo::default()
+            };
+            if users.insert(record[0].clone(), user).is_some() {
+                tracing::warn!(
+                    record = number,
+                    "duplicate token in the token file; the later record wins"
+                );
+            }
+        }
+        Ok(TokenFile { users })
+    }
+
+    /// Reads and parses `path`.
+    pub fn load(path: &Path) -> Result<TokenFile, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("reading {}: {e}", path.display()))?;
+        TokenFile::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// The user of `token`, if the file has it.
+    pub fn authenticate(&self, token: &str) -> Option<UserInfo> {
+        self.users.get(token).cloned()
+    }
+
+    /// How many tokens the file holds.
+    pub fn len(&self) -> usize {
+        self.users.len()
+    }
+
+    /// Whether the file holds no token.
+    pub fn is_empty(&self) -> bool {
+        self.users.is_empty()
+    }
+}
+
+/// CSV records as Go's `encoding/csv` reads them (quoted fields with `""` escapes,
+/// quoted newlines, blank lines skipped, `\r\n` line ends).
+fn records(text: &str) -> Result<Vec<Vec<String>>, String> {
+    let mut out = Vec::new();
+    let mut chars = text.chars().peekable();
+    let mut line = 1;
+    while chars.peek().is_some() {
+        // Skip blank lines.
+        if matches!(chars.peek(), Some('\n') | Some('\r')) {
+            if chars.next() == Some('\n') {
+                line += 1;
+            }
+            continue;
+        }
+        let mut record = Vec::new();
+        loop {
+            let mut field = String::new();
+            if chars.peek() == Some(&'"') {
+                chars.next();
+                loop {
+                    match chars.next() {
+                        Some('"') if chars.peek() == Some(&'"') => {
+                            chars.next();
+                            field.push('"');
+                        }
+                        Some('"') => break,
+                        Some(c) => {
+                            if c == '\n' {
+                                line += 1;
+                            }
+                            field.push(c)
+                        }
+                        None => return Err(format!("line {line}: unterminated quoted field")),
+                    }
+                }
+                if !matches!(chars.peek(), None | Some(',') | Some('\n') | Some('\r')) {
+                    return Err(format!("line {line}: extraneous text after a quoted field"));
+                }
+            } else {
+                while let Some(&c) = chars.peek() {
+                    if c == ',' || c == '\n' || c == '\r' {
+                        break;
+                    }
+                    if c == '"' {
+                        return Err(format!("line {line}: bare \" in a non-quoted field"));
+                    }
+                    field.push(c);
+                    chars.next();
+                }
+            }
+            record.push(field);
+            match chars.next() {
+                Some(',') => continue,
+                Some('\r') => {
+                    if chars.peek() == Some(&'\n') {
+                        chars.next();
+                    }
+                    line += 1;
+                    break;
+                }
+                Some('\n') => {
+                    line += 1;
+                    break;
+                }
+                _ => break,
+            }
+        }
+        out.push(record);
+    }
+    Ok(out)
+}
+
+/// The token of an `Authorization` header as kube-apiserver reads it: scheme `Bearer`
+/// (any case), one space, the token (text after a further space is ignored). None when
+/// the header is not a bearer credential; `Some("")` for an empty token, which is
+/// invalid.
+pub fn bearer_token(header: &str) -> Option<&str> {
+    let mut parts = header.trim().splitn(3, ' ');
+    let scheme = parts.next()?;
+    let token = parts.next()?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_with_quoted_groups_blank_lines_and_duplicates() {
+        let f = TokenFile::parse(
+            "t1,alice,uid-1,\"dev,ops\"\n\nt2,bob,uid-2\r\n,empty,uid-3\nt1,alice2,uid-4,admins\n",
+        )
+        .unwrap();
+        assert_eq!(f.len(), 2);
+        let a = f.authenticate("t1").unwrap();
+        assert_eq!((a.name.as_str(), a.uid.as_str()), ("alice2", "uid-4"));
+        assert_eq!(a.groups, ["admins"]);
+        let b = f.authenticate("t2").unwrap();
+        assert_eq!(b.name, "bob");
+        assert!(b.groups.is_empty());
+        assert_eq!(f.authenticate(""), None);
+        assert_eq!(f.authenticate("t3"), None);
+        let q = TokenFile::parse("t,\"say \"\"hi\"\"\",u,\"a,b,c\"").unwrap();
+        let u = q.authenticate("t").unwrap();
+        assert_eq!(u.name, "say \"hi\"");
+        assert_eq!(u.groups, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn short_and_malformed_records_are_errors_with_their_position() {
+        let e = TokenFile::parse("t1,alice,uid\nt2,bob\n").unwrap_err();
+        assert!(e.contains("record 2") && e.contains("found 2"), "{e}");
+        let e = TokenFile::parse("t1,\"alice,uid\n").unwrap_err();
+        assert!(e.contains("unterminated"), "{e}");
+        let e = TokenFile::parse("t1,al\"ice,uid\n").unwrap_err();
+        assert!(e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn bearer_headers_are_read_as_kube_apiserver_reads_them() {
+        assert_eq!(bearer_token("Bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("bearer abc"), Some("abc"));
+        assert_eq!(bearer_token("  BEARER abc  "), Some("abc"));
+        assert_eq!(bearer_token("Bearer abc def"), Some("abc"));
+        assert_eq!(
+            bearer_token("Bearer  abc"),
+            Some(""),
+            "two spaces: empty token"
+        );
+        assert_eq!(bearer_token("Bearer"), None);
+        assert_eq!(bearer_token("Basic dXNlcjpwYXNz"), None);
+        assert_eq!(bearer_token(""), None);
+    }
+}

@@ -1,0 +1,109 @@
+//! HTTP/2 with prior knowledge (h2c): many watch streams on one connection, as client-go
+//! multiplexes an informer factory's watches. A stream whose reader stops must not stall
+//! the others: each stream has its own flow-control window.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use support::kube::put_object_text;
+use support::{Etcd, Watchd};
+
+const STREAMS: usize = 20;
+const WRITES: usize = 40;
+
+fn configmap(name: &str, i: usize) -> String {
+    let filler = "x".repeat(8 * 1024);
+    format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"h2","uid":"u-{name}","creationTimestamp":"2026-01-02T03:04:05Z"}},"data":{{"i":"{i}","filler":"{filler}"}}}}"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_watches_share_one_connection_and_a_stalled_stream_stalls_only_itself() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let rv = put_object_text(&mut kv, "/registry/configmaps/h2/cm", &configmap("cm", 0)).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+
+    let tcp = tokio::net::TcpStream::connect(watchd.http_addr())
+        .await
+        .unwrap();
+    // A small window per stream (the stalled one fills it) and a large one for the
+    // connection, as Go's HTTP/2 client has.
+    let (mut sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .initial_stream_window_size(64 * 1024)
+        .initial_connection_window_size(64 * 1024 * 1024)
+        .handshake(TokioIo::new(tcp))
+        .await
+        .expect("h2c handshake");
+    let driver = tokio::spawn(conn);
+
+    let uri = format!(
+        "http://{}/api/v1/namespaces/h2/configmaps?watch=true&resourceVersion={rv}",
+        watchd.http_addr()
+    );
+    let mut bodies = Vec::new();
+    for _ in 0..STREAMS {
+        let req = http::Request::get(&uri)
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let resp = sender.send_request(req).await.expect("watch request");
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.version(), http::Version::HTTP_2);
+        bodies.push(resp.into_body());
+    }
+    // The first stream is never read again.
+    let _stalled = bodies.remove(0);
+
+    for i in 1..=WRITES {
+        put_object_text(&mut kv, "/registry/configmaps/h2/cm", &configmap("cm", i)).await;
+    }
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut readers = Vec::new();
+    for mut body in bodies {
+        readers.push(tokio::spawn(async move {
+            let mut buf = Vec::new();
+            let mut events = 0;
+            while events < WRITES && Instant::now() < deadline {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let Ok(Some(Ok(frame))) = tokio::time::timeout(left, body.frame()).await else {
+                    break;
+                };
+                if let Ok(data) = frame.into_data() {
+                    buf.extend_from_slice(&data);
+                    while let Some(nl) = buf.iter().position(|&b| b == b'\n') {
+                        let line: Vec<u8> = buf.drain(..=nl).collect();
+                        let ev: serde_json::Value = serde_json::from_slice(&line).unwrap();
+                        assert_eq!(ev["type"], "MODIFIED", "{ev}");
+                        events += 1;
+                        assert_eq!(
+                            ev["object"]["data"]["i"],
+                            events.to_string(),
+                            "events arrive in order"
+                        );
+                    }
+                }
+            }
+            events
+        }));
+    }
+    for r in readers {
+        assert_eq!(
+            r.await.unwrap(),
+            WRITES,
+            "every unstalled stream sees every write"
+        );
+    }
+    // The connection still serves new requests while one stream is stalled.
+    let req = http::Request::get(format!("http://{}/version", watchd.http_addr()))
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    driver.abort();
+}

@@ -1,0 +1,454 @@
+//! Secure serving with real clients: watchd with TLS, client certificates, a static token
+//! file and RBAC read from its own cache; kubectl 1.33 with a client-certificate
+//! kubeconfig and with a token kubeconfig, and curl over HTTP/2.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use support::kube::put_object_text;
+use support::{Etcd, Watchd};
+
+const KUBECTL: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33";
+
+/// A CA, the serving certificate, and client certificates, written as PEM files.
+struct Pki {
+    dir: tempfile::TempDir,
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "watchd-test-ca");
+        let ca = params.self_signed(&key).unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("watchd-test-pki-")
+            .tempdir()
+            .unwrap();
+        std::fs::write(dir.path().join("ca.crt"), ca.pem()).unwrap();
+        let pki = Pki {
+            dir,
+            issuer: rcgen::Issuer::new(params, key),
+        };
+        pki.issue("server", "watchd", None, true);
+        pki
+    }
+
+    /// Writes `<name>.crt` and `<name>.key`: a server certificate for 127.0.0.1, or a
+    /// client certificate for user `cn` in group `org`.
+    fn issue(&self, name: &str, cn: &str, org: Option<&str>, server: bool) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let sans = if server {
+            vec!["localhost".to_string(), "127.0.0.1".to_string()]
+        } else {
+            vec![]
+        };
+        let mut params = rcgen::CertificateParams::new(sans).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        if let Some(o) = org {
+            params
+                .distinguished_name
+                .push(rcgen::DnType::OrganizationName, o);
+        }
+        params.extended_key_usages = vec![if server {
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth
+        } else {
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth
+        }];
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        std::fs::write(self.path(&format!("{name}.crt")), cert.pem()).unwrap();
+        std::fs::write(self.path(&format!("{name}.key")), key.serialize_pem()).unwrap();
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn arg(&self, flag: &str, name: &str) -> String {
+        format!("--{flag}={}", self.path(name).display())
+    }
+
+    /// A kubeconfig for `server` authenticating with the client certificate `name`, or
+    /// with `token`.
+    fn kubeconfig(
+        &self,
+        file: &str,
+        server: &str,
+        cert: Option<&str>,
+        token: Option<&str>,
+    ) -> PathBuf {
+        let mut user = String::new();
+        if let Some(name) = cert {
+            user += &format!(
+                "    client-certificate: {}\n    client-key: {}\n",
+                self.path(&format!("{name}.crt")).display(),
+                self.path(&format!("{name}.key")).display()
+            );
+        }
+        if let Some(t) = token {
+            user += &format!("    token: {t}\n");
+        }
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: watchd\n  cluster:\n    server: {server}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n{user}contexts:\n- name: c\n  context:\n    cluster: watchd\n    user: u\ncurrent-context: c\n",
+            self.path("ca.crt").display()
+        );
+        let path = self.path(file);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+fn curl(args: &[&str]) -> Output {
+    Command::new("curl")
+        .args(["-sS", "--max-time", "10"])
+        .args(args)
+        .output()
+        .expect("run curl")
+}
+
+fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> Output {
+    assert!(Path::new(KUBECTL).exists(), "{KUBECTL} is required");
+    Command::new(KUBECTL)
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg(format!("--cache-dir={}", cache.display()))
+        .arg("--request-timeout=30s")
+        .args(args)
+        .output()
+        .expect("run kubectl")
+}
+
+fn stdout_ok(out: &Output, what: &str) -> String {
+    assert!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn pod(ns: &str, name: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"{ns}","uid":"u-{ns}-{name}","creationTimestamp":"2026-01-02T03:04:05Z"}},"spec":{{"nodeName":"node-1","containers":[{{"name":"c","image":"nginx"}}]}},"status":{{"phase":"Running"}}}}"#
+    )
+}
+
+/// RBAC objects as a cluster stores them: discovery for every authenticated user, alice
+/// and the ServiceAccount ns1/builder may read pods in ns1 only, group `viewers` may read
+/// pods everywhere.
+const RBAC: &[(&str, &str)] = &[
+    (
+        "/registry/serviceaccounts/ns1/builder",
+        r#"{"kind":"ServiceAccount","apiVersion":"v1","metadata":{"name":"builder","namespace":"ns1","uid":"sa-uid","creationTimestamp":"2026-01-01T00:00:00Z"}}"#,
+    ),
+    (
+        "/registry/rolebindings/ns1/builder-reads-pods",
+        r#"{"kind":"RoleBinding","apiVersion":"rbac.authorization.k8s.io/v1","metadata":{"name":"builder-reads-pods","namespace":"ns1","uid":"rb2","creationTimestamp":"2026-01-01T00:00:00Z"},"subjects":[{"kind":"ServiceAccount","name":"builder","namespace":"ns1"}],"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"pod-reader"}}"#,
+    ),
+    (
+        "/registry/clusterroles/system:discovery",
+        r#"{"kind":"ClusterRole","apiVersion":"rbac.authorization.k8s.io/v1","metadata":{"name":"system:discovery","uid":"cr1","creationTimestamp":"2026-01-01T00:00:00Z"},"rules":[{"verbs":["get"],"nonResourceURLs":["/api","/api/*","/apis","/apis/*","/healthz","/livez","/openapi","/openapi/*","/readyz","/version","/version/"]}]}"#,
+    ),
+    (
+        "/registry/clusterrolebindings/system:discovery",
+        r#"{"kind":"ClusterRoleBinding","apiVersion":"rbac.authorization.k8s.io/v1","metadata":{"name":"system:discovery","uid":"crb1","creationTimestamp":"2026-01-01T00:00:00Z"},"subjects":[{"kind":"Group","apiGroup":"rbac.authorization.k8s.io","name":"system:authenticated"}],"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"system:discovery"}}"#,
+    ),
+    (
+        "/registry/roles/ns1/pod-reader",
+        r#"{"kind":"Role","apiVersion":"rbac.authorization.k8s.io/v1","metadata":{"name":"pod-reader","namespace":"ns1","uid":"r1","creationTimestamp":"2026-01-01T00:00:00Z"},"rules":[{"verbs":["get","list","watch"],"apiGroups":[""],"resources":["pods"]}]}"#,
+    ),
+    (
+        "/registry/rolebindings/ns1/alice-reads-pods",
+        r#"{"kind":"RoleBinding","apiVersion":"rbac.authorization.k8s.io/v1","metadata":{"name":"alice-reads-pods","namespace":"ns1","uid":"rb1","creationTimestamp":"2026-01-01T00:00:00Z"},"subjects":[{"kind":"User","apiGroup":"rbac.authorization.k8s.io","name":"alice"}],"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"Role","name":"pod-reader"}}"#,
+    ),
+    (
+        "/registry/clusterroles/pod-viewer",
+        r#"{"kind":"ClusterRole","apiVersion":"rbac.authorization.k8s.io/v1","metadata":{"name":"pod-viewer","uid":"cr2","creationTimestamp":"2026-01-01T00:00:00Z"},"rules":[{"verbs":["get","list","watch"],"apiGroups":[""],"resources":["pods"]}]}"#,
+    ),
+    (
+        "/registry/clusterrolebindings/viewers",
+        r#"{"kind":"ClusterRoleBinding","apiVersion":"rbac.authorization.k8s.io/v1","metadata":{"name":"viewers","uid":"crb2","creationTimestamp":"2026-01-01T00:00:00Z"},"subjects":[{"kind":"Group","apiGroup":"rbac.authorization.k8s.io","name":"viewers"}],"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"pod-viewer"}}"#,
+    ),
+];
+
+/// A ready probe: `GET /readyz` over TLS as the cluster admin.
+fn admin_probe(pki: &Pki) -> support::watchd::Probe {
+    let (ca, cert, key) = (
+        pki.path("ca.crt"),
+        pki.path("admin.crt"),
+        pki.path("admin.key"),
+    );
+    Arc::new(move |addr| {
+        let out = curl(&[
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--cert",
+            cert.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+            &format!("https://127.0.0.1:{}/readyz", addr.port()),
+        ]);
+        out.stdout == b"200"
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_reads_over_tls_with_certificates_and_tokens_as_rbac_allows() {
+    let pki = Pki::new();
+    pki.issue("alice", "alice", Some("dev"), false);
+    pki.issue("admin", "root", Some("system:masters"), false);
+    std::fs::write(
+        pki.path("tokens.csv"),
+        "bob-token,bob,uid-bob,\"viewers\"\n",
+    )
+    .unwrap();
+    let sa_key = rcgen::KeyPair::generate().unwrap();
+    std::fs::write(pki.path("sa.pub"), sa_key.public_key_pem()).unwrap();
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    for (ns, name) in [("ns1", "p1"), ("ns2", "p2")] {
+        put_object_text(
+            &mut kv,
+            &format!("/registry/pods/{ns}/{name}"),
+            &pod(ns, name),
+        )
+        .await;
+    }
+    for (key, json) in RBAC {
+        put_object_text(&mut kv, key, json).await;
+    }
+    let args = [
+        pki.arg("tls-cert-file", "server.crt"),
+        pki.arg("tls-private-key-file", "server.key"),
+        pki.arg("client-ca-file", "ca.crt"),
+        pki.arg("token-auth-file", "tokens.csv"),
+        pki.arg("service-account-key-file", "sa.pub"),
+        format!("--service-account-issuer={SA_ISSUER}"),
+        "--authorization-mode=RBAC".to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let watchd = Watchd::start_with_probe(&etcd.client_url(), &args, Some(admin_probe(&pki)));
+    let server = format!("https://127.0.0.1:{}", watchd.http_addr().port());
+    let cache = tempfile::tempdir().unwrap();
+
+    // A client certificate: alice reads pods in ns1, and is refused in ns2 with
+    // kube-apiserver's wording.
+    let alice = pki.kubeconfig("alice.kubeconfig", &server, Some("alice"), None);
+    let out = kubectl(
+        &alice,
+        cache.path(),
+        &["get", "pods", "-n", "ns1", "-o", "name"],
+    );
+    assert_eq!(stdout_ok(&out, "alice lists ns1").trim(), "pod/p1");
+    let out = kubectl(&alice, cache.path(), &["get", "pods", "-n", "ns2"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(r#"pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "ns2""#),
+        "{err}"
+    );
+    let out = kubectl(
+        &alice,
+        cache.path(),
+        &[
+            "get",
+            "pod",
+            "p1",
+            "-n",
+            "ns1",
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ],
+    );
+    assert_eq!(stdout_ok(&out, "alice gets p1"), "u-ns1-p1");
+
+    // A bearer token from the token file: bob's group may read pods everywhere, not
+    // nodes.
+    let bob = pki.kubeconfig("bob.kubeconfig", &server, None, Some("bob-token"));
+    let out = kubectl(&bob, cache.path(), &["get", "pods", "-A", "-o", "name"]);
+    assert_eq!(stdout_ok(&out, "bob lists all").trim(), "pod/p1\npod/p2");
+    let out = kubectl(&bob, cache.path(), &["get", "nodes"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(r#"nodes is forbidden: User "bob" cannot list resource "nodes" in API group "" at the cluster scope"#),
+        "{err}"
+    );
+
+    // No credentials and a wrong token: 401 with kube-apiserver's Status.
+    let ca = pki.path("ca.crt");
+    let ca = ca.to_str().unwrap();
+    let url = format!("{server}/api/v1/pods");
+    for extra in [&[][..], &["-H", "Authorization: Bearer nope"][..]] {
+        let mut args = vec!["--cacert", ca, url.as_str()];
+        args.extend_from_slice(extra);
+        let out = curl(&args);
+        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(status["code"], 401, "{status}");
+        assert_eq!(status["reason"], "Unauthorized");
+        assert_eq!(status["message"], "Unauthorized");
+    }
+
+    // HTTP/2 by ALPN.
+    let (cert, key) = (pki.path("admin.crt"), pki.path("admin.key"));
+    let out = curl(&[
+        "--http2",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_version} %{http_code}",
+        "--cacert",
+        ca,
+        "--cert",
+        cert.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+        &url,
+    ]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "2 200");
+
+    grpc_is_secured_the_same_way(&pki, &watchd).await;
+
+    // A bound ServiceAccount token, verified with the public key and the cache: valid
+    // while its ServiceAccount and pod exist.
+    let claims = serde_json::json!({
+        "iss": SA_ISSUER, "aud": [SA_ISSUER], "sub": "system:serviceaccount:ns1:builder",
+        "iat": now() - 10, "nbf": now() - 10, "exp": now() + 3600,
+        "kubernetes.io": {"namespace": "ns1", "serviceaccount": {"name": "builder", "uid": "sa-uid"},
+                          "pod": {"name": "p1", "uid": "u-ns1-p1"}},
+    });
+    let signer = jsonwebtoken::EncodingKey::from_ec_pem(sa_key.serialize_pem().as_bytes()).unwrap();
+    let token = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256),
+        &claims,
+        &signer,
+    )
+    .unwrap();
+    let sa = pki.kubeconfig("sa.kubeconfig", &server, None, Some(&token));
+    let out = kubectl(
+        &sa,
+        cache.path(),
+        &["get", "pods", "-n", "ns1", "-o", "name"],
+    );
+    assert_eq!(
+        stdout_ok(&out, "the service account lists ns1").trim(),
+        "pod/p1"
+    );
+    etcd_delete(&mut kv, "/registry/pods/ns1/p1").await;
+    let refused = support::poll_until(
+        std::time::Duration::from_secs(10),
+        std::time::Duration::from_millis(100),
+        || {
+            let out = kubectl(&sa, cache.path(), &["get", "pods", "-n", "ns1"]);
+            String::from_utf8_lossy(&out.stderr)
+                .contains("Unauthorized")
+                .then_some(())
+        },
+    );
+    assert!(
+        refused.is_some(),
+        "a token bound to a deleted pod is refused"
+    );
+}
+
+const SA_ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+async fn etcd_delete(kv: &mut etcd_client::Client, key: &str) {
+    kv.delete(key, None).await.expect("etcd delete");
+}
+
+/// The gRPC address: the same TLS, authenticators and authorization.
+async fn grpc_is_secured_the_same_way(pki: &Pki, watchd: &Watchd) {
+    use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+    use watchd::api::grpc::pb::watchd_client::WatchdClient;
+    use watchd::api::grpc::pb::{Collection, ListRequest};
+
+    let read = |name: &str| std::fs::read(pki.path(name)).unwrap();
+    let url = format!("https://127.0.0.1:{}", watchd.grpc_addr().port());
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(read("ca.crt")))
+        .domain_name("localhost");
+    let list = |ns: &str| ListRequest {
+        collection: Some(Collection {
+            version: "v1".into(),
+            resource: "pods".into(),
+            namespace: ns.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let channel = Channel::from_shared(url.clone())
+        .unwrap()
+        .tls_config(tls.clone())
+        .unwrap()
+        .connect()
+        .await
+        .expect("gRPC over TLS");
+    let mut anonymous = WatchdClient::new(channel.clone());
+    let e = anonymous.list(list("")).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
+
+    let mut req = tonic::Request::new(list(""));
+    req.metadata_mut()
+        .insert("authorization", "Bearer bob-token".parse().unwrap());
+    let pods = anonymous
+        .list(req)
+        .await
+        .expect("bob lists pods")
+        .into_inner();
+    assert_eq!(pods.items.len(), 2);
+
+    let alice = Channel::from_shared(url)
+        .unwrap()
+        .tls_config(tls.identity(Identity::from_pem(read("alice.crt"), read("alice.key"))))
+        .unwrap()
+        .connect()
+        .await
+        .expect("gRPC with a client certificate");
+    let mut alice = WatchdClient::new(alice);
+    let pods = alice
+        .list(list("ns1"))
+        .await
+        .expect("alice lists ns1")
+        .into_inner();
+    assert_eq!(pods.items.len(), 1);
+    let e = alice.list(list("ns2")).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+    let status: serde_json::Value = serde_json::from_slice(e.details()).unwrap();
+    assert_eq!(status["reason"], "Forbidden");
+}
+
+#[test]
+fn a_public_address_without_tls_and_authentication_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_watchd"))
+        .args([
+            "serve",
+            "--etcd-servers=http://127.0.0.1:1",
+            "--http-address=0.0.0.0:0",
+            "--grpc-address=127.0.0.1:0",
+        ])
+        .output()
+        .expect("run watchd");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--tls-cert-file"), "{err}");
+    assert!(err.contains("--insecure-allow-any-address"), "{err}");
+}
