@@ -209,6 +209,7 @@ async fn kubectl_reads_over_tls_with_certificates_and_tokens_as_rbac_allows() {
     let pki = Pki::new();
     pki.issue("alice", "alice", Some("dev"), false);
     pki.issue("admin", "root", Some("system:masters"), false);
+    pki.issue("proxy", "front-proxy-client", None, false);
     std::fs::write(
         pki.path("tokens.csv"),
         "bob-token,bob,uid-bob,\"viewers\"\n",
@@ -235,6 +236,11 @@ async fn kubectl_reads_over_tls_with_certificates_and_tokens_as_rbac_allows() {
         pki.arg("client-ca-file", "ca.crt"),
         pki.arg("token-auth-file", "tokens.csv"),
         pki.arg("service-account-key-file", "sa.pub"),
+        // One CA for users and the front proxy here; the allowed name tells them apart.
+        pki.arg("requestheader-client-ca-file", "ca.crt"),
+        "--requestheader-allowed-names=front-proxy-client".to_string(),
+        "--requestheader-username-headers=X-Remote-User".to_string(),
+        "--requestheader-group-headers=X-Remote-Group".to_string(),
         format!("--service-account-issuer={SA_ISSUER}"),
         "--authorization-mode=RBAC".to_string(),
     ];
@@ -318,6 +324,7 @@ async fn kubectl_reads_over_tls_with_certificates_and_tokens_as_rbac_allows() {
     ]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), "2 200");
 
+    front_proxy_headers_are_trusted_only_from_the_front_proxy(&pki, &url);
     grpc_is_secured_the_same_way(&pki, &watchd).await;
 
     // A bound ServiceAccount token, verified with the public key and the cache: valid
@@ -373,6 +380,44 @@ fn now() -> u64 {
 
 async fn etcd_delete(kv: &mut etcd_client::Client, key: &str) {
     kv.delete(key, None).await.expect("etcd delete");
+}
+
+/// `X-Remote-User` names the user only on a connection with the front proxy's
+/// certificate; from alice's it is ignored (alice stays alice).
+fn front_proxy_headers_are_trusted_only_from_the_front_proxy(pki: &Pki, url: &str) {
+    let get = |cert: &str| {
+        let (ca, crt, key) = (
+            pki.path("ca.crt"),
+            pki.path(&format!("{cert}.crt")),
+            pki.path(&format!("{cert}.key")),
+        );
+        let out = curl(&[
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--cert",
+            crt.to_str().unwrap(),
+            "--key",
+            key.to_str().unwrap(),
+            "-H",
+            "X-Remote-User: bob",
+            "-H",
+            "X-Remote-Group: viewers",
+            url,
+        ]);
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let via_proxy = get("proxy");
+    assert_eq!(via_proxy["kind"], "PodList", "{via_proxy}");
+    assert_eq!(via_proxy["items"].as_array().unwrap().len(), 2);
+    let spoofed = get("alice");
+    assert_eq!(spoofed["code"], 403, "{spoofed}");
+    assert!(
+        spoofed["message"]
+            .as_str()
+            .unwrap()
+            .contains(r#"User "alice""#),
+        "{spoofed}"
+    );
 }
 
 /// The gRPC address: the same TLS, authenticators and authorization.

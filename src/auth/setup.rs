@@ -38,14 +38,15 @@ pub struct SecureArgs {
     /// Common names the front proxy's certificate may have (empty: any).
     #[arg(long, value_delimiter = ',')]
     pub requestheader_allowed_names: Vec<String>,
-    /// Headers naming the user, first present wins.
-    #[arg(long, value_delimiter = ',', default_value = "X-Remote-User")]
+    /// Headers naming the user, first present wins (`X-Remote-User` is common; none by
+    /// default, as kube-apiserver).
+    #[arg(long, value_delimiter = ',')]
     pub requestheader_username_headers: Vec<String>,
-    /// Headers naming the groups.
-    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Group")]
+    /// Headers naming the groups (`X-Remote-Group` is common).
+    #[arg(long, value_delimiter = ',')]
     pub requestheader_group_headers: Vec<String>,
-    /// Prefixes of headers carrying extra user attributes.
-    #[arg(long, value_delimiter = ',', default_value = "X-Remote-Extra-")]
+    /// Prefixes of headers carrying extra user attributes (`X-Remote-Extra-` is common).
+    #[arg(long, value_delimiter = ',')]
     pub requestheader_extra_headers_prefix: Vec<String>,
     /// Static bearer tokens, kube-apiserver's CSV format: token,user,uid,"group1,group2".
     #[arg(long, value_name = "FILE")]
