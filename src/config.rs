@@ -67,3 +67,10 @@ pub const TLS_RELOAD_INTERVAL: Duration = Duration::from_secs(10);
 /// Concurrent HTTP/2 streams per connection: kube-apiserver's default
 /// (`--http2-max-streams-per-connection`), enough for an informer factory's watches.
 pub const HTTP2_MAX_STREAMS: u32 = 1000;
+
+/// How often an open watch looks whether the RBAC policy changed (and, if it did, whether
+/// the watch is still allowed): a revoked permission ends the watch within this.
+pub const PERMISSION_RECHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// `Retry-After` seconds of a request refused by a per-user limit.
+pub const USER_LIMIT_RETRY_AFTER: u64 = 1;

@@ -35,6 +35,14 @@ fn describe() {
         "RBAC objects in the cache the authorizer could not read (they grant nothing)."
     );
     describe_counter!(
+        "watchd_watches_revoked_total",
+        "Open watches ended with 403 because an RBAC change no longer allows them."
+    );
+    describe_counter!(
+        "watchd_user_limit_rejections_total",
+        "Requests answered 429 because the user was at a per-user limit, by kind (watch, list)."
+    );
+    describe_counter!(
         "watchd_tls_handshake_failures_total",
         "TLS handshakes that failed or timed out."
     );

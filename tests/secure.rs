@@ -497,3 +497,127 @@ fn a_public_address_without_tls_and_authentication_is_refused() {
     assert!(err.contains("--tls-cert-file"), "{err}");
     assert!(err.contains("--insecure-allow-any-address"), "{err}");
 }
+
+/// `curl -N` watching `url` with the client certificate `cert` (or the bearer `token`):
+/// the process and a channel of its output lines.
+fn watch_lines(
+    pki: &Pki,
+    url: &str,
+    cert: Option<&str>,
+    token: Option<&str>,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    use std::io::BufRead;
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "-N", "--max-time", "60", "--cacert"])
+        .arg(pki.path("ca.crt"));
+    if let Some(c) = cert {
+        cmd.arg("--cert")
+            .arg(pki.path(&format!("{c}.crt")))
+            .arg("--key")
+            .arg(pki.path(&format!("{c}.key")));
+    }
+    if let Some(t) = token {
+        cmd.args(["-H", &format!("Authorization: Bearer {t}")]);
+    }
+    let mut child = cmd
+        .arg(url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn curl");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, rx)
+}
+
+fn next_json(rx: &std::sync::mpsc::Receiver<String>, what: &str) -> serde_json::Value {
+    let line = rx
+        .recv_timeout(std::time::Duration::from_secs(15))
+        .unwrap_or_else(|e| panic!("{what}: no line ({e})"));
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{what}: {e}: {line}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_ends_with_403_when_its_binding_goes_and_watches_are_limited_per_user() {
+    let pki = Pki::new();
+    pki.issue("alice", "alice", Some("dev"), false);
+    pki.issue("admin", "root", Some("system:masters"), false);
+    std::fs::write(pki.path("tokens.csv"), "bob-token,bob,uid-bob,viewers\n").unwrap();
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_object_text(&mut kv, "/registry/pods/ns1/p1", &pod("ns1", "p1")).await;
+    for (key, json) in RBAC {
+        put_object_text(&mut kv, key, json).await;
+    }
+    let args = [
+        pki.arg("tls-cert-file", "server.crt"),
+        pki.arg("tls-private-key-file", "server.key"),
+        pki.arg("client-ca-file", "ca.crt"),
+        pki.arg("token-auth-file", "tokens.csv"),
+        "--max-watches-per-user=2".to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let watchd = Watchd::start_with_probe(&etcd.client_url(), &args, Some(admin_probe(&pki)));
+    let base = format!("https://127.0.0.1:{}", watchd.http_addr().port());
+
+    // alice's watch runs while her RoleBinding exists, and ends with a 403 ERROR event
+    // when it is deleted.
+    let url = format!("{base}/api/v1/namespaces/ns1/pods?watch=true");
+    let (mut alice, lines) = watch_lines(&pki, &url, Some("alice"), None);
+    let ev = next_json(&lines, "alice's first event");
+    assert_eq!(ev["type"], "ADDED", "{ev}");
+    etcd_delete(&mut kv, "/registry/rolebindings/ns1/alice-reads-pods").await;
+    let ev = next_json(&lines, "alice's watch after the binding is deleted");
+    assert_eq!(ev["type"], "ERROR", "{ev}");
+    assert_eq!(ev["object"]["code"], 403, "{ev}");
+    assert!(
+        ev["object"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(r#"pods is forbidden: User "alice" cannot watch resource "pods""#),
+        "{ev}"
+    );
+    assert_eq!(
+        lines.recv_timeout(std::time::Duration::from_secs(10)),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected),
+        "the stream ends after the ERROR event"
+    );
+    let _ = alice.kill();
+    let _ = alice.wait();
+
+    // bob may have two watches open; the third is 429 with Retry-After.
+    let url = format!("{base}/api/v1/pods?watch=true");
+    let mut open = Vec::new();
+    for i in 0..2 {
+        let (child, lines) = watch_lines(&pki, &url, None, Some("bob-token"));
+        let ev = next_json(&lines, &format!("bob's watch {i}"));
+        assert_eq!(ev["type"], "ADDED", "{ev}");
+        open.push((child, lines));
+    }
+    let out = curl(&[
+        "-i",
+        "--cacert",
+        pki.path("ca.crt").to_str().unwrap(),
+        "-H",
+        "Authorization: Bearer bob-token",
+        &url,
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).to_lowercase();
+    assert!(text.starts_with("http/2 429"), "{text}");
+    assert!(text.contains("retry-after: 1"), "{text}");
+    assert!(text.contains("too many requests"), "{text}");
+    for (mut child, _) in open {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}

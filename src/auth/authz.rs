@@ -90,6 +90,12 @@ impl Authorizer {
         self.modes.first() == Some(&Mode::AlwaysAllow)
     }
 
+    /// The RBAC policy in force now (None without RBAC): a new one means a Role or
+    /// binding changed, and open watches check their permission again.
+    pub fn rbac_policy(&self) -> Option<Arc<rbac::Policy>> {
+        self.rbac.as_ref().map(|r| r.policy())
+    }
+
     /// Allowed, or the reason for the 403.
     pub fn authorize(&self, attrs: &Attributes) -> Result<(), Denied> {
         if rbac::is_privileged(&attrs.user) {

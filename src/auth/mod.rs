@@ -7,6 +7,7 @@
 pub mod authn;
 pub mod authz;
 pub mod cached;
+pub mod limits;
 pub mod rbac;
 pub mod request_header;
 pub mod service_account;
@@ -14,6 +15,7 @@ pub mod setup;
 pub mod token_file;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// An authenticated (or anonymous) user, as kube-apiserver's `user.Info`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -77,6 +79,8 @@ pub struct Security {
     pub authenticator: authn::Authenticator,
     /// May they.
     pub authorizer: authz::Authorizer,
+    /// Per-user limits of open watches and lists in flight.
+    pub limits: Arc<limits::UserLimits>,
 }
 
 impl Attributes {

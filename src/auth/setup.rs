@@ -69,6 +69,12 @@ pub struct SecureArgs {
     /// bindings from the cache). Default: RBAC when any authenticator is configured.
     #[arg(long)]
     pub authorization_mode: Option<String>,
+    /// Most watches one user may have open at once (0: no limit); more are answered 429.
+    #[arg(long, default_value_t = 0)]
+    pub max_watches_per_user: usize,
+    /// Most lists one user may have in flight at once (0: no limit); more are answered 429.
+    #[arg(long, default_value_t = 0)]
+    pub max_inflight_lists_per_user: usize,
     /// Allow a non-loopback address without TLS and an authenticator (a lab only: every
     /// object, Secrets included, is served to anyone who reaches the port).
     #[arg(long, default_value_t = false)]
@@ -174,6 +180,10 @@ pub fn configure(
         Some(Arc::new(Security {
             authenticator,
             authorizer,
+            limits: super::limits::UserLimits::new(
+                args.max_watches_per_user,
+                args.max_inflight_lists_per_user,
+            ),
         })),
         tls,
     ))

@@ -7,6 +7,7 @@ pub mod discovery;
 pub mod encode;
 pub mod encode_protobuf;
 pub mod encode_table;
+pub mod guarded;
 pub mod health;
 pub mod negotiate;
 pub mod query;
@@ -35,6 +36,7 @@ use crate::api::query::{GetQuery, ListQuery, Params, WatchQuery};
 use crate::api::read::{self, ReadContext};
 use crate::api::status::ApiError;
 use crate::api::watch::{WatchSession, WatchStart};
+use crate::auth::limits::Kind;
 use crate::auth::{Attributes, Security, UserInfo};
 use crate::store::ResourceStore;
 
@@ -372,6 +374,8 @@ async fn serve_resource(
         (false, true) => "get",
         (false, false) => "list",
     };
+    let mut guard = None;
+    let mut permit = None;
     if let Some(user) = user {
         let attrs = Attributes::resource(
             user,
@@ -386,6 +390,34 @@ async fn serve_resource(
         );
         if let Err(e) = authorize(state, &attrs) {
             return (verb, String::new(), error_response(&e));
+        }
+        if let Some(sec) = &state.security {
+            let kind = match verb {
+                "watch" => Some(Kind::Watch),
+                "list" => Some(Kind::List),
+                _ => None,
+            };
+            if let Some(kind) = kind {
+                match sec.limits.acquire(&attrs.user.name, kind) {
+                    Ok(p) => permit = Some(p),
+                    Err(max) => {
+                        let what = if kind == Kind::Watch {
+                            "open watches"
+                        } else {
+                            "lists in flight"
+                        };
+                        let e = ApiError::TooManyRequests {
+                            message: format!(
+                                "Too many requests, please try again later. (user {:?} has {max} {what}, the limit)",
+                                attrs.user.name
+                            ),
+                            retry_after: crate::config::USER_LIMIT_RETRY_AFTER,
+                        };
+                        return (verb, String::new(), error_response(&e));
+                    }
+                }
+            }
+            guard = Some((sec.clone(), attrs));
         }
     }
     let index = state.read.cache.resources();
@@ -419,6 +451,21 @@ async fn serve_resource(
         Ok(r) => r,
         Err(e) => error_response(&e),
     };
+    // A watch keeps its permit and has its permission checked again while it runs; a
+    // list's permit is returned here.
+    let response = match guard {
+        Some((sec, attrs)) if is_watch => {
+            let (parts, body) = response.into_parts();
+            let protobuf = parts.headers.get(header::CONTENT_TYPE)
+                == Some(&HeaderValue::from_static(
+                    encode_protobuf::WATCH_CONTENT_TYPE,
+                ));
+            let body = guarded::watch_body(body, sec, attrs, protobuf, permit.take());
+            Response::from_parts(parts, body)
+        }
+        _ => response,
+    };
+    drop(permit);
     (verb, resource, response)
 }
 
