@@ -325,6 +325,7 @@ async fn kubectl_reads_over_tls_with_certificates_and_tokens_as_rbac_allows() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "2 200");
 
     front_proxy_headers_are_trusted_only_from_the_front_proxy(&pki, &url);
+    python_reads_with_a_token(&pki, &server).await;
     grpc_is_secured_the_same_way(&pki, &watchd).await;
 
     // A bound ServiceAccount token, verified with the public key and the cache: valid
@@ -418,6 +419,38 @@ fn front_proxy_headers_are_trusted_only_from_the_front_proxy(pki: &Pki, url: &st
             .contains(r#"User "alice""#),
         "{spoofed}"
     );
+}
+
+/// The official Python client over https with bob's token: his pods, and the Status of
+/// a refused list as its ApiException.
+async fn python_reads_with_a_token(pki: &Pki, server: &str) {
+    use support::clients::{python_command, ClientProcess};
+    let wait = std::time::Duration::from_secs(60);
+    let ca = pki.path("ca.crt");
+    let cmd = python_command(
+        "python_client.py",
+        &[
+            "secure-list",
+            server,
+            "ns1",
+            "bob-token",
+            ca.to_str().unwrap(),
+        ],
+    );
+    let mut client = ClientProcess::spawn("python_client.py", cmd);
+    let (list, _) = client.expect_op("secure_list", wait).await;
+    let (forbidden, _) = client.expect_op("forbidden", wait).await;
+    client.expect_op("done", wait).await;
+    client.finish(wait).await;
+    assert_eq!(list["type"], "V1PodList", "{list}");
+    assert_eq!(list["items"][0]["name"], "p1", "{list}");
+    assert_eq!(forbidden["status"], 403, "{forbidden}");
+    assert_eq!(forbidden["body"]["reason"], "Forbidden", "{forbidden}");
+    assert_eq!(
+        forbidden["body"]["message"],
+        r#"nodes is forbidden: User "bob" cannot list resource "nodes" in API group "" at the cluster scope"#
+    );
+    assert_eq!(forbidden["body"]["details"]["kind"], "nodes", "{forbidden}");
 }
 
 /// The gRPC address: the same TLS, authenticators and authorization.

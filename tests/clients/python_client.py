@@ -7,6 +7,7 @@ scripts/install-clients.sh). Usage:
     python_client.py list URL NAMESPACE
     python_client.py watch URL NAMESPACE TIMEOUT_SECONDS
     python_client.py watch-expired URL NAMESPACE RESOURCE_VERSION [--no-timeout]
+    python_client.py secure-list URL NAMESPACE TOKEN CA_FILE
 
 Every result is one JSON document per line on stdout; the program exits 0 when
 it did what it was asked, non-zero otherwise (with a JSON line saying why).
@@ -53,6 +54,24 @@ def core_api(url):
     cfg = client.Configuration(host=url)
     cfg.verify_ssl = False
     return client.CoreV1Api(client.ApiClient(cfg))
+
+
+def cmd_secure_list(url, namespace, token, ca_file):
+    """Over https with a bearer token and the server's CA, as a kubeconfig gives them:
+    lists pods of NAMESPACE, then lists nodes (which the test's user may not)."""
+    cfg = client.Configuration(host=url)
+    cfg.verify_ssl = True
+    cfg.ssl_ca_cert = ca_file
+    cfg.api_key = {"authorization": token}
+    cfg.api_key_prefix = {"authorization": "Bearer"}
+    api = client.CoreV1Api(client.ApiClient(cfg))
+    timeout = (CONNECT_TIMEOUT, READ_TIMEOUT)
+    list_summary("secure_list", api.list_namespaced_pod(namespace, _request_timeout=timeout))
+    try:
+        api.list_node(_request_timeout=timeout)
+        fail("a forbidden list did not raise")
+    except ApiException as e:
+        emit(op="forbidden", status=e.status, body=json.loads(e.body) if e.body else None)
 
 
 def pod_summary(pod):
@@ -175,6 +194,8 @@ def main(argv):
         cmd_list(url, namespace)
     elif cmd == "watch" and len(argv) == 4:
         cmd_watch(url, namespace, int(argv[3]))
+    elif cmd == "secure-list" and len(argv) == 5:
+        cmd_secure_list(url, namespace, argv[3], argv[4])
     elif cmd == "watch-expired" and len(argv) in (4, 5):
         cmd_watch_expired(url, namespace, argv[3], "--no-timeout" not in argv[4:])
     else:
