@@ -199,6 +199,10 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         metrics: Some(prometheus),
         address: address.to_string(),
         security: security.clone(),
+        audit: match &args.secure.audit_log_path {
+            Some(path) => Some(watchd::auth::audit::AuditLog::open(path)?),
+            None => None,
+        },
     });
     let ingest = tokio::spawn(source::run(etcd, cache, stop_rx.clone()));
     let grpc = tokio::spawn(grpc::serve(

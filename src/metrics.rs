@@ -35,6 +35,18 @@ fn describe() {
         "RBAC objects in the cache the authorizer could not read (they grant nothing)."
     );
     describe_counter!(
+        "watchd_audit_events_total",
+        "Audit lines queued for --audit-log-path."
+    );
+    describe_counter!(
+        "watchd_audit_events_dropped_total",
+        "Audit lines dropped because the writer's queue was full."
+    );
+    describe_counter!(
+        "watchd_audit_write_errors_total",
+        "Failed writes to the audit log file."
+    );
+    describe_counter!(
         "watchd_watches_revoked_total",
         "Open watches ended with 403 because an RBAC change no longer allows them."
     );

@@ -598,6 +598,7 @@ async fn a_watch_ends_with_403_when_its_binding_goes_and_watches_are_limited_per
         pki.arg("client-ca-file", "ca.crt"),
         pki.arg("token-auth-file", "tokens.csv"),
         "--max-watches-per-user=2".to_string(),
+        pki.arg("audit-log-path", "audit.log"),
     ];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let watchd = Watchd::start_with_probe(&etcd.client_url(), &args, Some(admin_probe(&pki)));
@@ -653,4 +654,41 @@ async fn a_watch_ends_with_403_when_its_binding_goes_and_watches_are_limited_per
         let _ = child.kill();
         let _ = child.wait();
     }
+
+    // The audit log has a line per request, in audit.k8s.io/v1 Event shape.
+    // (Written by a thread of its own: wait for the last request's line.)
+    let read = || -> Vec<serde_json::Value> {
+        std::fs::read_to_string(pki.path("audit.log"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let lines = support::poll_until(
+        std::time::Duration::from_secs(10),
+        std::time::Duration::from_millis(50),
+        || {
+            let lines = read();
+            lines
+                .iter()
+                .any(|l| l["responseStatus"]["code"] == 429)
+                .then_some(lines)
+        },
+    )
+    .expect("the refused watch reaches the audit log");
+    let alice_watch = lines
+        .iter()
+        .find(|l| l["user"]["username"] == "alice" && l["verb"] == "watch")
+        .expect("alice's watch is audited");
+    assert_eq!(alice_watch["apiVersion"], "audit.k8s.io/v1");
+    assert_eq!(alice_watch["stage"], "ResponseStarted");
+    assert_eq!(alice_watch["objectRef"]["resource"], "pods");
+    assert_eq!(alice_watch["objectRef"]["namespace"], "ns1");
+    assert_eq!(alice_watch["sourceIPs"][0], "127.0.0.1");
+    let refused = lines
+        .iter()
+        .find(|l| l["user"]["username"] == "bob" && l["responseStatus"]["code"] == 429)
+        .expect("bob's refused watch is audited");
+    assert_eq!(refused["verb"], "watch");
+    assert_eq!(refused["requestURI"], "/api/v1/pods?watch=true");
 }

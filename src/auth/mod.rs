@@ -4,6 +4,7 @@
 //! [`Attributes`]. Nothing here reads the network: ServiceAccount tokens and RBAC are
 //! checked against objects in watchd's own cache.
 
+pub mod audit;
 pub mod authn;
 pub mod authz;
 pub mod cached;

@@ -75,6 +75,10 @@ pub struct SecureArgs {
     /// Most lists one user may have in flight at once (0: no limit); more are answered 429.
     #[arg(long, default_value_t = 0)]
     pub max_inflight_lists_per_user: usize,
+    /// Append one JSON line per request (audit.k8s.io/v1 Event, Metadata level) to this
+    /// file.
+    #[arg(long, value_name = "FILE")]
+    pub audit_log_path: Option<PathBuf>,
     /// Allow a non-loopback address without TLS and an authenticator (a lab only: every
     /// object, Secrets included, is served to anyone who reaches the port).
     #[arg(long, default_value_t = false)]

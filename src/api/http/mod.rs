@@ -50,6 +50,8 @@ pub struct ApiState {
     pub address: String,
     /// Authentication and authorization; None serves everyone (loopback without TLS).
     pub security: Option<Arc<Security>>,
+    /// `--audit-log-path`.
+    pub audit: Option<Arc<crate::auth::audit::AuditLog>>,
 }
 
 /// The connection a request came on: the peer's address and, over TLS, its client
@@ -226,14 +228,80 @@ async fn handle(state: &ApiState, mut req: Request<Incoming>, conn: &Connection)
                 metrics::counter!("watchd_authentications_total", "method" => "none", "result" => "failure").increment(1);
                 tracing::info!(%peer, uri = %req.uri(), reason = %refused.0, "unauthorized");
                 let response = error_response(&ApiError::Unauthorized);
+                if let Some(audit) = &state.audit {
+                    audit_request(audit, &req, None, &response, conn, started);
+                }
                 record(&req, "unknown", String::new(), &response, started, peer);
                 return response;
             }
         },
     };
+    let audit_user = state.audit.as_ref().and(user.clone());
     let (verb, resource, response) = route_request(state, &req, user).await;
+    if let Some(audit) = &state.audit {
+        audit_request(audit, &req, audit_user.as_ref(), &response, conn, started);
+    }
     record(&req, verb, resource, &response, started, peer);
     response
+}
+
+/// Writes the request's audit line.
+fn audit_request(
+    audit: &crate::auth::audit::AuditLog,
+    req: &Request<Incoming>,
+    user: Option<&UserInfo>,
+    response: &Response<Body>,
+    conn: &Connection,
+    started: Instant,
+) {
+    use crate::auth::audit::{Entry, ObjectRef};
+    // The verb as kube-apiserver's request info names it, also for requests refused
+    // before routing (401).
+    let verb = match query::route(req.uri().path()) {
+        Ok(Route::Resource(p)) => {
+            let watch_param = Params::parse(req.uri().query())
+                .ok()
+                .and_then(|q| q.is_watch().ok())
+                .unwrap_or(false);
+            if p.legacy_watch || (p.name.is_none() && watch_param) {
+                "watch"
+            } else if p.name.is_some() {
+                "get"
+            } else {
+                "list"
+            }
+        }
+        _ => "get",
+    };
+    let object = match query::route(req.uri().path()) {
+        Ok(Route::Resource(p)) => Some(ObjectRef {
+            api_group: p.group,
+            api_version: p.version,
+            resource: p.resource,
+            subresource: p.subresource.unwrap_or_default(),
+            namespace: p.namespace.unwrap_or_default(),
+            name: p.name.unwrap_or_default(),
+        }),
+        _ => None,
+    };
+    audit.record(&Entry {
+        user,
+        verb,
+        uri: req.uri().path_and_query().map_or("/", |p| p.as_str()),
+        peer: conn.peer,
+        user_agent: req
+            .headers()
+            .get(header::USER_AGENT)
+            .and_then(|v| v.to_str().ok()),
+        object,
+        code: response.status().as_u16(),
+        received: std::time::SystemTime::now() - started.elapsed(),
+        stage: if verb == "watch" && response.status() == StatusCode::OK {
+            "ResponseStarted"
+        } else {
+            "ResponseComplete"
+        },
+    });
 }
 
 fn record(
