@@ -73,72 +73,78 @@ impl TokenFile {
     }
 }
 
-/// CSV records as Go's `encoding/csv` reads them (quoted fields with `""` escapes,
-/// quoted newlines, blank lines skipped, `\r\n` line ends).
+/// CSV records as Go's `encoding/csv` reads them: quoted fields with `""` escapes and
+/// newlines inside, records ended by `\n` or `\r\n` (a lone `\r` is data), blank lines
+/// skipped.
 fn records(text: &str) -> Result<Vec<Vec<String>>, String> {
+    let c: Vec<char> = text.chars().collect();
+    let at = |i: usize| c.get(i).copied();
+    // The length of the line end at `i` (0 if none).
+    let eol = |i: usize| match (at(i), at(i + 1)) {
+        (Some('\n'), _) => 1,
+        (Some('\r'), Some('\n')) => 2,
+        _ => 0,
+    };
     let mut out = Vec::new();
-    let mut chars = text.chars().peekable();
-    let mut line = 1;
-    while chars.peek().is_some() {
-        // Skip blank lines.
-        if matches!(chars.peek(), Some('\n') | Some('\r')) {
-            if chars.next() == Some('\n') {
-                line += 1;
-            }
+    let (mut i, mut line) = (0, 1);
+    while i < c.len() {
+        let n = eol(i);
+        if n > 0 {
+            i += n;
+            line += 1;
             continue;
         }
         let mut record = Vec::new();
         loop {
             let mut field = String::new();
-            if chars.peek() == Some(&'"') {
-                chars.next();
+            if at(i) == Some('"') {
+                i += 1;
                 loop {
-                    match chars.next() {
-                        Some('"') if chars.peek() == Some(&'"') => {
-                            chars.next();
+                    match at(i) {
+                        Some('"') if at(i + 1) == Some('"') => {
                             field.push('"');
+                            i += 2;
                         }
-                        Some('"') => break,
-                        Some(c) => {
-                            if c == '\n' {
+                        Some('"') => {
+                            i += 1;
+                            break;
+                        }
+                        Some(ch) => {
+                            if ch == '\n' {
                                 line += 1;
                             }
-                            field.push(c)
+                            field.push(ch);
+                            i += 1;
                         }
                         None => return Err(format!("line {line}: unterminated quoted field")),
                     }
                 }
-                if !matches!(chars.peek(), None | Some(',') | Some('\n') | Some('\r')) {
+                if at(i).is_some() && at(i) != Some(',') && eol(i) == 0 {
                     return Err(format!("line {line}: extraneous text after a quoted field"));
                 }
             } else {
-                while let Some(&c) = chars.peek() {
-                    if c == ',' || c == '\n' || c == '\r' {
+                while let Some(ch) = at(i) {
+                    if ch == ',' || eol(i) > 0 {
                         break;
                     }
-                    if c == '"' {
+                    if ch == '"' {
                         return Err(format!("line {line}: bare \" in a non-quoted field"));
                     }
-                    field.push(c);
-                    chars.next();
+                    field.push(ch);
+                    i += 1;
                 }
             }
             record.push(field);
-            match chars.next() {
-                Some(',') => continue,
-                Some('\r') => {
-                    if chars.peek() == Some(&'\n') {
-                        chars.next();
-                    }
-                    line += 1;
-                    break;
-                }
-                Some('\n') => {
-                    line += 1;
-                    break;
-                }
-                _ => break,
+            if at(i) == Some(',') {
+                i += 1;
+                continue;
             }
+            let n = eol(i);
+            if n > 0 {
+                i += n;
+                line += 1;
+            }
+            break;
         }
         out.push(record);
     }
@@ -175,6 +181,9 @@ mod tests {
         assert!(b.groups.is_empty());
         assert_eq!(f.authenticate(""), None);
         assert_eq!(f.authenticate("t3"), None);
+        // A lone carriage return is data, as in Go's reader.
+        let r = TokenFile::parse("t\rx,carol,uid-5\n").unwrap();
+        assert_eq!(r.authenticate("t\rx").unwrap().name, "carol");
         let q = TokenFile::parse("t,\"say \"\"hi\"\"\",u,\"a,b,c\"").unwrap();
         let u = q.authenticate("t").unwrap();
         assert_eq!(u.name, "say \"hi\"");
