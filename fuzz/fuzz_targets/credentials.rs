@@ -29,7 +29,9 @@ cDcoQ1c+wvGQ7iM2kCXoJftSJvCtK7GGZAKX5taB+sjg6PBQUFt3uIw0Ng==
 ";
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(s) = std::str::from_utf8(data) else { return };
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
     if let Some(t) = bearer_token(s) {
         assert!(s.contains(t));
     }
@@ -74,5 +76,7 @@ fuzz_target!(|data: &[u8]| {
     assert!(rh.authenticate(None, &headers).is_none());
     let _ = rh.authenticate(Some("front-proxy-client"), &headers);
     rh.strip(&mut headers);
-    assert!(rh.authenticate(Some("front-proxy-client"), &headers).is_none());
+    assert!(rh
+        .authenticate(Some("front-proxy-client"), &headers)
+        .is_none());
 });

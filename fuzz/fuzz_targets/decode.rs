@@ -10,10 +10,18 @@ use watchd::codec::{decode, pbjson, FieldSpec};
 use watchd::Revision;
 
 fuzz_target!(|data: &[u8]| {
-    let fields = [FieldSpec::simple("spec.nodeName"), FieldSpec::simple("status.phase")];
-    let Ok(d) = decode(data, Revision(42), &fields) else { return };
+    let fields = [
+        FieldSpec::simple("spec.nodeName"),
+        FieldSpec::simple("status.phase"),
+    ];
+    let Ok(d) = decode(data, Revision(42), &fields) else {
+        return;
+    };
     if d.json.is_none() {
-        let pb = d.protobuf.as_ref().expect("lazy JSON needs the protobuf value");
+        let pb = d
+            .protobuf
+            .as_ref()
+            .expect("lazy JSON needs the protobuf value");
         pbjson::render_stored(&pb.value, Some("42")).expect("a validated value renders");
     }
     let json = d.json(Revision(42)).bytes;

@@ -13,8 +13,12 @@ fn terms(sel: &FieldSelector) -> Vec<String> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(s) = std::str::from_utf8(data) else { return };
-    let Ok(sel) = FieldSelector::parse(s) else { return };
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(sel) = FieldSelector::parse(s) else {
+        return;
+    };
     let again = FieldSelector::parse(&sel.to_string()).expect("canonical form re-parses");
     assert_eq!(terms(&sel), terms(&again));
     let get = |f: &str| (f == "metadata.name").then_some("a");

@@ -6,8 +6,12 @@ use libfuzzer_sys::fuzz_target;
 use watchd::selectors::LabelSelector;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(s) = std::str::from_utf8(data) else { return };
-    let Ok(sel) = LabelSelector::parse(s) else { return };
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(sel) = LabelSelector::parse(s) else {
+        return;
+    };
     let again = LabelSelector::parse(&sel.to_string()).expect("canonical form re-parses");
     assert_eq!(sel, again);
     let labels = [("app", "web"), ("tier", ""), ("x.io/k", "1")];

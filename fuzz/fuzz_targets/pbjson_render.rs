@@ -24,7 +24,13 @@ fuzz_target!(|data: &[u8]| {
         if let Ok(env) = watchd::codec::envelope::parse(data) {
             if rendered != Err(pbjson::TranscodeError::ContentType) {
                 let validated = pbjson::validate(env.api_version, env.kind, env.raw);
-                assert_eq!(validated, rendered.as_ref().map(|r| r.unknown_fields).map_err(Clone::clone));
+                assert_eq!(
+                    validated,
+                    rendered
+                        .as_ref()
+                        .map(|r| r.unknown_fields)
+                        .map_err(Clone::clone)
+                );
             }
         }
         rendered
@@ -36,7 +42,13 @@ fuzz_target!(|data: &[u8]| {
         let (api_version, kind) = kinds[usize::from(u16::from_le_bytes([a, b])) % kinds.len()];
         let rendered = pbjson::render(api_version, kind, &data[2..], Some("123"));
         let validated = pbjson::validate(api_version, kind, &data[2..]);
-        assert_eq!(validated, rendered.as_ref().map(|r| r.unknown_fields).map_err(Clone::clone));
+        assert_eq!(
+            validated,
+            rendered
+                .as_ref()
+                .map(|r| r.unknown_fields)
+                .map_err(Clone::clone)
+        );
         if let (Ok(r), true) = (&rendered, pbjson::has_object_meta(api_version, kind)) {
             // PartialObjectMetadata's rendering is exactly the full rendering's metadata.
             let meta = pbjson::render_metadata(api_version, kind, &data[2..], "123")
