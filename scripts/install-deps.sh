@@ -16,6 +16,7 @@
 #   etcdctl                  etcdctl answers version (etcd-client; tests: snapshots, compaction)
 #   cargo-fmt, cargo-clippy  rustup components rustfmt and clippy (the test command)
 #   setsid                   util-linux's setsid (the demo's process groups)
+#   curl-http2               curl speaking HTTP/2 and TLS (tests: secure serving)
 # Idempotent, and silent when everything is already there.
 set -euo pipefail
 
@@ -64,6 +65,7 @@ have_etcdctl() { ETCDCTL_API=3 etcdctl version >/dev/null 2>&1; }
 have_cargo_fmt() { cargo fmt --version >/dev/null 2>&1; }
 have_cargo_clippy() { cargo clippy --version >/dev/null 2>&1; }
 have_setsid() { setsid true >/dev/null 2>&1; }
+have_curl_http2() { curl -V 2>/dev/null | grep -q 'HTTP2' && curl -V | grep -q 'https'; }
 
 # name | check function | how to get it ("apt:<packages>" or "rustup:<component>")
 CAPABILITIES=(
@@ -73,6 +75,7 @@ CAPABILITIES=(
     "cargo-fmt|have_cargo_fmt|rustup:rustfmt"
     "cargo-clippy|have_cargo_clippy|rustup:clippy"
     "setsid|have_setsid|apt:util-linux"
+    "curl-http2|have_curl_http2|apt:curl"
 )
 
 # Prints the rows whose check fails.
