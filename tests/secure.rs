@@ -292,6 +292,8 @@ async fn kubectl_reads_over_tls_with_certificates_and_tokens_as_rbac_allows() {
         "{err}"
     );
 
+    kube_rs_reads_with_the_token_kubeconfig(&bob).await;
+
     // No credentials and a wrong token: 401 with kube-apiserver's Status.
     let ca = pki.path("ca.crt");
     let ca = ca.to_str().unwrap();
@@ -419,6 +421,39 @@ fn front_proxy_headers_are_trusted_only_from_the_front_proxy(pki: &Pki, url: &st
             .contains(r#"User "alice""#),
         "{spoofed}"
     );
+}
+
+/// kube-rs (rustls) from the same kubeconfig kubectl used: bob's pods, and a refused
+/// list as the Status kube-apiserver would send.
+async fn kube_rs_reads_with_the_token_kubeconfig(kubeconfig: &Path) {
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use kube::api::{Api, ListParams};
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).expect("read kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("config from kubeconfig");
+    let client = kube::Client::try_from(config).expect("kube client");
+    let pods = Api::<Pod>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("bob lists pods with kube-rs");
+    let names: Vec<_> = pods
+        .items
+        .iter()
+        .map(|p| p.metadata.name.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["p1", "p2"]);
+    let err = Api::<Node>::all(client)
+        .list(&ListParams::default())
+        .await
+        .unwrap_err();
+    match err {
+        kube::Error::Api(status) => {
+            assert_eq!(status.code, 403, "{status:?}");
+            assert_eq!(status.reason, "Forbidden", "{status:?}");
+        }
+        other => panic!("expected a 403 Status, got {other:?}"),
+    }
 }
 
 /// The official Python client over https with bob's token: his pods, and the Status of
