@@ -7,13 +7,15 @@
 //!   `try_send` of an `Arc` of the event to each, then `try_recv` from each), how a
 //!   server that pushes events into per-watcher channels delivers them.
 //! - `json_frame`: N watchers taking the JSON watch frame of one event through
-//!   `WatchEvent::json_frame` (built on first use, then a shared `Bytes` clone) and
+//!   `encode::event_frame` (built on first use, then a shared `Bytes` clone) and
 //!   holding it, versus building the frame N times (prefix + object JSON + suffix, one
 //!   allocation and copy per watcher): the encode-once principle.
 //! - `wake`: `WakeIndex::wake` of one namespace key among 1000 namespaces that each have
 //!   a watcher waiting, versus `WakeIndex::wake_all`; each includes re-arming the woken
 //!   waiters, as watchers do after they drain, so both leave the index as they found it.
 //!   (The waiters have no task attached: this is the index's cost, not the scheduler's.)
+//!   And 1000 resource-wide watchers woken at once and re-armed: per-watcher waiters
+//!   (an atomic waker each) against the tokio `Notify` they replaced.
 //!
 //! Run: `cargo bench --bench dispatch` (add `-- --quick` for a fast pass). The last lines
 //! printed are the ratios baseline ÷ watchd.
@@ -30,10 +32,10 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
 use tokio::sync::futures::Notified;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
+use watchd::api::http::encode::{event_frame, frame_prefix, FRAME_SUFFIX};
 use watchd::config;
 use watchd::dispatch::{WakeHandle, WakeIndex, WakeKey};
-use watchd::store::event_log::JSON_FRAME_SUFFIX;
 use watchd::store::{EventLog, EventType, ObjectRef, Read, WatchEvent};
 use watchd::Revision;
 
@@ -99,20 +101,20 @@ fn bench_fanout(c: &mut Criterion, object: &ObjectRef) {
     g.finish();
 }
 
-/// The frame `WatchEvent::json_frame` builds, built by hand once per watcher.
+/// The frame `encode::event_frame` builds, built by hand once per watcher.
 fn frame_copy(t: EventType, object: &ObjectRef) -> Bytes {
-    let prefix = t.json_frame_prefix();
-    let mut b = Vec::with_capacity(prefix.len() + object.json().len() + JSON_FRAME_SUFFIX.len());
+    let prefix = frame_prefix(t);
+    let mut b = Vec::with_capacity(prefix.len() + object.json().len() + FRAME_SUFFIX.len());
     b.extend_from_slice(prefix);
     b.extend_from_slice(object.json());
-    b.extend_from_slice(JSON_FRAME_SUFFIX);
+    b.extend_from_slice(FRAME_SUFFIX);
     Bytes::from(b)
 }
 
 fn bench_frames(c: &mut Criterion, object: &ObjectRef) {
     let t = EventType::Modified;
     let sample = WatchEvent::new(Revision(2), Some(object.clone()), Some(object.clone()));
-    assert_eq!(sample.json_frame(t), Some(frame_copy(t, object)));
+    assert_eq!(event_frame(&sample, t), Some(frame_copy(t, object)));
 
     let mut g = c.benchmark_group("json_frame");
     for n in WATCHERS {
@@ -124,7 +126,7 @@ fn bench_frames(c: &mut Criterion, object: &ObjectRef) {
             b.iter_batched(
                 event,
                 |ev| {
-                    let frames: Vec<Bytes> = (0..n).filter_map(|_| ev.json_frame(t)).collect();
+                    let frames: Vec<Bytes> = (0..n).filter_map(|_| event_frame(&ev, t)).collect();
                     black_box(frames);
                 },
                 BatchSize::SmallInput,
@@ -150,17 +152,20 @@ fn bench_frames(c: &mut Criterion, object: &ObjectRef) {
     g.finish();
 }
 
-/// A waiter registered on a watcher's notifier, as a watch session waits between drains.
-fn armed(h: &WakeHandle) -> Pin<Box<Notified<'_>>> {
-    let mut n = Box::pin(h.notify().notified());
-    n.as_mut().enable();
-    n
+/// Arms a watcher's waiter, as a watch session does before it drains.
+fn arm(h: &WakeHandle) {
+    h.waiter().arm(Waker::noop());
 }
 
-fn is_woken(n: &mut Pin<Box<Notified<'_>>>) -> bool {
-    n.as_mut()
-        .poll(&mut Context::from_waker(Waker::noop()))
-        .is_ready()
+fn is_woken(h: &WakeHandle) -> bool {
+    h.waiter().woken(Waker::noop())
+}
+
+/// A tokio `Notify` waiter, as watch sessions waited before per-watcher waiters.
+fn notified(n: &Notify) -> Pin<Box<Notified<'_>>> {
+    let mut w = Box::pin(n.notified());
+    w.as_mut().enable();
+    w
 }
 
 fn bench_wake(c: &mut Criterion) {
@@ -172,14 +177,14 @@ fn bench_wake(c: &mut Criterion) {
         .iter()
         .map(|k| index.subscribe(Some(k.clone())))
         .collect();
-    let mut waiters: Vec<_> = handles.iter().map(armed).collect();
+    handles.iter().for_each(arm);
     assert_eq!(index.keys_watched(), NAMESPACES);
 
     // A targeted wake reaches its namespace's watcher and no other.
     index.wake([&keys[42]]);
-    assert!(is_woken(&mut waiters[42]));
-    assert!(!is_woken(&mut waiters[43]));
-    waiters[42] = armed(&handles[42]);
+    assert!(is_woken(&handles[42]));
+    assert!(!is_woken(&handles[43]));
+    arm(&handles[42]);
 
     let mut g = c.benchmark_group("wake");
     let mut next = 0usize;
@@ -188,14 +193,38 @@ fn bench_wake(c: &mut Criterion) {
             let i = next % NAMESPACES;
             next += 1;
             index.wake([black_box(&keys[i])]);
-            waiters[i] = armed(&handles[i]);
+            arm(&handles[i]);
         })
     });
     g.bench_function("wake_all_baseline", |b| {
         b.iter(|| {
             index.wake_all();
-            for (w, h) in waiters.iter_mut().zip(&handles) {
-                *w = armed(h);
+            handles.iter().for_each(arm);
+        })
+    });
+
+    // 1000 watchers of the whole resource: one wake of all, each re-armed after, with
+    // per-watcher waiters against the tokio Notify they replace (whose waiters enter a
+    // list under the Notify's lock on every arming).
+    let all = Arc::new(WakeIndex::default());
+    let everyone: Vec<WakeHandle> = (0..NAMESPACES).map(|_| all.subscribe(None)).collect();
+    everyone.iter().for_each(arm);
+    g.throughput(Throughput::Elements(NAMESPACES as u64));
+    g.bench_function("resource_wide_1000", |b| {
+        b.iter(|| {
+            all.wake(std::iter::empty());
+            everyone.iter().for_each(arm);
+        })
+    });
+    let notify = Notify::new();
+    let mut waiting: Vec<_> = (0..NAMESPACES).map(|_| notified(&notify)).collect();
+    g.bench_function("resource_wide_1000_notify_baseline", |b| {
+        b.iter(|| {
+            notify.notify_waiters();
+            for w in waiting.iter_mut() {
+                let mut cx = Context::from_waker(Waker::noop());
+                assert!(w.as_mut().poll(&mut cx).is_ready());
+                *w = notified(&notify);
             }
         })
     });
@@ -230,6 +259,11 @@ fn main() {
         "wake 1 of 1000 namespaces (vs wake all)",
         "wake/wake_one_namespace",
         "wake/wake_all_baseline",
+    ));
+    pairs.push(Pair::new(
+        "wake and re-arm 1000 resource-wide watchers (vs tokio Notify)",
+        "wake/resource_wide_1000",
+        "wake/resource_wide_1000_notify_baseline",
     ));
     common::print_ratios("dispatch", since, &pairs);
 }

@@ -17,6 +17,8 @@
 #   cargo-fmt, cargo-clippy  rustup components rustfmt and clippy (the test command)
 #   setsid                   util-linux's setsid (the demo's process groups)
 #   curl-http2               curl speaking HTTP/2 and TLS (tests: secure serving)
+#   font-dejavu              DejaVu Sans readable as a TrueType font (fonts-dejavu-core;
+#                            the load generator draws the text of its PNG plots with it)
 # Idempotent, and silent when everything is already there.
 set -euo pipefail
 
@@ -27,7 +29,7 @@ case "${1:-}" in
 "") ;;
 --check) check_only=1 ;;
 -h | --help)
-    sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,22p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
 *)
@@ -66,6 +68,12 @@ have_cargo_fmt() { cargo fmt --version >/dev/null 2>&1; }
 have_cargo_clippy() { cargo clippy --version >/dev/null 2>&1; }
 have_setsid() { setsid true >/dev/null 2>&1; }
 have_curl_http2() { curl -V 2>/dev/null | grep -q 'HTTP2' && curl -V | grep -q 'https'; }
+# The plots load this file as a TrueType font: it must be there and start with the
+# TrueType sfnt version (00 01 00 00), as the font parser reads it.
+have_font_dejavu() {
+    local font=/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf
+    [ "$(head -c 4 "$font" 2>/dev/null | od -An -tx1 | tr -d ' \n')" = "00010000" ]
+}
 
 # name | check function | how to get it ("apt:<packages>" or "rustup:<component>")
 CAPABILITIES=(
@@ -76,6 +84,7 @@ CAPABILITIES=(
     "cargo-clippy|have_cargo_clippy|rustup:clippy"
     "setsid|have_setsid|apt:util-linux"
     "curl-http2|have_curl_http2|apt:curl"
+    "font-dejavu|have_font_dejavu|apt:fonts-dejavu-core"
 )
 
 # Prints the rows whose check fails.

@@ -68,9 +68,86 @@ pub const TLS_RELOAD_INTERVAL: Duration = Duration::from_secs(10);
 /// (`--http2-max-streams-per-connection`), enough for an informer factory's watches.
 pub const HTTP2_MAX_STREAMS: u32 = 1000;
 
+/// The accept queue asked for on the listening sockets; the kernel caps it at
+/// `net.core.somaxconn` (4096 on most systems).
+pub const LISTEN_BACKLOG: u32 = 65_535;
+
+/// Most bytes an HTTP/2 connection gathers from its streams before writing them to the
+/// socket (see `api::http::coalesce`): room for a poll's frames of a few hundred watch
+/// streams of kilobyte objects, and the bound of what a stalled peer holds here.
+pub const HTTP2_WRITE_BUFFER: usize = 256 * 1024;
+
+/// How long an HTTP/1.1 connection may wait for the next request's headers (idle
+/// between requests, or a client sending its headers slowly) before it is closed:
+/// kube-apiserver's idle timeout, which is also client-go's pool keep-alive, so a client
+/// rarely reuses a connection the server is closing.
+pub const HTTP1_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// How often an HTTP/2 connection is pinged when no frame arrived, and how long the
+/// answer may take before the peer is taken for dead and the connection (with its
+/// watches) is closed: a client that vanished without a FIN does not hold its streams.
+pub const HTTP2_PING_INTERVAL: Duration = Duration::from_secs(30);
+/// See [`HTTP2_PING_INTERVAL`].
+pub const HTTP2_PING_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// How often an open watch looks whether the RBAC policy changed (and, if it did, whether
 /// the watch is still allowed): a revoked permission ends the watch within this.
 pub const PERMISSION_RECHECK_INTERVAL: Duration = Duration::from_secs(1);
 
 /// `Retry-After` seconds of a request refused by a per-user limit.
 pub const USER_LIMIT_RETRY_AFTER: u64 = 1;
+
+/// Parses Go-style durations: `300s`, `5m`, `1h30m`, `250ms`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let mut total = Duration::ZERO;
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return Err("empty duration".into());
+    }
+    if rest == "0" {
+        return Ok(Duration::ZERO);
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let n: u64 = rest[..digits]
+            .parse()
+            .map_err(|_| format!("invalid duration {s:?}"))?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = match &rest[..unit_len] {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n * 60),
+            "h" => Duration::from_secs(n * 3600),
+            u => {
+                return Err(format!(
+                    "invalid unit {u:?} in duration {s:?} (use ms, s, m, h)"
+                ))
+            }
+        };
+        total += unit;
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_like_go() {
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("2m0s"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("x").is_err());
+        assert!(parse_duration("").is_err());
+    }
+}

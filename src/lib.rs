@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod client;
 pub mod codec;
 pub mod config;
 pub mod dispatch;

@@ -67,7 +67,7 @@ struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:9090")]
     grpc_address: SocketAddr,
     /// How far back watches can resume (e.g. 300s, 5m, 1h).
-    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    #[arg(long, default_value = "5m", value_parser = watchd::config::parse_duration)]
     history_window: Duration,
     /// Most events kept per resource for resuming watches.
     #[arg(long, default_value_t = config::DEFAULT_HISTORY_MAX_EVENTS)]
@@ -76,48 +76,17 @@ struct ServeArgs {
     #[arg(long, default_value_t = config::DEFAULT_SNAPSHOT_RING)]
     snapshot_ring: usize,
     /// How often watches that allow bookmarks get one (kube-apiserver: about a minute).
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    #[arg(long, default_value = "60s", value_parser = watchd::config::parse_duration)]
     bookmark_interval: Duration,
+    /// Close a connection whose peer has read nothing of what was written for this long
+    /// (a watch whose client stopped reading; 0: never).
+    #[arg(long, default_value = "60s", value_parser = watchd::config::parse_duration)]
+    write_timeout: Duration,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     #[command(flatten)]
     secure: watchd::auth::setup::SecureArgs,
-}
-
-/// Parses Go-style durations: `300s`, `5m`, `1h30m`, `250ms`.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let mut total = Duration::ZERO;
-    let mut rest = s.trim();
-    if rest.is_empty() {
-        return Err("empty duration".into());
-    }
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let n: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| format!("invalid duration {s:?}"))?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let unit = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n * 60),
-            "h" => Duration::from_secs(n * 3600),
-            u => {
-                return Err(format!(
-                    "invalid unit {u:?} in duration {s:?} (use ms, s, m, h)"
-                ))
-            }
-        };
-        total += unit;
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
 }
 
 /// Reads and checks `--encryption-provider-config`; logs its rules (never its keys).
@@ -153,6 +122,7 @@ fn init_logging(format: LogFormat) {
 async fn serve(args: ServeArgs) -> Result<(), String> {
     init_logging(args.log_format);
     let prometheus = metrics::install().map_err(|e| format!("metrics: {e}"))?;
+    metrics::spawn_upkeep(prometheus.clone());
     let etcd = EtcdConfig {
         endpoints: args.etcd_servers.clone(),
         ca_file: args.etcd_cafile.clone(),
@@ -180,15 +150,12 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         &[args.http_address, args.grpc_address],
         stop_rx.clone(),
     )?;
-    let listener = TcpListener::bind(args.http_address)
-        .await
-        .map_err(|e| format!("listening on {}: {e}", args.http_address))?;
+    let listener = listen(args.http_address)?;
     let address = listener.local_addr().map_err(|e| e.to_string())?;
-    let grpc_listener = TcpListener::bind(args.grpc_address)
-        .await
-        .map_err(|e| format!("listening on {}: {e}", args.grpc_address))?;
+    let grpc_listener = listen(args.grpc_address)?;
     let grpc_address = grpc_listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(http = %address, grpc = %grpc_address, etcd = ?args.etcd_servers, prefix = %args.etcd_prefix, "watchd starting");
+    raise_fd_limit();
     let read = Arc::new(ReadContext {
         cache: cache.clone(),
         etcd: EtcdReader::new(etcd.clone()),
@@ -203,6 +170,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
             Some(path) => Some(watchd::auth::audit::AuditLog::open(path)?),
             None => None,
         },
+        write_timeout: args.write_timeout,
     });
     let ingest = tokio::spawn(source::run(etcd, cache, stop_rx.clone()));
     let grpc = tokio::spawn(grpc::serve(
@@ -223,6 +191,56 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     })
     .await;
     Ok(())
+}
+
+/// Listens on `addr` with the largest accept queue the kernel allows (it caps the
+/// backlog at `net.core.somaxconn`): thousands of watchers reconnecting at once after a
+/// restart must not overflow it, or their connection attempts are retried only after
+/// 1, 3 and 7 seconds. tokio's `bind` asks for 1024.
+fn listen(addr: SocketAddr) -> Result<TcpListener, String> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()
+    } else {
+        tokio::net::TcpSocket::new_v6()
+    };
+    let listening = socket.and_then(|s| {
+        s.set_reuseaddr(true)?;
+        s.bind(addr)?;
+        s.listen(config::LISTEN_BACKLOG)
+    });
+    listening.map_err(|e| format!("listening on {addr}: {e}"))
+}
+
+/// Raises the soft limit of open files to the hard limit: every watcher over HTTP/1.1 is
+/// a socket, and the usual soft limit (1024) would cap watchd at about a thousand of them.
+/// The hard limit is what the machine allows an unprivileged process; it is logged, so
+/// an operator sees the ceiling before clients hit it.
+fn raise_fd_limit() {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        tracing::warn!(error = %std::io::Error::last_os_error(), "cannot read the open-files limit");
+        return;
+    }
+    let before = lim.rlim_cur;
+    if before < lim.rlim_max {
+        lim.rlim_cur = lim.rlim_max;
+        // SAFETY: as above.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+            tracing::warn!(error = %std::io::Error::last_os_error(), soft = before, hard = lim.rlim_max, "cannot raise the open-files limit");
+            return;
+        }
+    }
+    tracing::info!(
+        from = before,
+        to = lim.rlim_cur,
+        hard = lim.rlim_max,
+        "open-files limit: each HTTP/1.1 watcher holds one; HTTP/2 and gRPC carry up to {} watches per connection",
+        watchd::config::HTTP2_MAX_STREAMS
+    );
 }
 
 async fn shutdown_signal() {
@@ -267,20 +285,5 @@ fn main() {
                 std::process::exit(1);
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse_like_go() {
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert!(parse_duration("5").is_err());
-        assert!(parse_duration("x").is_err());
-        assert!(parse_duration("").is_err());
     }
 }

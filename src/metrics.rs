@@ -3,6 +3,22 @@
 use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
+/// How often histogram samples are folded into their buckets: without it they would be
+/// kept one by one until `/metrics` is read.
+pub const UPKEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Folds histogram samples into buckets every [`UPKEEP_INTERVAL`], for as long as the
+/// process runs.
+pub fn spawn_upkeep(handle: PrometheusHandle) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(UPKEEP_INTERVAL);
+        loop {
+            tick.tick().await;
+            handle.run_upkeep();
+        }
+    });
+}
+
 /// Installs the global recorder and describes every metric; the handle renders `/metrics`.
 pub fn install() -> Result<PrometheusHandle, String> {
     let handle = PrometheusBuilder::new()
@@ -20,11 +36,28 @@ pub fn install() -> Result<PrometheusHandle, String> {
 fn describe() {
     describe_counter!(
         "watchd_authentications_total",
-        "Requests authenticated, by method (x509, token-file, serviceaccount, requestheader, anonymous) and result."
+        "Requests authenticated, by method (x509, token-file, serviceaccount, webhook, requestheader, anonymous) and result."
     );
     describe_counter!(
         "watchd_authorization_denials_total",
-        "Requests refused with 403 by the authorizers."
+        "Requests refused by the authorizers (403, or 500 when one failed and none allowed)."
+    );
+    describe_counter!(
+        "watchd_authorization_webhook_errors_total",
+        "Authorization webhook calls that failed (the mode then has no opinion)."
+    );
+    describe_counter!(
+        "watchd_webhook_requests_total",
+        "Calls to the TokenReview and SubjectAccessReview webhooks, each attempt, by HTTP code (<error>: no answer)."
+    );
+    describe_histogram!(
+        "watchd_webhook_request_duration_seconds",
+        Unit::Seconds,
+        "Duration of one webhook call attempt, by HTTP code."
+    );
+    describe_counter!(
+        "watchd_webhook_cache_total",
+        "Webhook decisions looked up in the cache, by webhook (authentication, authorization) and result (hit, miss)."
     );
     describe_counter!(
         "watchd_rbac_policy_builds_total",
@@ -140,6 +173,36 @@ fn describe() {
         "Bytes of cached objects, per resource."
     );
     describe_gauge!("watchd_watchers", "Open watches, per resource.");
+    describe_counter!(
+        "watchd_watchers_ended_total",
+        "Watches ended, per resource and reason: timeout (timeoutSeconds), expired (410, out of the history window), relist (410, new epoch), reinitializing (the resource's cache re-initializes), closed (the client went away, the connection closed or timed out writing, or a 403 ended it)."
+    );
+    describe_counter!(
+        "watchd_watch_events_sent_total",
+        "Items written to watchers (events, synthetic ADDED events, and the ERROR or end-of-initial-events BOOKMARK in the same frames), per resource."
+    );
+    describe_counter!(
+        "watchd_watch_bytes_sent_total",
+        Unit::Bytes,
+        "Bytes of watch frames handed to the connections, per resource."
+    );
+    describe_counter!(
+        "watchd_watch_bookmarks_sent_total",
+        "BOOKMARK events sent, per resource."
+    );
+    describe_histogram!(
+        "watchd_watch_dispatch_lag_seconds",
+        Unit::Seconds,
+        "Time from an event's being applied to the cache until a watcher's frame holding it is built (the oldest event of each frame)."
+    );
+    describe_counter!(
+        "watchd_write_timeouts_total",
+        "Connections closed because the peer read nothing of what was written for --write-timeout."
+    );
+    describe_counter!(
+        "watchd_http2_socket_writes_total",
+        "Writes to HTTP/2 sockets: each carries the frames of every stream a poll of the connection produced."
+    );
     describe_counter!(
         "watchd_watchers_expired_total",
         "Watches ended with 410 Expired (fell out of the history window or epoch ended), per resource."

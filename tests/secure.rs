@@ -4,136 +4,12 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::Arc;
+use std::path::Path;
+use std::process::Command;
 
 use support::kube::put_object_text;
+use support::pki::{admin_probe, curl, kubectl, stdout_ok, Pki};
 use support::{Etcd, Watchd};
-
-const KUBECTL: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33";
-
-/// A CA, the serving certificate, and client certificates, written as PEM files.
-struct Pki {
-    dir: tempfile::TempDir,
-    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
-}
-
-impl Pki {
-    fn new() -> Pki {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "watchd-test-ca");
-        let ca = params.self_signed(&key).unwrap();
-        let dir = tempfile::Builder::new()
-            .prefix("watchd-test-pki-")
-            .tempdir()
-            .unwrap();
-        std::fs::write(dir.path().join("ca.crt"), ca.pem()).unwrap();
-        let pki = Pki {
-            dir,
-            issuer: rcgen::Issuer::new(params, key),
-        };
-        pki.issue("server", "watchd", None, true);
-        pki
-    }
-
-    /// Writes `<name>.crt` and `<name>.key`: a server certificate for 127.0.0.1, or a
-    /// client certificate for user `cn` in group `org`.
-    fn issue(&self, name: &str, cn: &str, org: Option<&str>, server: bool) {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let sans = if server {
-            vec!["localhost".to_string(), "127.0.0.1".to_string()]
-        } else {
-            vec![]
-        };
-        let mut params = rcgen::CertificateParams::new(sans).unwrap();
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, cn);
-        if let Some(o) = org {
-            params
-                .distinguished_name
-                .push(rcgen::DnType::OrganizationName, o);
-        }
-        params.extended_key_usages = vec![if server {
-            rcgen::ExtendedKeyUsagePurpose::ServerAuth
-        } else {
-            rcgen::ExtendedKeyUsagePurpose::ClientAuth
-        }];
-        let cert = params.signed_by(&key, &self.issuer).unwrap();
-        std::fs::write(self.path(&format!("{name}.crt")), cert.pem()).unwrap();
-        std::fs::write(self.path(&format!("{name}.key")), key.serialize_pem()).unwrap();
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn arg(&self, flag: &str, name: &str) -> String {
-        format!("--{flag}={}", self.path(name).display())
-    }
-
-    /// A kubeconfig for `server` authenticating with the client certificate `name`, or
-    /// with `token`.
-    fn kubeconfig(
-        &self,
-        file: &str,
-        server: &str,
-        cert: Option<&str>,
-        token: Option<&str>,
-    ) -> PathBuf {
-        let mut user = String::new();
-        if let Some(name) = cert {
-            user += &format!(
-                "    client-certificate: {}\n    client-key: {}\n",
-                self.path(&format!("{name}.crt")).display(),
-                self.path(&format!("{name}.key")).display()
-            );
-        }
-        if let Some(t) = token {
-            user += &format!("    token: {t}\n");
-        }
-        let text = format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: watchd\n  cluster:\n    server: {server}\n    certificate-authority: {}\nusers:\n- name: u\n  user:\n{user}contexts:\n- name: c\n  context:\n    cluster: watchd\n    user: u\ncurrent-context: c\n",
-            self.path("ca.crt").display()
-        );
-        let path = self.path(file);
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-}
-
-fn curl(args: &[&str]) -> Output {
-    Command::new("curl")
-        .args(["-sS", "--max-time", "10"])
-        .args(args)
-        .output()
-        .expect("run curl")
-}
-
-fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> Output {
-    assert!(Path::new(KUBECTL).exists(), "{KUBECTL} is required");
-    Command::new(KUBECTL)
-        .arg(format!("--kubeconfig={}", kubeconfig.display()))
-        .arg(format!("--cache-dir={}", cache.display()))
-        .arg("--request-timeout=30s")
-        .args(args)
-        .output()
-        .expect("run kubectl")
-}
-
-fn stdout_ok(out: &Output, what: &str) -> String {
-    assert!(
-        out.status.success(),
-        "{what}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn pod(ns: &str, name: &str) -> String {
     format!(
@@ -178,31 +54,6 @@ const RBAC: &[(&str, &str)] = &[
         r#"{"kind":"ClusterRoleBinding","apiVersion":"rbac.authorization.k8s.io/v1","metadata":{"name":"viewers","uid":"crb2","creationTimestamp":"2026-01-01T00:00:00Z"},"subjects":[{"kind":"Group","apiGroup":"rbac.authorization.k8s.io","name":"viewers"}],"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"pod-viewer"}}"#,
     ),
 ];
-
-/// A ready probe: `GET /readyz` over TLS as the cluster admin.
-fn admin_probe(pki: &Pki) -> support::watchd::Probe {
-    let (ca, cert, key) = (
-        pki.path("ca.crt"),
-        pki.path("admin.crt"),
-        pki.path("admin.key"),
-    );
-    Arc::new(move |addr| {
-        let out = curl(&[
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            "--cacert",
-            ca.to_str().unwrap(),
-            "--cert",
-            cert.to_str().unwrap(),
-            "--key",
-            key.to_str().unwrap(),
-            &format!("https://127.0.0.1:{}/readyz", addr.port()),
-        ]);
-        out.stdout == b"200"
-    })
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_reads_over_tls_with_certificates_and_tokens_as_rbac_allows() {
@@ -615,6 +466,95 @@ fn next_json(rx: &std::sync::mpsc::Receiver<String>, what: &str) -> serde_json::
     serde_json::from_str(&line).unwrap_or_else(|e| panic!("{what}: {e}: {line}"))
 }
 
+/// A gRPC watch of pods in `ns` (all namespaces when empty) as the client certificate
+/// `cert` or with the bearer `token`.
+async fn grpc_watch_call(
+    pki: &Pki,
+    watchd: &Watchd,
+    cert: Option<&str>,
+    token: Option<&str>,
+    ns: &str,
+) -> Result<tonic::Streaming<watchd::api::grpc::pb::WatchResponse>, tonic::Status> {
+    use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
+    use watchd::api::grpc::pb::watchd_client::WatchdClient;
+    use watchd::api::grpc::pb::{Collection, WatchRequest};
+    let read = |name: &str| std::fs::read(pki.path(name)).unwrap();
+    let mut tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(read("ca.crt")))
+        .domain_name("localhost");
+    if let Some(c) = cert {
+        tls = tls.identity(Identity::from_pem(
+            read(&format!("{c}.crt")),
+            read(&format!("{c}.key")),
+        ));
+    }
+    let channel = Channel::from_shared(format!("https://127.0.0.1:{}", watchd.grpc_addr().port()))
+        .unwrap()
+        .tls_config(tls)
+        .unwrap()
+        .connect()
+        .await
+        .expect("gRPC over TLS");
+    let mut req = tonic::Request::new(WatchRequest {
+        collection: Some(Collection {
+            version: "v1".into(),
+            resource: "pods".into(),
+            namespace: ns.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    if let Some(t) = token {
+        req.metadata_mut()
+            .insert("authorization", format!("Bearer {t}").parse().unwrap());
+    }
+    Ok(WatchdClient::new(channel).watch(req).await?.into_inner())
+}
+
+/// [`grpc_watch_call`], opened and past its first ADDED event.
+async fn grpc_watch(
+    pki: &Pki,
+    watchd: &Watchd,
+    cert: Option<&str>,
+    token: Option<&str>,
+    ns: &str,
+) -> tonic::Streaming<watchd::api::grpc::pb::WatchResponse> {
+    let mut stream = grpc_watch_call(pki, watchd, cert, token, ns)
+        .await
+        .expect("gRPC watch");
+    let first = tokio::time::timeout(std::time::Duration::from_secs(10), stream.message())
+        .await
+        .expect("a first gRPC message")
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        first.events[0].r#type,
+        watchd::api::grpc::pb::EventType::Added as i32
+    );
+    stream
+}
+
+/// The Status of the next ERROR event of a gRPC watch.
+async fn grpc_error_event(
+    stream: &mut tonic::Streaming<watchd::api::grpc::pb::WatchResponse>,
+) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let msg = tokio::time::timeout_at(deadline, stream.message())
+            .await
+            .expect("an ERROR event in time")
+            .unwrap()
+            .expect("the stream is open");
+        let error = msg
+            .events
+            .iter()
+            .find(|e| e.r#type == watchd::api::grpc::pb::EventType::Error as i32);
+        if let Some(e) = error {
+            return serde_json::from_slice(&e.object).unwrap();
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_ends_with_403_when_its_binding_goes_and_watches_are_limited_per_user() {
     let pki = Pki::new();
@@ -645,6 +585,9 @@ async fn a_watch_ends_with_403_when_its_binding_goes_and_watches_are_limited_per
     let (mut alice, lines) = watch_lines(&pki, &url, Some("alice"), None);
     let ev = next_json(&lines, "alice's first event");
     assert_eq!(ev["type"], "ADDED", "{ev}");
+    // The same over gRPC; bob's gRPC watch counts towards his limit below.
+    let mut alice_grpc = grpc_watch(&pki, &watchd, Some("alice"), None, "ns1").await;
+    let mut bob_grpc = grpc_watch(&pki, &watchd, None, Some("bob-token"), "").await;
     etcd_delete(&mut kv, "/registry/rolebindings/ns1/alice-reads-pods").await;
     let ev = next_json(&lines, "alice's watch after the binding is deleted");
     assert_eq!(ev["type"], "ERROR", "{ev}");
@@ -663,16 +606,33 @@ async fn a_watch_ends_with_403_when_its_binding_goes_and_watches_are_limited_per
     );
     let _ = alice.kill();
     let _ = alice.wait();
+    let status = grpc_error_event(&mut alice_grpc).await;
+    assert_eq!(status["code"], 403, "{status}");
+    assert_eq!(status["reason"], "Forbidden", "{status}");
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_secs(10), alice_grpc.message())
+            .await
+            .expect("the gRPC stream ends")
+            .unwrap()
+            .is_none(),
+        "nothing after the ERROR event"
+    );
 
-    // bob may have two watches open; the third is 429 with Retry-After.
+    // bob may have two watches open (one over gRPC); the third is 429 with Retry-After,
+    // and so is a second gRPC one.
     let url = format!("{base}/api/v1/pods?watch=true");
     let mut open = Vec::new();
-    for i in 0..2 {
+    for i in 0..1 {
         let (child, lines) = watch_lines(&pki, &url, None, Some("bob-token"));
         let ev = next_json(&lines, &format!("bob's watch {i}"));
         assert_eq!(ev["type"], "ADDED", "{ev}");
         open.push((child, lines));
     }
+    let e = grpc_watch_call(&pki, &watchd, None, Some("bob-token"), "")
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted, "{e:?}");
     let out = curl(&[
         "-i",
         "--cacert",
@@ -689,6 +649,10 @@ async fn a_watch_ends_with_403_when_its_binding_goes_and_watches_are_limited_per
         let _ = child.kill();
         let _ = child.wait();
     }
+    // Still open: nothing to read, and no end of stream.
+    let next = tokio::time::timeout(std::time::Duration::from_millis(300), bob_grpc.message());
+    assert!(next.await.is_err(), "bob's gRPC watch is still open");
+    drop(bob_grpc);
 
     // The audit log has a line per request, in audit.k8s.io/v1 Event shape.
     // (Written by a thread of its own: wait for the last request's line.)

@@ -1,9 +1,12 @@
 //! The frontends and what they share. `query` parses requests into typed, validated
 //! queries; `read` serves get and list pages; `watch` runs watch sessions; `status` maps
-//! errors to Kubernetes Status reasons. Each frontend (`http`, `grpc`) is thin: it turns
+//! errors to Kubernetes Status reasons; `access` authorizes and limits a request, and
+//! `guarded` keeps checking an open watch's permission. Each frontend (`http`, `grpc`) is thin: it turns
 //! its wire format into those queries and encodes the results.
 
+pub mod access;
 pub mod grpc;
+pub mod guarded;
 pub mod http;
 pub mod query;
 pub mod read;

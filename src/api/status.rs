@@ -118,6 +118,24 @@ pub enum ApiError {
 }
 
 impl ApiError {
+    /// What kube-apiserver answers when the authorizers refuse `attrs`: 403 with their
+    /// reasons, or 500 when one failed and none allowed.
+    pub fn denied(
+        attrs: &crate::auth::Attributes,
+        denied: &crate::auth::authz::Denied,
+    ) -> ApiError {
+        use crate::auth::authz::Denied;
+        match denied {
+            Denied::Forbidden(reason) => ApiError::Forbidden {
+                group: attrs.api_group.clone(),
+                resource: attrs.resource.clone(),
+                name: attrs.name.clone(),
+                message: crate::auth::rbac::forbidden_message(attrs, reason),
+            },
+            Denied::Failed(error) => ApiError::Internal(error.clone()),
+        }
+    }
+
     /// The "too old resource version" error of a watch or an exact list.
     pub fn too_old(requested: i64, oldest: i64) -> ApiError {
         ApiError::Expired(format!("too old resource version: {requested} ({oldest})"))

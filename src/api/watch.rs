@@ -8,7 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::future::Future;
 use std::pin::Pin;
+use std::task::Poll;
 
 use tokio::time::{Instant, Sleep};
 
@@ -22,6 +24,17 @@ use crate::store::{
     Cache, CachedObject, EventLog, EventType, ObjectRef, Read, ResourceStore, Snapshot, WatchEvent,
 };
 use crate::Revision;
+
+/// The wire encodings whose watch frames each event caches, one slot each (below
+/// [`crate::store::event_log::FRAME_ENCODINGS`]): a frame is built once per event, type
+/// and encoding, by the encoder that first needs it, and shared by every watcher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameEncoding {
+    /// Kubernetes JSON lines (`{"type":...,"object":...}\n`).
+    JsonLines = 0,
+    /// Kubernetes protobuf (length-prefixed `WatchEvent`).
+    KubeProtobuf = 1,
+}
 
 /// How a frontend writes what a watch sends; one encoder per watch, filled between polls.
 pub trait WatchEncoder: Send + 'static {
@@ -37,8 +50,99 @@ pub trait WatchEncoder: Send + 'static {
     fn error(&mut self, err: &ApiError);
     /// Items written since the last `take`.
     fn pending(&self) -> usize;
+    /// Bytes written since the last `take` (for the bytes-sent metric).
+    fn pending_bytes(&self) -> usize;
     /// The frame of everything written since the last `take`.
     fn take(&mut self) -> Self::Frame;
+}
+
+/// Why a watch ended, for `watchd_watchers_ended_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EndReason {
+    /// Its `timeoutSeconds` (or the default) passed.
+    Timeout,
+    /// Its cursor fell out of the history window: 410.
+    Expired,
+    /// The cache re-listed etcd (a new epoch): 410.
+    Relist,
+    /// Its resource re-initializes (a value went unreadable): the stream just ends.
+    Reinitializing,
+    /// The client went away, the connection was closed, or a wrapper ended it.
+    Closed,
+}
+
+impl EndReason {
+    fn label(self) -> &'static str {
+        match self {
+            EndReason::Timeout => "timeout",
+            EndReason::Expired => "expired",
+            EndReason::Relist => "relist",
+            EndReason::Reinitializing => "reinitializing",
+            EndReason::Closed => "closed",
+        }
+    }
+}
+
+/// A watch's metrics: handles looked up once, at the start, and counts added to them
+/// about once a second (and when the watch ends) rather than per frame, since a shared
+/// counter costs atomic operations every watcher would contend on. The dispatch lag is
+/// sampled on the first frame after each flush.
+struct WatchMetrics {
+    events: metrics::Counter,
+    bytes: metrics::Counter,
+    bookmarks: metrics::Counter,
+    lag: metrics::Histogram,
+    unflushed_events: u64,
+    unflushed_bytes: u64,
+    flushed_at: Instant,
+    sample_lag: bool,
+}
+
+/// How often a watch adds its counts to the shared metrics.
+const METRICS_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+
+impl WatchMetrics {
+    fn new(resource: String) -> Self {
+        WatchMetrics {
+            events: metrics::counter!("watchd_watch_events_sent_total", "resource" => resource.clone()),
+            bytes: metrics::counter!("watchd_watch_bytes_sent_total", "resource" => resource.clone()),
+            bookmarks: metrics::counter!("watchd_watch_bookmarks_sent_total", "resource" => resource),
+            lag: metrics::histogram!("watchd_watch_dispatch_lag_seconds"),
+            unflushed_events: 0,
+            unflushed_bytes: 0,
+            flushed_at: Instant::now(),
+            sample_lag: true,
+        }
+    }
+
+    /// Counts a frame of `events` items and `bytes` bytes whose oldest event was applied
+    /// at `oldest`, as of `now`.
+    fn frame(
+        &mut self,
+        events: usize,
+        bytes: usize,
+        oldest: Option<std::time::Instant>,
+        now: Instant,
+    ) {
+        self.unflushed_events += events as u64;
+        self.unflushed_bytes += bytes as u64;
+        if let (true, Some(at)) = (self.sample_lag, oldest) {
+            self.lag.record(at.elapsed().as_secs_f64());
+            self.sample_lag = false;
+        }
+        if now.duration_since(self.flushed_at) >= METRICS_FLUSH_INTERVAL {
+            self.flush(now);
+        }
+    }
+
+    fn flush(&mut self, now: Instant) {
+        self.events
+            .increment(std::mem::take(&mut self.unflushed_events));
+        self.bytes
+            .increment(std::mem::take(&mut self.unflushed_bytes));
+        self.flushed_at = now;
+        self.sample_lag = true;
+    }
 }
 
 /// Synthetic ADDED events still to send from the starting snapshot.
@@ -67,6 +171,10 @@ pub struct WatchSession<E: WatchEncoder> {
     bookmark_interval: Duration,
     timer: Pin<Box<Sleep>>,
     done: bool,
+    end: EndReason,
+    metrics: WatchMetrics,
+    /// When the oldest event of the frame being built was applied.
+    oldest: Option<std::time::Instant>,
 }
 
 /// How a watch starts: a session, or an error to send as the only event.
@@ -143,6 +251,7 @@ impl<E: WatchEncoder> WatchSession<E> {
             .subscribe(wake_key(&store, namespace.as_deref(), &q.selectors));
         metrics::gauge!("watchd_watchers", "resource" => store.info.qualified_name())
             .increment(1.0);
+        let metrics = WatchMetrics::new(store.info.qualified_name());
         Ok(WatchStart::Session(Box::new(WatchSession {
             encoder,
             cache: state.cache.clone(),
@@ -161,7 +270,17 @@ impl<E: WatchEncoder> WatchSession<E> {
             bookmark_interval: state.bookmark_interval,
             timer: Box::pin(tokio::time::sleep_until(deadline)),
             done: false,
+            end: EndReason::Closed,
+            metrics,
+            oldest: None,
         })))
+    }
+
+    /// The frame of everything encoded since the last one, counted in the metrics.
+    fn take_frame(&mut self, now: Instant) -> E::Frame {
+        let (events, bytes) = (self.encoder.pending(), self.encoder.pending_bytes());
+        self.metrics.frame(events, bytes, self.oldest.take(), now);
+        self.encoder.take()
     }
 
     /// The next frame; None when the watch ends.
@@ -171,11 +290,13 @@ impl<E: WatchEncoder> WatchSession<E> {
         }
         if self.initial.is_some() {
             self.initial_frame();
-            return Some(self.encoder.take());
+            return Some(self.take_frame(Instant::now()));
         }
         loop {
-            if Instant::now() >= self.deadline {
+            let now = Instant::now();
+            if now >= self.deadline {
                 self.done = true;
+                self.end = EndReason::Timeout;
                 return None;
             }
             // Only bookmarks need the applied revision; loading it costs a shared lock read.
@@ -184,13 +305,16 @@ impl<E: WatchEncoder> WatchSession<E> {
             } else {
                 Revision::ZERO
             };
-            let notify = self.wake.notifier();
-            let wake = notify.notified();
-            tokio::pin!(wake);
-            wake.as_mut().enable();
+            // Armed before looking at the log: an event appended after the look wakes us.
+            let waiter = self.wake.waiter().clone();
+            std::future::poll_fn(|cx| {
+                waiter.arm(cx.waker());
+                Poll::Ready(())
+            })
+            .await;
             self.drain();
             if self.encoder.pending() > 0 {
-                return Some(self.encoder.take());
+                return Some(self.take_frame(now));
             }
             if self.done {
                 return None;
@@ -202,6 +326,7 @@ impl<E: WatchEncoder> WatchSession<E> {
                 if rv >= self.after {
                     self.sent = rv;
                     self.encoder.bookmark(&self.store.info, rv, false);
+                    self.metrics.bookmarks.increment(1);
                     return Some(self.encoder.take());
                 }
             }
@@ -214,10 +339,15 @@ impl<E: WatchEncoder> WatchSession<E> {
             if self.timer.deadline() != wait_until {
                 self.timer.as_mut().reset(wait_until);
             }
-            tokio::select! {
-                _ = &mut wake => {}
-                _ = self.timer.as_mut() => {}
-            }
+            let timer = &mut self.timer;
+            std::future::poll_fn(|cx| {
+                if waiter.woken(cx.waker()) || timer.as_mut().poll(cx).is_ready() {
+                    Poll::Ready(())
+                } else {
+                    Poll::Pending
+                }
+            })
+            .await;
         }
     }
 
@@ -234,32 +364,36 @@ impl<E: WatchEncoder> WatchSession<E> {
                     self.sent = ev.revision;
                     if let Some(t) = self.classify(&ev) {
                         self.encoder.event(t, &ev);
+                        self.oldest.get_or_insert(ev.applied_at());
                         events += 1;
                     }
                 }
                 Read::Pending => {
                     if self.log.is_terminated() {
                         self.done = true;
+                        self.end = EndReason::Reinitializing;
                     } else if self.log.is_closed() {
                         let msg = "the cache was re-listed from etcd; re-list and watch again";
-                        self.end_with(ApiError::Expired(msg.into()));
+                        self.end_with(ApiError::Expired(msg.into()), EndReason::Relist);
                     }
                     return;
                 }
                 Read::Expired => {
                     let oldest = self.log.oldest_revision();
-                    self.end_with(ApiError::too_old(self.sent.0, oldest.0));
+                    let err = ApiError::too_old(self.sent.0, oldest.0);
+                    self.end_with(err, EndReason::Expired);
                     return;
                 }
             }
         }
     }
 
-    fn end_with(&mut self, err: ApiError) {
+    fn end_with(&mut self, err: ApiError, reason: EndReason) {
         metrics::counter!("watchd_watchers_expired_total", "resource" => self.store.info.qualified_name())
             .increment(1);
         self.encoder.error(&err);
         self.done = true;
+        self.end = reason;
     }
 
     fn passes(&self, obj: &CachedObject) -> bool {
@@ -307,6 +441,7 @@ impl<E: WatchEncoder> WatchSession<E> {
                 self.initial = None;
                 if end {
                     self.encoder.bookmark(&self.store.info, self.after, true);
+                    self.metrics.bookmarks.increment(1);
                 }
             }
         }
@@ -315,8 +450,11 @@ impl<E: WatchEncoder> WatchSession<E> {
 
 impl<E: WatchEncoder> Drop for WatchSession<E> {
     fn drop(&mut self) {
-        metrics::gauge!("watchd_watchers", "resource" => self.store.info.qualified_name())
-            .decrement(1.0);
+        self.metrics.flush(Instant::now());
+        let resource = self.store.info.qualified_name();
+        metrics::gauge!("watchd_watchers", "resource" => resource.clone()).decrement(1.0);
+        metrics::counter!("watchd_watchers_ended_total", "resource" => resource, "reason" => self.end.label())
+            .increment(1);
     }
 }
 

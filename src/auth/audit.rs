@@ -15,7 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use super::UserInfo;
+use super::Attributes;
 
 /// Lines queued for the writer before new ones are dropped.
 const QUEUE: usize = 16 * 1024;
@@ -27,37 +27,17 @@ pub struct AuditLog {
     next: AtomicU64,
 }
 
-/// The object a request named, for `objectRef`.
-#[derive(Debug, Clone, Default)]
-pub struct ObjectRef {
-    /// API group.
-    pub api_group: String,
-    /// API version.
-    pub api_version: String,
-    /// Resource (plural).
-    pub resource: String,
-    /// Subresource, if any.
-    pub subresource: String,
-    /// Namespace, if any.
-    pub namespace: String,
-    /// Name, if any.
-    pub name: String,
-}
-
 /// One request, as the audit line records it.
 pub struct Entry<'a> {
-    /// Who (None: authentication off).
-    pub user: Option<&'a UserInfo>,
-    /// The verb (`get`, `list`, `watch`; `get` for non-resource paths).
-    pub verb: &'a str,
+    /// Who asked what: user (empty name when authentication is off), verb, and the
+    /// object or collection of a resource request.
+    pub attrs: &'a Attributes,
     /// The request URI (path and query).
     pub uri: &'a str,
     /// The peer.
     pub peer: SocketAddr,
     /// The User-Agent header.
     pub user_agent: Option<&'a str>,
-    /// The object or collection, for resource requests.
-    pub object: Option<ObjectRef>,
     /// The response code.
     pub code: u16,
     /// When the request arrived.
@@ -142,14 +122,15 @@ impl AuditLog {
             "auditID": self.audit_id(),
             "stage": e.stage,
             "requestURI": e.uri,
-            "verb": e.verb,
+            "verb": e.attrs.verb,
             "user": {},
             "sourceIPs": [e.peer.ip().to_string()],
             "responseStatus": {"metadata": {}, "code": e.code},
             "requestReceivedTimestamp": timestamp(e.received),
             "stageTimestamp": timestamp(now),
         });
-        if let Some(u) = e.user {
+        let u = &e.attrs.user;
+        if !u.name.is_empty() {
             let mut user = json!({"username": u.name});
             if !u.uid.is_empty() {
                 user["uid"] = json!(u.uid);
@@ -165,13 +146,14 @@ impl AuditLog {
         if let Some(ua) = e.user_agent {
             v["userAgent"] = json!(ua);
         }
-        if let Some(o) = &e.object {
-            let mut r = json!({"resource": o.resource, "apiVersion": o.api_version});
+        if e.attrs.resource_request {
+            let a = e.attrs;
+            let mut r = json!({"resource": a.resource, "apiVersion": a.api_version});
             for (k, val) in [
-                ("namespace", &o.namespace),
-                ("name", &o.name),
-                ("apiGroup", &o.api_group),
-                ("subresource", &o.subresource),
+                ("namespace", &a.namespace),
+                ("name", &a.name),
+                ("apiGroup", &a.api_group),
+                ("subresource", &a.subresource),
             ] {
                 if !val.is_empty() {
                     r[k] = json!(val);
@@ -198,6 +180,7 @@ impl AuditLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::auth::UserInfo;
     use std::time::Duration;
 
     #[test]
@@ -205,24 +188,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.log");
         let log = AuditLog::open(&path).unwrap();
-        let user = UserInfo {
-            name: "alice".into(),
-            groups: vec!["dev".into(), "system:authenticated".into()],
-            ..UserInfo::default()
+        let attrs = Attributes {
+            user: UserInfo {
+                name: "alice".into(),
+                groups: vec!["dev".into(), "system:authenticated".into()],
+                ..UserInfo::default()
+            },
+            verb: "list".into(),
+            resource_request: true,
+            api_version: "v1".into(),
+            resource: "pods".into(),
+            namespace: "ns1".into(),
+            ..Attributes::default()
         };
         let received = UNIX_EPOCH + Duration::from_micros(1_800_000_000_123_456);
         let e = Entry {
-            user: Some(&user),
-            verb: "list",
+            attrs: &attrs,
             uri: "/api/v1/namespaces/ns1/pods?limit=5",
             peer: "127.0.0.1:5555".parse().unwrap(),
             user_agent: Some("kubectl/v1.33"),
-            object: Some(ObjectRef {
-                api_version: "v1".into(),
-                resource: "pods".into(),
-                namespace: "ns1".into(),
-                ..ObjectRef::default()
-            }),
             code: 200,
             received,
             stage: "ResponseComplete",

@@ -1,6 +1,6 @@
 //! The authenticator chain, in kube-apiserver's order: front-proxy request headers, x509
-//! client certificates, bearer tokens (static token file, then ServiceAccount tokens), and
-//! last the anonymous user when enabled. The first authenticator that recognises the
+//! client certificates, bearer tokens (static token file, then ServiceAccount tokens, then
+//! the TokenReview webhook), and last the anonymous user when enabled. The first authenticator that recognises the
 //! request decides; a credential that is recognised but invalid (an expired
 //! ServiceAccount token) is refused even when anonymous requests are allowed, as
 //! kube-apiserver's fail-on-error union does.
@@ -13,6 +13,7 @@ use http::{header, HeaderMap};
 use super::request_header::RequestHeaderConfig;
 use super::service_account::ServiceAccountAuthenticator;
 use super::token_file::{bearer_token, TokenFile};
+use super::token_webhook::TokenWebhook;
 use super::{UserInfo, ANONYMOUS_USER, AUTHENTICATED, UNAUTHENTICATED};
 use crate::tls::PeerCertificate;
 
@@ -28,6 +29,8 @@ pub struct Authenticator {
     pub token_file: Option<TokenFile>,
     /// `--service-account-key-file` and friends.
     pub service_accounts: Option<Arc<ServiceAccountAuthenticator>>,
+    /// `--authentication-token-webhook-config-file`.
+    pub token_webhook: Option<Arc<TokenWebhook>>,
     /// `--anonymous-auth`.
     pub anonymous: bool,
 }
@@ -47,6 +50,8 @@ pub enum Method {
     TokenFile,
     /// A ServiceAccount token.
     ServiceAccount,
+    /// The TokenReview webhook.
+    Webhook,
     /// No credentials, anonymous allowed.
     Anonymous,
 }
@@ -59,6 +64,7 @@ impl Method {
             Method::X509 => "x509",
             Method::TokenFile => "token-file",
             Method::ServiceAccount => "serviceaccount",
+            Method::Webhook => "webhook",
             Method::Anonymous => "anonymous",
         }
     }
@@ -71,18 +77,19 @@ impl Authenticator {
             || self.client_certificates
             || self.token_file.is_some()
             || self.service_accounts.is_some()
+            || self.token_webhook.is_some()
     }
 
     /// Decides who sent the request. The credentials are removed from `headers` (the
     /// Authorization header and every front-proxy header), so nothing after this point
     /// sees them.
-    pub fn authenticate(
+    pub async fn authenticate(
         &self,
         peer: Option<&PeerCertificate>,
         headers: &mut HeaderMap,
         now: SystemTime,
     ) -> Result<(UserInfo, Method), Refused> {
-        let result = self.identify(peer, headers, now);
+        let result = self.identify(peer, headers, now).await;
         if let Some(rh) = &self.request_header {
             rh.strip(headers);
         }
@@ -94,7 +101,7 @@ impl Authenticator {
         Ok((user, method))
     }
 
-    fn identify(
+    async fn identify(
         &self,
         peer: Option<&PeerCertificate>,
         headers: &HeaderMap,
@@ -131,6 +138,13 @@ impl Authenticator {
                     Ok(Some(user)) => return Ok((user, Method::ServiceAccount)),
                     Ok(None) => {}
                     Err(e) => errors.push(e.to_string()),
+                }
+            }
+            if let Some(webhook) = &self.token_webhook {
+                match webhook.authenticate(token).await {
+                    Ok(Some(user)) => return Ok((user, Method::Webhook)),
+                    Ok(None) => {}
+                    Err(e) => errors.push(e),
                 }
             }
             if errors.is_empty() {
@@ -223,8 +237,8 @@ mod tests {
         assert_eq!(certificate_user(b"not a certificate"), None);
     }
 
-    #[test]
-    fn the_chain_goes_in_kube_apiserver_order_and_adds_system_authenticated() {
+    #[tokio::test]
+    async fn the_chain_goes_in_kube_apiserver_order_and_adds_system_authenticated() {
         let a = Authenticator {
             client_certificates: true,
             token_file: Some(tokens()),
@@ -235,25 +249,27 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(header::AUTHORIZATION, "Bearer t0ken".parse().unwrap());
         // The certificate comes before the token, and the token header is consumed.
-        let (u, m) = a.authenticate(Some(&alice), &mut h, now).unwrap();
+        let (u, m) = a.authenticate(Some(&alice), &mut h, now).await.unwrap();
         assert_eq!((u.name.as_str(), m), ("alice", Method::X509));
         assert_eq!(u.groups, ["dev", AUTHENTICATED]);
         assert!(h.get(header::AUTHORIZATION).is_none());
 
         let mut h = HeaderMap::new();
         h.insert(header::AUTHORIZATION, "Bearer t0ken".parse().unwrap());
-        let (u, m) = a.authenticate(None, &mut h, now).unwrap();
+        let (u, m) = a.authenticate(None, &mut h, now).await.unwrap();
         assert_eq!((u.name.as_str(), m), ("bob", Method::TokenFile));
         assert_eq!(u.groups, ["dev", "ops", AUTHENTICATED]);
 
         // A certificate from the front-proxy CA does not name a user by itself.
         let proxy = peer(cert("front-proxy-client", &[]), false, true);
-        let e = a.authenticate(Some(&proxy), &mut HeaderMap::new(), now);
+        let e = a
+            .authenticate(Some(&proxy), &mut HeaderMap::new(), now)
+            .await;
         assert_eq!(e, Err(Refused("no credentials".into())));
     }
 
-    #[test]
-    fn a_bad_token_is_refused_even_when_anonymous_is_allowed() {
+    #[tokio::test]
+    async fn a_bad_token_is_refused_even_when_anonymous_is_allowed() {
         let a = Authenticator {
             token_file: Some(tokens()),
             anonymous: true,
@@ -262,8 +278,11 @@ mod tests {
         let now = SystemTime::now();
         let mut h = HeaderMap::new();
         h.insert(header::AUTHORIZATION, "Bearer wrong".parse().unwrap());
-        assert!(a.authenticate(None, &mut h, now).is_err());
-        let (u, m) = a.authenticate(None, &mut HeaderMap::new(), now).unwrap();
+        assert!(a.authenticate(None, &mut h, now).await.is_err());
+        let (u, m) = a
+            .authenticate(None, &mut HeaderMap::new(), now)
+            .await
+            .unwrap();
         assert_eq!(m, Method::Anonymous);
         assert_eq!(u.name, ANONYMOUS_USER);
         assert_eq!(u.groups, [UNAUTHENTICATED]);
@@ -273,6 +292,7 @@ mod tests {
         };
         assert!(closed
             .authenticate(None, &mut HeaderMap::new(), now)
+            .await
             .is_err());
         assert!(closed.has_authenticator());
         assert!(!Authenticator::default().has_authenticator());

@@ -1,10 +1,12 @@
 //! Authorization modes, evaluated in `--authorization-mode` order as kube-apiserver does:
 //! members of `system:masters` first (always allowed), then each mode in turn; the first
 //! mode with an opinion decides, and when none has one the request is forbidden with every
-//! mode's reason.
+//! mode's reason. A mode that fails (a webhook that cannot be reached) has no opinion; if
+//! no later mode allows, the request fails with that error (500), not a 403.
 
 use std::sync::Arc;
 
+use super::authz_webhook::{AuthzWebhook, Verdict};
 use super::cached::RbacCache;
 use super::rbac::{self, Decision};
 use super::Attributes;
@@ -18,6 +20,8 @@ pub enum Mode {
     AlwaysDeny,
     /// RBAC, evaluated from the cache.
     Rbac,
+    /// A SubjectAccessReview webhook.
+    Webhook,
 }
 
 impl Mode {
@@ -29,14 +33,15 @@ impl Mode {
                 "AlwaysAllow" => Mode::AlwaysAllow,
                 "AlwaysDeny" => Mode::AlwaysDeny,
                 "RBAC" => Mode::Rbac,
-                "Webhook" | "Node" | "ABAC" => {
+                "Webhook" => Mode::Webhook,
+                "Node" | "ABAC" => {
                     return Err(format!(
-                        "--authorization-mode {name} is not supported by watchd (use AlwaysAllow, AlwaysDeny or RBAC)"
+                        "--authorization-mode {name} is not supported by watchd (use AlwaysAllow, AlwaysDeny, RBAC or Webhook)"
                     ))
                 }
                 other => {
                     return Err(format!(
-                        "unknown --authorization-mode {other:?} (use AlwaysAllow, AlwaysDeny or RBAC)"
+                        "unknown --authorization-mode {other:?} (use AlwaysAllow, AlwaysDeny, RBAC or Webhook)"
                     ))
                 }
             };
@@ -57,6 +62,7 @@ impl Mode {
             Mode::AlwaysAllow => "AlwaysAllow",
             Mode::AlwaysDeny => "AlwaysDeny",
             Mode::Rbac => "RBAC",
+            Mode::Webhook => "Webhook",
         }
     }
 }
@@ -65,19 +71,39 @@ impl Mode {
 pub struct Authorizer {
     modes: Vec<Mode>,
     rbac: Option<Arc<RbacCache>>,
+    webhook: Option<Arc<AuthzWebhook>>,
 }
 
-/// A refusal: the reason kube-apiserver appends to the 403 message (may be empty).
+/// A refusal.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Denied(pub String);
+pub enum Denied {
+    /// 403: the reason kube-apiserver appends to the message (may be empty).
+    Forbidden(String),
+    /// 500: a mode failed and none allowed; the error.
+    Failed(String),
+}
 
 impl Authorizer {
-    /// Authorizers for `modes`; `rbac` is required when RBAC is among them.
-    pub fn new(modes: Vec<Mode>, rbac: Option<Arc<RbacCache>>) -> Result<Authorizer, String> {
+    /// Authorizers for `modes`; `rbac` is required when RBAC is among them, `webhook`
+    /// when Webhook is.
+    pub fn new(
+        modes: Vec<Mode>,
+        rbac: Option<Arc<RbacCache>>,
+        webhook: Option<Arc<AuthzWebhook>>,
+    ) -> Result<Authorizer, String> {
         if modes.contains(&Mode::Rbac) && rbac.is_none() {
             return Err("RBAC authorization needs the cache".into());
         }
-        Ok(Authorizer { modes, rbac })
+        if modes.contains(&Mode::Webhook) && webhook.is_none() {
+            return Err(
+                "--authorization-mode Webhook needs --authorization-webhook-config-file".into(),
+            );
+        }
+        Ok(Authorizer {
+            modes,
+            rbac,
+            webhook,
+        })
     }
 
     /// The modes, in order.
@@ -96,12 +122,13 @@ impl Authorizer {
         self.rbac.as_ref().map(|r| r.policy())
     }
 
-    /// Allowed, or the reason for the 403.
-    pub fn authorize(&self, attrs: &Attributes) -> Result<(), Denied> {
+    /// Allowed, or the reason for the 403 (or the error for the 500).
+    pub async fn authorize(&self, attrs: &Attributes) -> Result<(), Denied> {
         if rbac::is_privileged(&attrs.user) {
             return Ok(());
         }
         let mut reasons = Vec::new();
+        let mut errors = Vec::new();
         for mode in &self.modes {
             match mode {
                 Mode::AlwaysAllow => return Ok(()),
@@ -117,10 +144,41 @@ impl Authorizer {
                         }
                     }
                 }
+                Mode::Webhook => {
+                    let Some(webhook) = &self.webhook else {
+                        continue;
+                    };
+                    match webhook.authorize(attrs).await {
+                        Ok(Verdict::Allow) => return Ok(()),
+                        // A denial answers with its own reason only, as kube-apiserver's
+                        // union returns the deciding authorizer's.
+                        Ok(Verdict::Deny(reason)) => return Err(Denied::Forbidden(reason)),
+                        Ok(Verdict::NoOpinion(reason)) => reasons.push(reason),
+                        Err(e) => {
+                            metrics::counter!("watchd_authorization_webhook_errors_total")
+                                .increment(1);
+                            tracing::warn!(error = %e, "authorization webhook failed");
+                            errors.push(e);
+                        }
+                    }
+                }
             }
         }
-        Err(Denied(reasons.join("\n")))
+        if !errors.is_empty() {
+            return Err(Denied::Failed(errors.join(", ")));
+        }
+        Err(Denied::Forbidden(join(&reasons)))
     }
+}
+
+/// The reasons of every mode, one per line, as kube-apiserver's union joins them.
+fn join(reasons: &[String]) -> String {
+    reasons
+        .iter()
+        .filter(|r| !r.is_empty())
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 #[cfg(test)]
@@ -149,7 +207,11 @@ mod tests {
             Mode::parse_list("AlwaysDeny,RBAC").unwrap(),
             [Mode::AlwaysDeny, Mode::Rbac]
         );
-        assert!(Mode::parse_list("Webhook")
+        assert_eq!(
+            Mode::parse_list("RBAC,Webhook").unwrap(),
+            [Mode::Rbac, Mode::Webhook]
+        );
+        assert!(Mode::parse_list("Node")
             .unwrap_err()
             .contains("not supported"));
         assert!(Mode::parse_list("rbac").unwrap_err().contains("unknown"));
@@ -157,17 +219,64 @@ mod tests {
         assert!(Mode::parse_list("").is_err());
     }
 
-    #[test]
-    fn the_first_opinion_decides_and_masters_are_always_allowed() {
-        let deny = Authorizer::new(vec![Mode::AlwaysDeny], None).unwrap();
+    #[tokio::test]
+    async fn the_first_opinion_decides_and_masters_are_always_allowed() {
+        let deny = Authorizer::new(vec![Mode::AlwaysDeny], None, None).unwrap();
         assert_eq!(
-            deny.authorize(&attrs("alice", &[])),
-            Err(Denied("Everything is forbidden.".into()))
+            deny.authorize(&attrs("alice", &[])).await,
+            Err(Denied::Forbidden("Everything is forbidden.".into()))
         );
-        assert_eq!(deny.authorize(&attrs("root", &[MASTERS])), Ok(()));
-        let then_allow = Authorizer::new(vec![Mode::AlwaysDeny, Mode::AlwaysAllow], None).unwrap();
-        assert_eq!(then_allow.authorize(&attrs("alice", &[])), Ok(()));
+        assert_eq!(deny.authorize(&attrs("root", &[MASTERS])).await, Ok(()));
+        let then_allow =
+            Authorizer::new(vec![Mode::AlwaysDeny, Mode::AlwaysAllow], None, None).unwrap();
+        assert_eq!(then_allow.authorize(&attrs("alice", &[])).await, Ok(()));
         assert!(!then_allow.allows_everything());
-        assert!(Authorizer::new(vec![Mode::Rbac], None).is_err());
+        assert!(Authorizer::new(vec![Mode::Rbac], None, None).is_err());
+        assert!(Authorizer::new(vec![Mode::Webhook], None, None).is_err());
+    }
+
+    /// A webhook that allows alice, denies mallory, has no opinion on others, and fails
+    /// for "crash".
+    async fn webhook() -> Arc<AuthzWebhook> {
+        use crate::auth::token_webhook::tests::{client, review_server};
+        use crate::auth::token_webhook::ReviewVersion;
+        use serde_json::json;
+        let (url, _) = review_server(|req| {
+            let status = match req["spec"]["user"].as_str() {
+                Some("alice") => json!({"allowed": true}),
+                Some("mallory") => json!({"denied": true, "reason": "go away"}),
+                Some("crash") => return (400, json!({})),
+                _ => json!({"reason": "unknown user"}),
+            };
+            (200, json!({"status": status}))
+        })
+        .await;
+        let ttl = std::time::Duration::from_secs(60);
+        Arc::new(AuthzWebhook::new(client(&url), ReviewVersion::V1, ttl, ttl))
+    }
+
+    #[tokio::test]
+    async fn a_webhook_allows_denies_abstains_or_fails_in_its_place_in_the_order() {
+        let w = webhook().await;
+        let only = Authorizer::new(vec![Mode::Webhook], None, Some(w.clone())).unwrap();
+        assert_eq!(only.authorize(&attrs("alice", &[])).await, Ok(()));
+        assert_eq!(
+            only.authorize(&attrs("bob", &[])).await,
+            Err(Denied::Forbidden("unknown user".into()))
+        );
+        let e = only.authorize(&attrs("crash", &[])).await.unwrap_err();
+        assert!(
+            matches!(&e, Denied::Failed(m) if m.contains("400")),
+            "{e:?}"
+        );
+        // A denial ends the evaluation; no opinion and failures let a later mode allow.
+        let then_allow =
+            Authorizer::new(vec![Mode::Webhook, Mode::AlwaysAllow], None, Some(w)).unwrap();
+        assert_eq!(
+            then_allow.authorize(&attrs("mallory", &[])).await,
+            Err(Denied::Forbidden("go away".into()))
+        );
+        assert_eq!(then_allow.authorize(&attrs("bob", &[])).await, Ok(()));
+        assert_eq!(then_allow.authorize(&attrs("crash", &[])).await, Ok(()));
     }
 }

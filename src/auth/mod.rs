@@ -7,6 +7,7 @@
 pub mod audit;
 pub mod authn;
 pub mod authz;
+pub mod authz_webhook;
 pub mod cached;
 pub mod limits;
 pub mod rbac;
@@ -14,6 +15,8 @@ pub mod request_header;
 pub mod service_account;
 pub mod setup;
 pub mod token_file;
+pub mod token_webhook;
+pub mod ttl_cache;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

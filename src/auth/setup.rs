@@ -4,16 +4,21 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
 use super::authn::Authenticator;
 use super::authz::{Authorizer, Mode};
+use super::authz_webhook::AuthzWebhook;
 use super::cached::{CacheLookup, RbacCache};
 use super::request_header::RequestHeaderConfig;
 use super::service_account::ServiceAccountAuthenticator;
 use super::token_file::TokenFile;
+use super::token_webhook::{ReviewVersion, TokenWebhook};
 use super::Security;
+use crate::client::{kubeconfig, ApiClient};
+use crate::config::parse_duration;
 use crate::store::Cache;
 use crate::tls::{self, ClientCertVerifiers, ReloadingCert, TlsFiles, TlsServing};
 
@@ -61,14 +66,37 @@ pub struct SecureArgs {
     /// issuer, as kube-apiserver).
     #[arg(long, value_delimiter = ',')]
     pub api_audiences: Vec<String>,
+    /// kubeconfig of a TokenReview service that authenticates bearer tokens no other
+    /// authenticator knows.
+    #[arg(long, value_name = "FILE")]
+    pub authentication_token_webhook_config_file: Option<PathBuf>,
+    /// How long the TokenReview service's answers are cached (0: not at all).
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    pub authentication_token_webhook_cache_ttl: Duration,
+    /// The authentication.k8s.io TokenReview version sent: v1 or v1beta1.
+    #[arg(long, default_value = "v1beta1")]
+    pub authentication_token_webhook_version: String,
     /// Serve requests without credentials as system:anonymous (group
     /// system:unauthenticated) instead of answering 401.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub anonymous_auth: bool,
     /// Authorizers in order: AlwaysAllow, AlwaysDeny, RBAC (RBAC reads Roles and
-    /// bindings from the cache). Default: RBAC when any authenticator is configured.
+    /// bindings from the cache), Webhook. Default: RBAC when any authenticator is
+    /// configured.
     #[arg(long)]
     pub authorization_mode: Option<String>,
+    /// kubeconfig of the SubjectAccessReview service of the Webhook mode.
+    #[arg(long, value_name = "FILE")]
+    pub authorization_webhook_config_file: Option<PathBuf>,
+    /// The authorization.k8s.io SubjectAccessReview version sent: v1 or v1beta1.
+    #[arg(long, default_value = "v1beta1")]
+    pub authorization_webhook_version: String,
+    /// How long the Webhook mode's "allowed" answers are cached.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub authorization_webhook_cache_authorized_ttl: Duration,
+    /// How long the Webhook mode's other answers are cached.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub authorization_webhook_cache_unauthorized_ttl: Duration,
     /// Most watches one user may have open at once (0: no limit); more are answered 429.
     #[arg(long, default_value_t = 0)]
     pub max_watches_per_user: usize,
@@ -99,6 +127,7 @@ impl SecureArgs {
         self.tls_cert_file.is_some()
             || self.token_auth_file.is_some()
             || !self.service_account_key_file.is_empty()
+            || self.authentication_token_webhook_config_file.is_some()
             || self.anonymous_auth
             || self.authorization_mode.is_some()
     }
@@ -153,7 +182,8 @@ pub fn configure(
         return Err(format!(
             "refusing to serve every object, Secrets included, on {} without TLS and authentication: \
              add --tls-cert-file and --tls-private-key-file, and at least one of --client-ca-file, \
-             --token-auth-file, --service-account-key-file or --requestheader-client-ca-file \
+             --token-auth-file, --service-account-key-file, --authentication-token-webhook-config-file \
+             or --requestheader-client-ca-file \
              (or listen on 127.0.0.1; --insecure-allow-any-address for a lab)",
             public.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
         ));
@@ -169,13 +199,15 @@ pub fn configure(
     let rbac = modes
         .contains(&Mode::Rbac)
         .then(|| Arc::new(RbacCache::new(cache.clone())));
-    let authorizer = Authorizer::new(modes, rbac)?;
+    let webhook = authorization_webhook(args, &modes)?;
+    let authorizer = Authorizer::new(modes, rbac, webhook)?;
     tracing::info!(
         tls = tls.is_some(),
         client_certificates = authenticator.client_certificates,
         front_proxy = authenticator.request_header.is_some(),
         token_file = authenticator.token_file.is_some(),
         service_accounts = authenticator.service_accounts.is_some(),
+        token_webhook = authenticator.token_webhook.is_some(),
         anonymous = authenticator.anonymous,
         authorization = %authorizer.modes().iter().map(|m| m.name()).collect::<Vec<_>>().join(","),
         "authentication and authorization"
@@ -191,6 +223,59 @@ pub fn configure(
         })),
         tls,
     ))
+}
+
+/// The client of a webhook from its kubeconfig, `flag` naming it in errors.
+fn webhook_client(path: &std::path::Path, flag: &str) -> Result<ApiClient, String> {
+    let endpoint = kubeconfig::load(path).map_err(|e| format!("--{flag}: {e}"))?;
+    ApiClient::new(&endpoint).map_err(|e| format!("--{flag} {}: {e}", path.display()))
+}
+
+/// The SubjectAccessReview webhook, when the Webhook mode is asked for.
+fn authorization_webhook(
+    args: &SecureArgs,
+    modes: &[Mode],
+) -> Result<Option<Arc<AuthzWebhook>>, String> {
+    const FLAG: &str = "authorization-webhook-config-file";
+    let path = match (
+        &args.authorization_webhook_config_file,
+        modes.contains(&Mode::Webhook),
+    ) {
+        (Some(path), true) => path,
+        (None, false) => return Ok(None),
+        (None, true) => {
+            return Err(format!("--authorization-mode Webhook needs --{FLAG}"));
+        }
+        (Some(_), false) => {
+            return Err(format!(
+                "--{FLAG} is given but --authorization-mode does not list Webhook"
+            ));
+        }
+    };
+    let version = ReviewVersion::parse(
+        &args.authorization_webhook_version,
+        "--authorization-webhook-version",
+    )?;
+    Ok(Some(Arc::new(AuthzWebhook::new(
+        webhook_client(path, FLAG)?,
+        version,
+        args.authorization_webhook_cache_authorized_ttl,
+        args.authorization_webhook_cache_unauthorized_ttl,
+    ))))
+}
+
+/// The API audiences: `--api-audiences`, else the first ServiceAccount issuer, as
+/// kube-apiserver defaults them.
+fn api_audiences(args: &SecureArgs) -> Vec<String> {
+    if args.api_audiences.is_empty() {
+        args.service_account_issuer
+            .iter()
+            .take(1)
+            .cloned()
+            .collect()
+    } else {
+        args.api_audiences.clone()
+    }
 }
 
 fn authenticator(args: &SecureArgs, cache: &Arc<Cache>) -> Result<Authenticator, String> {
@@ -230,11 +315,27 @@ fn authenticator(args: &SecureArgs, cache: &Arc<Cache>) -> Result<Authenticator,
             .map_err(|e| format!("--service-account-key-file: {e}"))?,
         ))
     };
+    let token_webhook = match &args.authentication_token_webhook_config_file {
+        Some(path) => {
+            let version = ReviewVersion::parse(
+                &args.authentication_token_webhook_version,
+                "--authentication-token-webhook-version",
+            )?;
+            Some(Arc::new(TokenWebhook::new(
+                webhook_client(path, "authentication-token-webhook-config-file")?,
+                version,
+                api_audiences(args),
+                args.authentication_token_webhook_cache_ttl,
+            )))
+        }
+        None => None,
+    };
     Ok(Authenticator {
         request_header,
         client_certificates: args.client_ca_file.is_some(),
         token_file,
         service_accounts,
+        token_webhook,
         anonymous: args.anonymous_auth,
     })
 }

@@ -3,17 +3,26 @@
 //!
 //! A watcher subscribes with its most selective [`WakeKey`]: an exact indexed field value
 //! (`spec.nodeName=n` for pods), an exact name, or its namespace; watchers with none of
-//! these wait on the resource-wide notifier. An event wakes the resource-wide waiters and
-//! the waiters of its own keys (those of the new and the previous state, so a pod leaving
-//! node `n` still wakes `n`'s watchers for their DELETED). Each key is one hash lookup, so
-//! an event costs O(keys + matching watchers), not O(all watchers). Waking is batched:
-//! once per key per applied etcd response.
+//! these are in the resource-wide set. An event wakes the resource-wide set and the sets
+//! of its own keys (those of the new and the previous state, so a pod leaving node `n`
+//! still wakes `n`'s watchers for their DELETED). Each key is one hash lookup, so an
+//! event costs O(keys + matching watchers), not O(all watchers). Waking is batched: once
+//! per key per applied etcd response.
+//!
+//! Each watcher owns a [`Waiter`]: an atomic waker and a "woken" flag. It registers its
+//! waker (a compare-and-swap, no lock) before it looks at the log, and the notifier sets
+//! the flag and wakes it after the events are in the log, so no wake-up is lost and the
+//! watch path takes no lock shared with other watchers. Only subscribing, leaving and
+//! notifying lock a set. The waker may be a task's, or anything else that implements
+//! `Wake` (a dispatcher that writes to the watcher's socket itself).
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
 
 use dashmap::DashMap;
-use tokio::sync::Notify;
+use futures_util::task::AtomicWaker;
 
 /// What a watcher can be found by.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -26,62 +35,151 @@ pub enum WakeKey {
     Field(Box<str>),
 }
 
+/// One watcher's wake-up: whom to wake, and whether a wake came since it last looked.
+#[derive(Default)]
+pub struct Waiter {
+    waker: AtomicWaker,
+    woken: AtomicBool,
+    /// Its position in its set (moved when another leaves).
+    slot: AtomicUsize,
+}
+
+impl Waiter {
+    /// Registers `waker` and forgets earlier wakes: call before looking at the log, so
+    /// an event appended after the look wakes `waker`.
+    pub fn arm(&self, waker: &Waker) {
+        self.woken.store(false, Ordering::Release);
+        self.waker.register(waker);
+    }
+
+    /// Whether a wake came since [`Waiter::arm`]; registers `waker` again (a poll may
+    /// come from another task's waker, or spuriously) before answering.
+    pub fn woken(&self, waker: &Waker) -> bool {
+        self.waker.register(waker);
+        self.woken.load(Ordering::Acquire)
+    }
+
+    fn wake(&self) {
+        self.woken.store(true, Ordering::Release);
+        self.waker.wake();
+    }
+}
+
+/// The waiters of one key (or of the whole resource).
+#[derive(Default)]
+struct WaiterSet {
+    waiters: Mutex<Vec<Arc<Waiter>>>,
+}
+
+impl WaiterSet {
+    fn lock(&self) -> MutexGuard<'_, Vec<Arc<Waiter>>> {
+        // Nothing panics while holding it; a poisoned set is still a valid list.
+        self.waiters.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn insert(&self, w: Arc<Waiter>) {
+        let mut list = self.lock();
+        w.slot.store(list.len(), Ordering::Relaxed);
+        list.push(w);
+    }
+
+    /// Removes `w`; returns whether the set is empty now.
+    fn remove(&self, w: &Arc<Waiter>) -> bool {
+        let mut list = self.lock();
+        let i = w.slot.load(Ordering::Relaxed);
+        if list.get(i).is_some_and(|x| Arc::ptr_eq(x, w)) {
+            list.swap_remove(i);
+            if let Some(moved) = list.get(i) {
+                moved.slot.store(i, Ordering::Relaxed);
+            }
+        }
+        list.is_empty()
+    }
+
+    /// Wakes every waiter. Cost: one flag store and one waker call each (a waker already
+    /// taken by an earlier wake is not called twice).
+    fn wake(&self) {
+        for w in self.lock().iter() {
+            w.wake();
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
 /// The wake-up index of one resource.
 #[derive(Default)]
 pub struct WakeIndex {
-    everything: Arc<Notify>,
-    by_key: DashMap<WakeKey, Arc<Notify>>,
+    everything: WaiterSet,
+    by_key: DashMap<WakeKey, Arc<WaiterSet>>,
 }
 
-/// What a watcher waits on. Dropping it forgets an unused key.
+/// A watcher's subscription. Dropping it leaves the set (and forgets an emptied key).
 pub struct WakeHandle {
     index: Arc<WakeIndex>,
     key: Option<WakeKey>,
-    notify: Arc<Notify>,
+    set: Option<Arc<WaiterSet>>,
+    waiter: Arc<Waiter>,
 }
 
 impl WakeIndex {
-    /// Registers a watcher under `key` (None: the resource-wide notifier).
+    /// Registers a watcher under `key` (None: the resource-wide set).
     pub fn subscribe(self: &Arc<Self>, key: Option<WakeKey>) -> WakeHandle {
-        let notify = match &key {
-            None => self.everything.clone(),
-            Some(k) => self
-                .by_key
-                .entry(k.clone())
-                .or_insert_with(|| Arc::new(Notify::new()))
-                .clone(),
+        let waiter = Arc::new(Waiter::default());
+        let set = match &key {
+            None => {
+                self.everything.insert(waiter.clone());
+                None
+            }
+            Some(k) => {
+                // Inserted while the map's shard is locked, so a concurrent last leave
+                // cannot drop the set between lookup and insert.
+                let entry = self.by_key.entry(k.clone()).or_default();
+                entry.insert(waiter.clone());
+                Some(entry.clone())
+            }
         };
         WakeHandle {
             index: self.clone(),
             key,
-            notify,
+            set,
+            waiter,
         }
     }
 
     /// Wakes every resource-wide watcher and the watchers of these keys.
     pub fn wake<'k>(&self, keys: impl IntoIterator<Item = &'k WakeKey>) {
-        self.everything.notify_waiters();
+        self.everything.wake();
         if self.by_key.is_empty() {
             return;
         }
         for k in keys {
-            if let Some(n) = self.by_key.get(k) {
-                n.notify_waiters();
+            let set = self.by_key.get(k).map(|s| s.clone());
+            if let Some(set) = set {
+                set.wake();
             }
         }
     }
 
     /// Wakes every watcher (the epoch ended, or the daemon is stopping).
     pub fn wake_all(&self) {
-        self.everything.notify_waiters();
-        for n in self.by_key.iter() {
-            n.notify_waiters();
+        self.everything.wake();
+        let sets: Vec<Arc<WaiterSet>> = self.by_key.iter().map(|e| e.clone()).collect();
+        for set in sets {
+            set.wake();
         }
     }
 
     /// Number of keys with a registered watcher.
     pub fn keys_watched(&self) -> usize {
         self.by_key.len()
+    }
+
+    /// Number of watchers registered, keyed or not.
+    pub fn watchers(&self) -> usize {
+        self.everything.len() + self.by_key.iter().map(|e| e.len()).sum::<usize>()
     }
 }
 
@@ -102,24 +200,25 @@ pub fn keys_of(
 }
 
 impl WakeHandle {
-    /// The notifier to wait on (enable the `Notified` before checking the log).
-    pub fn notify(&self) -> &Notify {
-        &self.notify
-    }
-
-    /// A shared reference to the notifier, for waiting while the watcher is borrowed.
-    pub fn notifier(&self) -> Arc<Notify> {
-        self.notify.clone()
+    /// The watcher's waiter.
+    pub fn waiter(&self) -> &Arc<Waiter> {
+        &self.waiter
     }
 }
 
 impl Drop for WakeHandle {
     fn drop(&mut self) {
-        if let Some(key) = self.key.take() {
-            // Two references left: ours and the map's.
-            self.index.by_key.remove_if(&key, |_, n| {
-                Arc::strong_count(n) <= 2 && Arc::ptr_eq(n, &self.notify)
-            });
+        match (&self.set, self.key.take()) {
+            (Some(set), Some(key)) => {
+                if set.remove(&self.waiter) {
+                    self.index
+                        .by_key
+                        .remove_if(&key, |_, s| Arc::ptr_eq(s, set) && s.len() == 0);
+                }
+            }
+            _ => {
+                self.index.everything.remove(&self.waiter);
+            }
         }
     }
 }
@@ -127,49 +226,81 @@ impl Drop for WakeHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
+    use std::task::Wake;
 
     fn ns(s: &str) -> WakeKey {
         WakeKey::Namespace(Box::from(s))
     }
 
-    #[tokio::test]
-    async fn keyed_watchers_wake_only_for_their_keys() {
+    /// A waker that counts its wakes.
+    #[derive(Default)]
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn armed(h: &WakeHandle) -> Arc<Count> {
+        let c = Arc::new(Count::default());
+        h.waiter().arm(&Waker::from(c.clone()));
+        c
+    }
+
+    #[test]
+    fn keyed_watchers_wake_only_for_their_keys() {
         let idx = Arc::new(WakeIndex::default());
         let a = idx.subscribe(Some(ns("a")));
         let b = idx.subscribe(Some(ns("b")));
         let node = idx.subscribe(Some(WakeKey::Field(Box::from("node-1"))));
         let all = idx.subscribe(None);
-        let (na, nb, nn, nall) = (
-            a.notify().notified(),
-            b.notify().notified(),
-            node.notify().notified(),
-            all.notify().notified(),
-        );
-        tokio::pin!(na, nb, nn, nall);
-        na.as_mut().enable();
-        nb.as_mut().enable();
-        nn.as_mut().enable();
-        nall.as_mut().enable();
+        let counts: Vec<_> = [&a, &b, &node, &all].iter().map(|h| armed(h)).collect();
         let mut keys = HashSet::new();
         keys_of(&mut keys, Some("a"), "p1", Some("node-1"));
         idx.wake(&keys);
-        let short = Duration::from_millis(20);
-        assert!(tokio::time::timeout(short, na).await.is_ok());
-        assert!(tokio::time::timeout(short, nn).await.is_ok());
-        assert!(tokio::time::timeout(short, nall).await.is_ok());
-        assert!(tokio::time::timeout(short, nb).await.is_err());
+        let woken: Vec<usize> = counts.iter().map(|c| c.0.load(Ordering::SeqCst)).collect();
+        assert_eq!(woken, [1, 0, 1, 1]);
+        let noop = Waker::noop();
+        assert!(a.waiter().woken(noop) && !b.waiter().woken(noop));
+        assert_eq!(idx.watchers(), 4);
     }
 
     #[test]
-    fn unused_keys_are_forgotten() {
+    fn a_wake_is_delivered_once_per_arming_and_remembered_until_the_next() {
+        let idx = Arc::new(WakeIndex::default());
+        let h = idx.subscribe(None);
+        let c = armed(&h);
+        idx.wake(&HashSet::new());
+        idx.wake(&HashSet::new());
+        // The waker was taken by the first wake; the flag says a wake came.
+        assert_eq!(c.0.load(Ordering::SeqCst), 1);
+        assert!(h.waiter().woken(Waker::noop()));
+        h.waiter().arm(&Waker::from(c.clone()));
+        assert!(!h.waiter().woken(&Waker::from(c.clone())));
+        idx.wake_all();
+        assert_eq!(c.0.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn leaving_keeps_the_others_and_forgets_unused_keys() {
         let idx = Arc::new(WakeIndex::default());
         let h1 = idx.subscribe(Some(ns("a")));
         let h2 = idx.subscribe(Some(ns("a")));
+        let h3 = idx.subscribe(Some(ns("a")));
+        let c3 = armed(&h3);
         assert_eq!(idx.keys_watched(), 1);
         drop(h1);
         assert_eq!(idx.keys_watched(), 1);
+        let mut keys = HashSet::new();
+        keys.insert(ns("a"));
+        idx.wake(&keys);
+        assert_eq!(c3.0.load(Ordering::SeqCst), 1, "h3 moved into h1's slot");
         drop(h2);
+        drop(h3);
         assert_eq!(idx.keys_watched(), 0);
+        let all = idx.subscribe(None);
+        drop(all);
+        assert_eq!(idx.watchers(), 0);
     }
 }

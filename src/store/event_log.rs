@@ -44,19 +44,11 @@ impl EventType {
     fn index(self) -> usize {
         self as usize
     }
-
-    /// The bytes that start a JSON watch frame of this type, up to the object.
-    pub fn json_frame_prefix(self) -> &'static [u8] {
-        match self {
-            EventType::Added => b"{\"type\":\"ADDED\",\"object\":",
-            EventType::Modified => b"{\"type\":\"MODIFIED\",\"object\":",
-            EventType::Deleted => b"{\"type\":\"DELETED\",\"object\":",
-        }
-    }
 }
 
-/// The bytes that end every JSON watch frame.
-pub const JSON_FRAME_SUFFIX: &[u8] = b"}\n";
+/// How many wire encodings of watch frames an event can cache: the frontends number
+/// theirs below this (`api::watch::FrameEncoding`).
+pub const FRAME_ENCODINGS: usize = 2;
 
 /// One change to one object at one revision.
 #[derive(Debug)]
@@ -71,8 +63,8 @@ pub struct WatchEvent {
     pub prev: Option<ObjectRef>,
     at: Instant,
     deleted_view: OnceLock<ObjectRef>,
-    json_frames: [OnceLock<Bytes>; 3],
-    protobuf_frames: [OnceLock<Option<Bytes>>; 3],
+    /// Wire frames, per encoding and event type, built by a frontend on first use.
+    frames: [OnceLock<Option<Bytes>>; FRAME_ENCODINGS * 3],
 }
 
 impl WatchEvent {
@@ -85,9 +77,13 @@ impl WatchEvent {
             prev,
             at: Instant::now(),
             deleted_view: OnceLock::new(),
-            json_frames: Default::default(),
-            protobuf_frames: Default::default(),
+            frames: Default::default(),
         }
+    }
+
+    /// When the event was applied to the cache (dispatch lag is measured from here).
+    pub fn applied_at(&self) -> Instant {
+        self.at
     }
 
     /// The object's state before this change, served at this event's revision: what a
@@ -108,33 +104,21 @@ impl WatchEvent {
         }
     }
 
-    /// The protobuf watch frame of type `t`, built by `build` once and shared by every
-    /// watcher; None when the event has no object of that type or `build` could not
-    /// encode it.
-    pub fn protobuf_frame(
+    /// The wire frame of type `t` in the frontend's `encoding` (below
+    /// [`FRAME_ENCODINGS`]), built by `build` once and shared by every watcher; None when
+    /// the event has no object of that type or `build` could not encode it. The store
+    /// only keeps the bytes: how a frame is made is the frontend's.
+    pub fn frame(
         &self,
+        encoding: usize,
         t: EventType,
         build: impl FnOnce(EventType, &ObjectRef) -> Option<Bytes>,
     ) -> Option<Bytes> {
         let obj = self.object_for(t)?;
-        self.protobuf_frames[t.index()]
+        self.frames
+            .get(encoding * 3 + t.index())?
             .get_or_init(|| build(t, obj))
             .clone()
-    }
-
-    /// The JSON watch frame of type `t`, built once and shared by every watcher.
-    pub fn json_frame(&self, t: EventType) -> Option<Bytes> {
-        let obj = self.object_for(t)?;
-        let frame = self.json_frames[t.index()].get_or_init(|| {
-            let prefix = t.json_frame_prefix();
-            let mut b =
-                Vec::with_capacity(prefix.len() + obj.json().len() + JSON_FRAME_SUFFIX.len());
-            b.extend_from_slice(prefix);
-            b.extend_from_slice(obj.json());
-            b.extend_from_slice(JSON_FRAME_SUFFIX);
-            Bytes::from(b)
-        });
-        Some(frame.clone())
     }
 }
 

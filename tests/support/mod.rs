@@ -9,7 +9,8 @@
 //!   lists, watch events, metrics);
 //! - [`storage_tests!`]: runs each scenario once per storage format;
 //! - [`clients`]: real Kubernetes client programs (`tests/clients/`) run as child processes;
-//! - [`proxy`]: a loopback proxy that records what a client sends.
+//! - [`proxy`]: a loopback proxy that records what a client sends;
+//! - [`pki`]: certificates and kubeconfigs for TLS, and the kubectl and curl clients.
 //!
 //! Everything here talks to 127.0.0.1 only, bounds every wait with a timeout and
 //! kills the processes it started (by PID) when its handle is dropped, so several
@@ -22,6 +23,7 @@ pub mod clients;
 pub mod etcd;
 pub mod http;
 pub mod kube;
+pub mod pki;
 pub mod proxy;
 pub mod watchd;
 

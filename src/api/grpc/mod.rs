@@ -11,10 +11,13 @@ use tokio::sync::watch as signal;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::{Request, Response, Status};
 
+use crate::api::access;
+use crate::api::guarded::Guarded;
 use crate::api::query::{GetQuery, ListQuery, Params, WatchQuery};
 use crate::api::read::{self, ReadContext};
 use crate::api::status::ApiError;
 use crate::api::watch::{WatchEncoder, WatchSession, WatchStart};
+use crate::auth::limits::Permit;
 use crate::auth::{Attributes, Security};
 use crate::registry::ResourceInfo;
 use crate::store::{EventType, ObjectRef, ResourceStore, WatchEvent};
@@ -137,34 +140,40 @@ fn params(pairs: &[(&str, &str)]) -> Params {
 }
 
 impl GrpcApi {
-    /// Authenticates the caller and authorizes `verb` on the collection (and `name`).
-    fn check<T>(
+    /// Authenticates the caller, authorizes `verb` on the collection (and `name`) and
+    /// takes the user's permit of a list or watch: what a watch needs to stay guarded
+    /// (None without authentication).
+    async fn check<T>(
         &self,
         req: &Request<T>,
         verb: &str,
         c: Option<&pb::Collection>,
         name: &str,
         field_selector: &str,
-    ) -> Result<(), Status> {
+    ) -> Result<Option<(Attributes, Option<Permit>)>, Status> {
         let Some(sec) = &self.security else {
-            return Ok(());
+            return Ok(None);
         };
         let certificate = req
             .peer_certs()
             .and_then(|chain| self.verifiers.classify(&chain));
         let mut headers = req.metadata().clone().into_headers();
-        let user = match sec.authenticator.authenticate(
-            certificate.as_ref(),
-            &mut headers,
-            std::time::SystemTime::now(),
-        ) {
+        let user = match sec
+            .authenticator
+            .authenticate(
+                certificate.as_ref(),
+                &mut headers,
+                std::time::SystemTime::now(),
+            )
+            .await
+        {
             Ok((user, _)) => user,
             Err(refused) => {
                 tracing::info!(reason = %refused.0, "gRPC call unauthorized");
                 return Err(to_status(&ApiError::Unauthorized));
             }
         };
-        let Some(c) = c else { return Ok(()) };
+        let Some(c) = c else { return Ok(None) };
         let attrs = Attributes::resource(
             user,
             verb,
@@ -176,14 +185,11 @@ impl GrpcApi {
             (!name.is_empty()).then_some(name),
             (!field_selector.is_empty()).then_some(field_selector),
         );
-        sec.authorizer.authorize(&attrs).map_err(|denied| {
-            to_status(&ApiError::Forbidden {
-                group: attrs.api_group.clone(),
-                resource: attrs.resource.clone(),
-                name: attrs.name.clone(),
-                message: crate::auth::rbac::forbidden_message(&attrs, &denied.0),
-            })
-        })
+        access::authorize(Some(sec), &attrs)
+            .await
+            .and_then(|()| access::permit(Some(sec), &attrs))
+            .map(|permit| Some((attrs, permit)))
+            .map_err(|e| to_status(&e))
     }
 
     fn collection(
@@ -219,7 +225,8 @@ type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchResponse, Status>> 
 impl Watchd for GrpcApi {
     async fn get(&self, req: Request<pb::GetRequest>) -> Result<Response<pb::GetResponse>, Status> {
         let g = req.get_ref();
-        self.check(&req, "get", g.collection.as_ref(), &g.name, "")?;
+        self.check(&req, "get", g.collection.as_ref(), &g.name, "")
+            .await?;
         let r = req.into_inner();
         let result = async {
             let (store, ns) = self.collection(r.collection.as_ref())?;
@@ -239,7 +246,10 @@ impl Watchd for GrpcApi {
         req: Request<pb::ListRequest>,
     ) -> Result<Response<pb::ListResponse>, Status> {
         let l = req.get_ref();
-        self.check(&req, "list", l.collection.as_ref(), "", &l.field_selector)?;
+        // The permit is held until the page is built.
+        let _admitted = self
+            .check(&req, "list", l.collection.as_ref(), "", &l.field_selector)
+            .await?;
         let r = req.into_inner();
         let limit = if r.limit > 0 {
             r.limit.to_string()
@@ -276,7 +286,9 @@ impl Watchd for GrpcApi {
 
     async fn watch(&self, req: Request<pb::WatchRequest>) -> Result<Response<WatchStream>, Status> {
         let w = req.get_ref();
-        self.check(&req, "watch", w.collection.as_ref(), "", &w.field_selector)?;
+        let admitted = self
+            .check(&req, "watch", w.collection.as_ref(), "", &w.field_selector)
+            .await?;
         let r = req.into_inner();
         let timeout = if r.timeout_seconds > 0 {
             r.timeout_seconds.to_string()
@@ -317,6 +329,18 @@ impl Watchd for GrpcApi {
                     s.next_frame().await.map(|f| (Ok(f), s))
                 }))
             }
+        };
+        // Guarded like an HTTP watch: a revoked permission ends it with a 403 ERROR event.
+        let stream: WatchStream = match (admitted, &self.security) {
+            (Some((attrs, permit)), Some(sec)) => {
+                let on_revoked = |e: &ApiError| {
+                    let mut enc = GrpcEvents::default();
+                    enc.error(e);
+                    Ok(enc.take())
+                };
+                Box::pin(Guarded::new(stream, sec.clone(), attrs, permit, on_revoked))
+            }
+            _ => stream,
         };
         Ok(Response::new(stream))
     }
@@ -379,6 +403,10 @@ impl WatchEncoder for GrpcEvents {
 
     fn pending(&self) -> usize {
         self.events.len()
+    }
+
+    fn pending_bytes(&self) -> usize {
+        self.events.iter().map(|e| e.object.len() + 8).sum()
     }
 
     fn take(&mut self) -> pb::WatchResponse {

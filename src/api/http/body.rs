@@ -12,9 +12,14 @@ use futures_util::Stream;
 use http_body::{Frame, SizeHint};
 
 /// A sequence of byte segments read as one buffer.
+///
+/// The first segment is held inline: a watch frame of one event (the usual one) is one
+/// shared segment and costs no allocation.
 #[derive(Debug, Default)]
 pub struct BufList {
-    segments: VecDeque<Bytes>,
+    /// The front segment; None only when the list is empty.
+    first: Option<Bytes>,
+    rest: VecDeque<Bytes>,
     remaining: usize,
 }
 
@@ -26,9 +31,14 @@ impl BufList {
 
     /// Appends a segment (empty ones are dropped).
     pub fn push(&mut self, b: Bytes) {
-        if !b.is_empty() {
-            self.remaining += b.len();
-            self.segments.push_back(b);
+        if b.is_empty() {
+            return;
+        }
+        self.remaining += b.len();
+        if self.first.is_none() {
+            self.first = Some(b);
+        } else {
+            self.rest.push_back(b);
         }
     }
 
@@ -39,12 +49,12 @@ impl BufList {
 
     /// The segments, in order.
     pub fn into_segments(self) -> impl Iterator<Item = Bytes> {
-        self.segments.into_iter()
+        self.first.into_iter().chain(self.rest)
     }
 
     /// Number of segments.
     pub fn segment_count(&self) -> usize {
-        self.segments.len()
+        usize::from(self.first.is_some()) + self.rest.len()
     }
 }
 
@@ -62,12 +72,13 @@ impl Buf for BufList {
     }
 
     fn chunk(&self) -> &[u8] {
-        self.segments.front().map_or(&[], |b| b.chunk())
+        self.first.as_ref().map_or(&[], |b| b.chunk())
     }
 
     fn chunks_vectored<'a>(&'a self, dst: &mut [IoSlice<'a>]) -> usize {
         let mut n = 0;
-        for (slot, seg) in dst.iter_mut().zip(self.segments.iter()) {
+        let segments = self.first.iter().chain(self.rest.iter());
+        for (slot, seg) in dst.iter_mut().zip(segments) {
             *slot = IoSlice::new(seg);
             n += 1;
         }
@@ -77,7 +88,7 @@ impl Buf for BufList {
     fn advance(&mut self, mut cnt: usize) {
         self.remaining = self.remaining.saturating_sub(cnt);
         while cnt > 0 {
-            let Some(front) = self.segments.front_mut() else {
+            let Some(front) = self.first.as_mut() else {
                 return;
             };
             if cnt < front.len() {
@@ -85,7 +96,7 @@ impl Buf for BufList {
                 return;
             }
             cnt -= front.len();
-            self.segments.pop_front();
+            self.first = self.rest.pop_front();
         }
     }
 }

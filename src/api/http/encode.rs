@@ -6,9 +6,8 @@ use bytes::Bytes;
 use super::body::{Body, BufList};
 use crate::api::read::ListPage;
 use crate::api::status::ApiError;
-use crate::api::watch::WatchEncoder;
+use crate::api::watch::{FrameEncoding, WatchEncoder};
 use crate::registry::ResourceInfo;
-use crate::store::event_log::JSON_FRAME_SUFFIX;
 use crate::store::{EventType, ObjectRef, WatchEvent};
 use crate::Revision;
 
@@ -31,6 +30,31 @@ pub fn list_body(info: &ResourceInfo, page: ListPage) -> Body {
     }
     body.push_static(b"]}");
     Body::segments(body)
+}
+
+/// The bytes that start a JSON watch frame of type `t`, up to the object.
+pub fn frame_prefix(t: EventType) -> &'static [u8] {
+    match t {
+        EventType::Added => b"{\"type\":\"ADDED\",\"object\":",
+        EventType::Modified => b"{\"type\":\"MODIFIED\",\"object\":",
+        EventType::Deleted => b"{\"type\":\"DELETED\",\"object\":",
+    }
+}
+
+/// The bytes that end every JSON watch frame.
+pub const FRAME_SUFFIX: &[u8] = b"}\n";
+
+/// The JSON watch frame of `ev` as type `t`: built on the first call (one copy of the
+/// object between prefix and suffix) and shared by every watcher after.
+pub fn event_frame(ev: &WatchEvent, t: EventType) -> Option<Bytes> {
+    ev.frame(FrameEncoding::JsonLines as usize, t, |t, obj| {
+        let prefix = frame_prefix(t);
+        let mut b = Vec::with_capacity(prefix.len() + obj.json().len() + FRAME_SUFFIX.len());
+        b.extend_from_slice(prefix);
+        b.extend_from_slice(obj.json());
+        b.extend_from_slice(FRAME_SUFFIX);
+        Some(Bytes::from(b))
+    })
 }
 
 /// `{"type":"ERROR","object":<Status>}\n`.
@@ -80,7 +104,7 @@ pub struct WholeObject;
 
 impl ObjectView for WholeObject {
     fn shared_frame(&self, t: EventType, ev: &WatchEvent) -> Option<Bytes> {
-        ev.json_frame(t)
+        event_frame(ev, t)
     }
 
     fn write(&mut self, out: &mut BufList, obj: &ObjectRef) {
@@ -122,9 +146,9 @@ impl<V: ObjectView> JsonLines<V> {
     }
 
     fn push_object(&mut self, t: EventType, obj: &ObjectRef) {
-        self.frame.push_static(t.json_frame_prefix());
+        self.frame.push_static(frame_prefix(t));
         self.view.write(&mut self.frame, obj);
-        self.frame.push_static(JSON_FRAME_SUFFIX);
+        self.frame.push_static(FRAME_SUFFIX);
         self.items += 1;
     }
 }
@@ -166,6 +190,10 @@ impl<V: ObjectView> WatchEncoder for JsonLines<V> {
 
     fn pending(&self) -> usize {
         self.items
+    }
+
+    fn pending_bytes(&self) -> usize {
+        bytes::Buf::remaining(&self.frame)
     }
 
     fn take(&mut self) -> BufList {

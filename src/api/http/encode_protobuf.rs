@@ -6,14 +6,14 @@
 //! The rewritten bytes are computed once, at ingestion (see [`crate::codec::protobuf`]): a
 //! get sends them as they are, a list and a watch frame embed their `raw` slice; a watch
 //! frame is built once per event and type and shared by every watcher through
-//! [`WatchEvent::protobuf_frame`].
+//! [`WatchEvent::frame`].
 
 use bytes::Bytes;
 
 use super::body::{Body, BufList};
 use crate::api::read::ListPage;
 use crate::api::status::ApiError;
-use crate::api::watch::WatchEncoder;
+use crate::api::watch::{FrameEncoding, WatchEncoder};
 use crate::codec::envelope;
 use crate::codec::wire::{len_field_size, put_len, put_len_header, put_uint};
 use crate::registry::ResourceInfo;
@@ -182,7 +182,8 @@ impl WatchEncoder for ProtobufFrames {
         if ev.object_for(t).is_none() {
             return;
         }
-        match ev.protobuf_frame(t, |t, obj| event_frame(t, obj).ok()) {
+        let encoding = FrameEncoding::KubeProtobuf as usize;
+        match ev.frame(encoding, t, |t, obj| event_frame(t, obj).ok()) {
             Some(f) => self.push(f),
             None => {
                 // An object stored as JSON (or unreadable) among protobuf ones: the client
@@ -219,6 +220,10 @@ impl WatchEncoder for ProtobufFrames {
 
     fn pending(&self) -> usize {
         self.items
+    }
+
+    fn pending_bytes(&self) -> usize {
+        bytes::Buf::remaining(&self.frame)
     }
 
     fn take(&mut self) -> BufList {

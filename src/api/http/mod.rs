@@ -2,43 +2,44 @@
 //! authorization, routing, content negotiation, and the response
 //! for every outcome (Status objects for errors).
 
+mod audit;
 pub mod body;
+pub mod coalesce;
 pub mod discovery;
 pub mod encode;
 pub mod encode_protobuf;
 pub mod encode_table;
-pub mod guarded;
+pub mod h1;
 pub mod health;
 pub mod negotiate;
 pub mod query;
+pub mod server;
 pub mod table;
+pub mod write_deadline;
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
-use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use metrics_exporter_prometheus::PrometheusHandle;
-use tokio::net::TcpListener;
-use tokio::sync::watch as signal;
 
-use self::body::Body;
+use self::body::{Body, BufList};
 use self::encode::{JsonLines, MetadataView};
 use self::encode_table::{IncludeObject, TableView};
 use self::negotiate::{DiscoveryOutput, Output};
 use self::query::{ResourcePath, Route};
+use crate::api::access;
+use crate::api::guarded::Guarded;
 use crate::api::query::{GetQuery, ListQuery, Params, WatchQuery};
 use crate::api::read::{self, ReadContext};
 use crate::api::status::ApiError;
 use crate::api::watch::{WatchSession, WatchStart};
-use crate::auth::limits::Kind;
 use crate::auth::{Attributes, Security, UserInfo};
 use crate::store::ResourceStore;
+
+pub use self::server::{serve, Connection};
 
 /// What every request handler reads.
 pub struct ApiState {
@@ -52,113 +53,9 @@ pub struct ApiState {
     pub security: Option<Arc<Security>>,
     /// `--audit-log-path`.
     pub audit: Option<Arc<crate::auth::audit::AuditLog>>,
-}
-
-/// The connection a request came on: the peer's address and, over TLS, its client
-/// certificate.
-#[derive(Debug, Clone)]
-pub struct Connection {
-    /// The peer's address.
-    pub peer: SocketAddr,
-    /// The client certificate, classified by the roots it chains to.
-    pub certificate: Option<crate::tls::PeerCertificate>,
-}
-
-/// Accepts connections until `shutdown` turns true: TLS when `tls` is given (HTTP/2 or
-/// HTTP/1.1 as ALPN chose), else plain HTTP/1.1 or HTTP/2 with prior knowledge (h2c).
-pub async fn serve(
-    listener: TcpListener,
-    state: Arc<ApiState>,
-    tls: Option<crate::tls::TlsServing>,
-    mut shutdown: signal::Receiver<bool>,
-) {
-    loop {
-        let (stream, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.changed() => return,
-        };
-        let _ = stream.set_nodelay(true);
-        let state = state.clone();
-        let tls = tls.clone();
-        let conn_shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            let Some(tls) = tls else {
-                let conn = Connection {
-                    peer,
-                    certificate: None,
-                };
-                serve_connection(TokioIo::new(stream), state, conn, conn_shutdown).await;
-                return;
-            };
-            let handshake = tokio::time::timeout(
-                crate::config::TLS_HANDSHAKE_TIMEOUT,
-                tls.acceptor.accept(stream),
-            );
-            let stream = match handshake.await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    metrics::counter!("watchd_tls_handshake_failures_total").increment(1);
-                    tracing::debug!(error = %e, %peer, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    metrics::counter!("watchd_tls_handshake_failures_total").increment(1);
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
-            };
-            let certificate = stream
-                .get_ref()
-                .1
-                .peer_certificates()
-                .and_then(|chain| tls.verifiers.classify(chain));
-            let conn = Connection { peer, certificate };
-            serve_connection(TokioIo::new(stream), state, conn, conn_shutdown).await;
-        });
-    }
-}
-
-async fn serve_connection<I>(
-    io: TokioIo<I>,
-    state: Arc<ApiState>,
-    conn: Connection,
-    mut shutdown: signal::Receiver<bool>,
-) where
-    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let peer = conn.peer;
-    let conn = Arc::new(conn);
-    let svc = service_fn(move |req| {
-        let state = state.clone();
-        let conn = conn.clone();
-        async move { Ok::<_, Infallible>(handle(&state, req, &conn).await) }
-    });
-    let mut builder =
-        hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-    builder
-        .http1()
-        .max_buf_size(crate::config::MAX_REQUEST_HEAD);
-    builder
-        .http2()
-        .max_concurrent_streams(crate::config::HTTP2_MAX_STREAMS)
-        .max_header_list_size(crate::config::MAX_REQUEST_HEAD as u32);
-    let served = builder.serve_connection(io, svc);
-    tokio::pin!(served);
-    tokio::select! {
-        r = served.as_mut() => {
-            if let Err(e) = r {
-                tracing::debug!(error = %e, %peer, "connection ended with an error");
-            }
-        }
-        _ = shutdown.changed() => {}
-    }
+    /// `--write-timeout`: a connection whose peer reads nothing for this long is closed
+    /// (zero: never).
+    pub write_timeout: std::time::Duration,
 }
 
 fn json_response(code: u16, body: impl Into<Bytes>) -> Response<Body> {
@@ -210,16 +107,21 @@ fn text_response(code: u16, body: String) -> Response<Body> {
     r
 }
 
-async fn handle(state: &ApiState, mut req: Request<Incoming>, conn: &Connection) -> Response<Body> {
+/// Answers one request. The body is not read (every request served here is a read).
+async fn handle<B>(state: &ApiState, mut req: Request<B>, conn: &Connection) -> Response<Body> {
     let started = Instant::now();
     let peer = conn.peer;
     let user = match &state.security {
         None => None,
-        Some(sec) => match sec.authenticator.authenticate(
-            conn.certificate.as_ref(),
-            req.headers_mut(),
-            std::time::SystemTime::now(),
-        ) {
+        Some(sec) => match sec
+            .authenticator
+            .authenticate(
+                conn.certificate.as_ref(),
+                req.headers_mut(),
+                std::time::SystemTime::now(),
+            )
+            .await
+        {
             Ok((user, method)) => {
                 metrics::counter!("watchd_authentications_total", "method" => method.label(), "result" => "success").increment(1);
                 Some(user)
@@ -229,7 +131,7 @@ async fn handle(state: &ApiState, mut req: Request<Incoming>, conn: &Connection)
                 tracing::info!(%peer, uri = %req.uri(), reason = %refused.0, "unauthorized");
                 let response = error_response(&ApiError::Unauthorized);
                 if let Some(audit) = &state.audit {
-                    audit_request(audit, &req, None, &response, conn, started);
+                    audit::audit_request(audit, &req, None, &response, conn, started);
                 }
                 record(&req, "unknown", String::new(), &response, started, peer);
                 return response;
@@ -239,73 +141,14 @@ async fn handle(state: &ApiState, mut req: Request<Incoming>, conn: &Connection)
     let audit_user = state.audit.as_ref().and(user.clone());
     let (verb, resource, response) = route_request(state, &req, user).await;
     if let Some(audit) = &state.audit {
-        audit_request(audit, &req, audit_user.as_ref(), &response, conn, started);
+        audit::audit_request(audit, &req, audit_user, &response, conn, started);
     }
     record(&req, verb, resource, &response, started, peer);
     response
 }
 
-/// Writes the request's audit line.
-fn audit_request(
-    audit: &crate::auth::audit::AuditLog,
-    req: &Request<Incoming>,
-    user: Option<&UserInfo>,
-    response: &Response<Body>,
-    conn: &Connection,
-    started: Instant,
-) {
-    use crate::auth::audit::{Entry, ObjectRef};
-    // The verb as kube-apiserver's request info names it, also for requests refused
-    // before routing (401).
-    let verb = match query::route(req.uri().path()) {
-        Ok(Route::Resource(p)) => {
-            let watch_param = Params::parse(req.uri().query())
-                .ok()
-                .and_then(|q| q.is_watch().ok())
-                .unwrap_or(false);
-            if p.legacy_watch || (p.name.is_none() && watch_param) {
-                "watch"
-            } else if p.name.is_some() {
-                "get"
-            } else {
-                "list"
-            }
-        }
-        _ => "get",
-    };
-    let object = match query::route(req.uri().path()) {
-        Ok(Route::Resource(p)) => Some(ObjectRef {
-            api_group: p.group,
-            api_version: p.version,
-            resource: p.resource,
-            subresource: p.subresource.unwrap_or_default(),
-            namespace: p.namespace.unwrap_or_default(),
-            name: p.name.unwrap_or_default(),
-        }),
-        _ => None,
-    };
-    audit.record(&Entry {
-        user,
-        verb,
-        uri: req.uri().path_and_query().map_or("/", |p| p.as_str()),
-        peer: conn.peer,
-        user_agent: req
-            .headers()
-            .get(header::USER_AGENT)
-            .and_then(|v| v.to_str().ok()),
-        object,
-        code: response.status().as_u16(),
-        received: std::time::SystemTime::now() - started.elapsed(),
-        stage: if verb == "watch" && response.status() == StatusCode::OK {
-            "ResponseStarted"
-        } else {
-            "ResponseComplete"
-        },
-    });
-}
-
-fn record(
-    req: &Request<Incoming>,
+fn record<B>(
+    req: &Request<B>,
     verb: &'static str,
     resource: String,
     response: &Response<Body>,
@@ -320,30 +163,9 @@ fn record(
     tracing::debug!(%peer, method = %req.method(), uri = %req.uri(), code, verb, "request");
 }
 
-/// Checks `attrs` with the authorizer: the 403 Status kube-apiserver would answer, if
-/// refused.
-fn authorize(state: &ApiState, attrs: &Attributes) -> Result<(), ApiError> {
-    let Some(sec) = &state.security else {
-        return Ok(());
-    };
-    match sec.authorizer.authorize(attrs) {
-        Ok(()) => Ok(()),
-        Err(denied) => {
-            metrics::counter!("watchd_authorization_denials_total").increment(1);
-            tracing::info!(user = %attrs.user.name, verb = %attrs.verb, resource = %attrs.resource, namespace = %attrs.namespace, name = %attrs.name, path = %attrs.path, "forbidden");
-            Err(ApiError::Forbidden {
-                group: attrs.api_group.clone(),
-                resource: attrs.resource.clone(),
-                name: attrs.name.clone(),
-                message: crate::auth::rbac::forbidden_message(attrs, &denied.0),
-            })
-        }
-    }
-}
-
-async fn route_request(
+async fn route_request<B>(
     state: &ApiState,
-    req: &Request<Incoming>,
+    req: &Request<B>,
     user: Option<UserInfo>,
 ) -> (&'static str, String, Response<Body>) {
     let none = String::new();
@@ -369,7 +191,7 @@ async fn route_request(
         .and_then(|v| v.to_str().ok());
     if let (Some(user), false) = (&user, matches!(route, Route::Resource(_))) {
         let attrs = Attributes::non_resource(user.clone(), req.method(), req.uri().path());
-        if let Err(e) = authorize(state, &attrs) {
+        if let Err(e) = access::authorize(state.security.as_deref(), &attrs).await {
             return ("discovery", none, error_response(&e));
         }
     }
@@ -427,66 +249,28 @@ async fn route_request(
     )
 }
 
-async fn serve_resource(
+async fn serve_resource<B>(
     state: &ApiState,
-    req: &Request<Incoming>,
+    req: &Request<B>,
     path: ResourcePath,
     params: &Params,
     user: Option<UserInfo>,
 ) -> (&'static str, String, Response<Body>) {
-    // A path naming an object is a get, whatever `watch` says (kube-apiserver routes it
-    // so); only the legacy `/watch/` path watches one object.
-    let is_watch = path.legacy_watch || (path.name.is_none() && params.is_watch().unwrap_or(false));
-    let verb = match (is_watch, path.name.is_some()) {
-        (true, _) => "watch",
-        (false, true) => "get",
-        (false, false) => "list",
-    };
+    let verb = path.verb(params);
+    let is_watch = verb == "watch";
     let mut guard = None;
     let mut permit = None;
     if let Some(user) = user {
-        let attrs = Attributes::resource(
-            user,
-            verb,
-            &path.group,
-            &path.version,
-            &path.resource,
-            path.subresource.as_deref(),
-            path.namespace.as_deref(),
-            path.name.as_deref(),
-            params.get("fieldSelector"),
-        );
-        if let Err(e) = authorize(state, &attrs) {
-            return (verb, String::new(), error_response(&e));
+        let attrs = path.attributes(user, params);
+        let checked = match access::authorize(state.security.as_deref(), &attrs).await {
+            Ok(()) => access::permit(state.security.as_deref(), &attrs),
+            Err(e) => Err(e),
+        };
+        match checked {
+            Ok(p) => permit = p,
+            Err(e) => return (verb, String::new(), error_response(&e)),
         }
-        if let Some(sec) = &state.security {
-            let kind = match verb {
-                "watch" => Some(Kind::Watch),
-                "list" => Some(Kind::List),
-                _ => None,
-            };
-            if let Some(kind) = kind {
-                match sec.limits.acquire(&attrs.user.name, kind) {
-                    Ok(p) => permit = Some(p),
-                    Err(max) => {
-                        let what = if kind == Kind::Watch {
-                            "open watches"
-                        } else {
-                            "lists in flight"
-                        };
-                        let e = ApiError::TooManyRequests {
-                            message: format!(
-                                "Too many requests, please try again later. (user {:?} has {max} {what}, the limit)",
-                                attrs.user.name
-                            ),
-                            retry_after: crate::config::USER_LIMIT_RETRY_AFTER,
-                        };
-                        return (verb, String::new(), error_response(&e));
-                    }
-                }
-            }
-            guard = Some((sec.clone(), attrs));
-        }
+        guard = state.security.clone().map(|sec| (sec, attrs));
     }
     let index = state.read.cache.resources();
     let Some(store) = index
@@ -528,7 +312,19 @@ async fn serve_resource(
                 == Some(&HeaderValue::from_static(
                     encode_protobuf::WATCH_CONTENT_TYPE,
                 ));
-            let body = guarded::watch_body(body, sec, attrs, protobuf, permit.take());
+            let body = match body {
+                Body::Stream(inner) => {
+                    let on_revoked = move |e: &ApiError| {
+                        BufList::from(if protobuf {
+                            encode_protobuf::error_frame(e)
+                        } else {
+                            encode::error_frame(e)
+                        })
+                    };
+                    Body::stream(Guarded::new(inner, sec, attrs, permit.take(), on_revoked))
+                }
+                complete => complete,
+            };
             Response::from_parts(parts, body)
         }
         _ => response,

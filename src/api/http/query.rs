@@ -47,6 +47,39 @@ pub struct ResourcePath {
     pub legacy_watch: bool,
 }
 
+impl ResourcePath {
+    /// The verb, as kube-apiserver's request info names it: a path naming an object is a
+    /// get whatever `watch` says; only the legacy `/watch/` path watches one object.
+    pub fn verb(&self, params: &crate::api::query::Params) -> &'static str {
+        if self.legacy_watch || (self.name.is_none() && params.is_watch().unwrap_or(false)) {
+            "watch"
+        } else if self.name.is_some() {
+            "get"
+        } else {
+            "list"
+        }
+    }
+
+    /// The authorization attributes of `user` asking this path with `params`.
+    pub fn attributes(
+        &self,
+        user: crate::auth::UserInfo,
+        params: &crate::api::query::Params,
+    ) -> crate::auth::Attributes {
+        crate::auth::Attributes::resource(
+            user,
+            self.verb(params),
+            &self.group,
+            &self.version,
+            &self.resource,
+            self.subresource.as_deref(),
+            self.namespace.as_deref(),
+            self.name.as_deref(),
+            params.get("fieldSelector"),
+        )
+    }
+}
+
 pub(crate) fn percent_decode(s: &str, plus_is_space: bool) -> Result<String, ApiError> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());

@@ -1,0 +1,139 @@
+//! Listening: the accept loop, TLS handshakes, and one HTTP/1.1 or HTTP/2 connection per
+//! peer. Plain connections go to [`super::h1`] (which hands HTTP/2 with prior knowledge,
+//! recognised by its preface, back to hyper here); over TLS, ALPN decides. HTTP/2 connections write through [`super::coalesce`], so the frames of
+//! all their streams leave together.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::sync::watch as signal;
+
+use super::write_deadline::WriteDeadline;
+use super::{coalesce, handle, ApiState};
+
+/// The connection a request came on: the peer's address and, over TLS, its client
+/// certificate.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    /// The peer's address.
+    pub peer: SocketAddr,
+    /// The client certificate, classified by the roots it chains to.
+    pub certificate: Option<crate::tls::PeerCertificate>,
+}
+
+/// Accepts connections until `shutdown` turns true, then ends the open ones: TLS when
+/// `tls` is given (HTTP/2 or HTTP/1.1 as ALPN chose), else plain HTTP/1.1 or HTTP/2 with
+/// prior knowledge (h2c).
+///
+/// Connections are tasks of a `JoinSet` aborted at shutdown, rather than each watching
+/// the shutdown signal: a signal receiver polled with every poll of every connection
+/// would take the signal's lock, shared by all of them, on each.
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<ApiState>,
+    tls: Option<crate::tls::TlsServing>,
+    mut shutdown: signal::Receiver<bool>,
+) {
+    let mut connections = tokio::task::JoinSet::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            // Finished connections are reaped as they end.
+            Some(_) = connections.join_next() => continue,
+            _ = shutdown.changed() => {
+                connections.abort_all();
+                return;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let write_timeout = state.write_timeout;
+        let state = state.clone();
+        let tls = tls.clone();
+        connections.spawn(async move {
+            let Some(tls) = tls else {
+                let conn = Connection {
+                    peer,
+                    certificate: None,
+                };
+                let io = WriteDeadline::new(stream, write_timeout);
+                super::h1::serve(io, state, conn).await;
+                return;
+            };
+            let handshake = tokio::time::timeout(
+                crate::config::TLS_HANDSHAKE_TIMEOUT,
+                tls.acceptor
+                    .accept(WriteDeadline::new(stream, write_timeout)),
+            );
+            let stream = match handshake.await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    metrics::counter!("watchd_tls_handshake_failures_total").increment(1);
+                    tracing::debug!(error = %e, %peer, "TLS handshake failed");
+                    return;
+                }
+                Err(_) => {
+                    metrics::counter!("watchd_tls_handshake_failures_total").increment(1);
+                    tracing::debug!(%peer, "TLS handshake timed out");
+                    return;
+                }
+            };
+            let certificate = stream
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|chain| tls.verifiers.classify(chain));
+            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+            let conn = Connection { peer, certificate };
+            serve_connection(stream, h2, state, conn).await;
+        });
+    }
+}
+
+/// The connection preface of HTTP/2 with prior knowledge (RFC 9113, 3.4).
+pub(super) const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Serves a connection with hyper: HTTP/2 (writing through [`coalesce`]) or HTTP/1.1.
+pub(super) async fn serve_connection<I>(io: I, h2: bool, state: Arc<ApiState>, conn: Connection)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let peer = conn.peer;
+    let conn = Arc::new(conn);
+    let svc = service_fn(move |req| {
+        let state = state.clone();
+        let conn = conn.clone();
+        async move { Ok::<_, Infallible>(handle(&state, req, &conn).await) }
+    });
+    let result = if h2 {
+        let (io, flusher) = coalesce::coalesced(io, crate::config::HTTP2_WRITE_BUFFER);
+        let served = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .keep_alive_interval(crate::config::HTTP2_PING_INTERVAL)
+            .keep_alive_timeout(crate::config::HTTP2_PING_TIMEOUT)
+            .max_concurrent_streams(crate::config::HTTP2_MAX_STREAMS)
+            .max_header_list_size(crate::config::MAX_REQUEST_HEAD as u32)
+            .serve_connection(TokioIo::new(io), svc);
+        coalesce::FlushAfterPoll::new(served, flusher).await
+    } else {
+        let served = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .header_read_timeout(crate::config::HTTP1_IDLE_TIMEOUT)
+            .max_buf_size(crate::config::MAX_REQUEST_HEAD)
+            .serve_connection(TokioIo::new(io), svc);
+        served.await.map_err(Into::into)
+    };
+    if let Err(e) = result {
+        tracing::debug!(error = %e, %peer, "connection ended with an error");
+    }
+}
