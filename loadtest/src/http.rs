@@ -1,29 +1,24 @@
-//! A minimal HTTP/1.1 client on hyper's connection API: one TCP connection
-//! per [`Conn`], as a Kubernetes informer has. Loopback (or any literal
-//! `host:port`) only; no TLS, no proxies.
+//! What the HTTP watchers ask for and how they read it: the media types
+//! ([`Accept`]) and the splitters that cut a watch body into events (JSON
+//! lines, Kubernetes protobuf frames) across chunk boundaries. The
+//! connections themselves are in [`crate::transport`], the target URL in
+//! [`crate::endpoint`].
 
-use std::net::{SocketAddr, ToSocketAddrs};
-use std::time::Duration;
+use std::net::SocketAddr;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
-use hyper::body::Incoming;
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper::{Request, Response};
-use hyper_util::rt::TokioIo;
-use tokio::net::TcpStream;
+use crate::endpoint::{Scheme, TargetUrl};
 
-/// Parses `http://host:port[/]` into a socket address.
+/// Parses `http://host:port[/]` (the port written out) into a socket
+/// address: the plain-HTTP watchd of `read-latency`.
 pub fn parse_base_url(url: &str) -> Result<SocketAddr, String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("{url}: only http:// URLs are supported"))?;
-    let hostport = rest.trim_end_matches('/');
-    hostport
-        .to_socket_addrs()
-        .map_err(|e| format!("{url}: {e}"))?
-        .next()
-        .ok_or_else(|| format!("{url}: no address"))
+    let parsed = TargetUrl::parse(url)?;
+    if parsed.scheme != Scheme::Http {
+        return Err(format!("{url}: only http:// URLs are supported"));
+    }
+    if parsed.port.is_none() {
+        return Err(format!("{url}: no port"));
+    }
+    parsed.resolve()
 }
 
 /// The media type a request asks for.
@@ -72,94 +67,6 @@ impl std::str::FromStr for Accept {
             )),
         }
     }
-}
-
-/// One HTTP/1.1 connection; requests on it are sequential.
-pub struct Conn {
-    addr: SocketAddr,
-    sender: SendRequest<Empty<Bytes>>,
-}
-
-impl Conn {
-    /// Connects to `addr` (TCP_NODELAY, like client-go) within `timeout`.
-    pub async fn open(addr: SocketAddr, timeout: Duration) -> Result<Self, String> {
-        let connect = async {
-            let tcp = TcpStream::connect(addr)
-                .await
-                .map_err(|e| format!("connect {addr}: {e}"))?;
-            let _ = tcp.set_nodelay(true);
-            let (sender, conn) = http1::handshake(TokioIo::new(tcp))
-                .await
-                .map_err(|e| format!("handshake {addr}: {e}"))?;
-            tokio::spawn(async move {
-                let _ = conn.await;
-            });
-            Ok(Self { addr, sender })
-        };
-        tokio::time::timeout(timeout, connect)
-            .await
-            .map_err(|_| format!("connect {addr}: timed out after {timeout:?}"))?
-    }
-
-    /// Sends `GET path_and_query` asking for JSON and returns the response
-    /// head; the body streams afterwards.
-    pub async fn get(&mut self, path_and_query: &str) -> Result<Response<Incoming>, String> {
-        self.get_as(path_and_query, Accept::Json).await
-    }
-
-    /// Sends `GET path_and_query` with `Accept: <accept's media type>` and
-    /// returns the response head; the body streams afterwards.
-    pub async fn get_as(
-        &mut self,
-        path_and_query: &str,
-        accept: Accept,
-    ) -> Result<Response<Incoming>, String> {
-        self.sender
-            .ready()
-            .await
-            .map_err(|e| format!("GET {path_and_query}: connection closed: {e}"))?;
-        let req = Request::get(path_and_query)
-            .header(hyper::header::HOST, self.addr.to_string())
-            .header(hyper::header::ACCEPT, accept.media_type())
-            .body(Empty::new())
-            .map_err(|e| format!("GET {path_and_query}: {e}"))?;
-        self.sender
-            .send_request(req)
-            .await
-            .map_err(|e| format!("GET {path_and_query}: {e}"))
-    }
-
-    /// `GET` with the whole body collected, within `timeout`.
-    pub async fn get_body(
-        &mut self,
-        path_and_query: &str,
-        timeout: Duration,
-    ) -> Result<(u16, Bytes), String> {
-        let fetch = async {
-            let resp = self.get(path_and_query).await?;
-            let status = resp.status().as_u16();
-            let body = resp
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| format!("GET {path_and_query}: body: {e}"))?
-                .to_bytes();
-            Ok((status, body))
-        };
-        tokio::time::timeout(timeout, fetch)
-            .await
-            .map_err(|_| format!("GET {path_and_query}: timed out after {timeout:?}"))?
-    }
-}
-
-/// One `GET` on a fresh connection: (status, body).
-pub async fn get_once(
-    addr: SocketAddr,
-    path_and_query: &str,
-    timeout: Duration,
-) -> Result<(u16, Bytes), String> {
-    let mut conn = Conn::open(addr, timeout).await?;
-    conn.get_body(path_and_query, timeout).await
 }
 
 /// Splits a byte stream into `\n`-terminated lines across chunk boundaries.

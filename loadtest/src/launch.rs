@@ -1,5 +1,6 @@
 //! Starting the servers under test: a throwaway etcd (`/usr/bin/etcd`, temp
-//! data dir, free loopback ports) and `watchd serve` against it.
+//! data dir, free loopback ports) and `watchd serve` against it (plain
+//! HTTP, or with the TLS and authentication flags a caller passes).
 //!
 //! Each process is owned by a [`Proc`], which kills it by PID and reaps it
 //! when dropped, then removes its temp dir; every wait is bounded.
@@ -9,11 +10,14 @@ use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use etcd_client::{Client, ConnectOptions, GetOptions};
 
-use crate::http;
+use crate::endpoint::{Endpoint, Protocol, TokenSource};
+use crate::tls::TlsOptions;
+use crate::transport;
 
 /// The etcd binary (Debian's `etcd-server`).
 pub const ETCD_BIN: &str = "/usr/bin/etcd";
@@ -134,6 +138,11 @@ pub fn etcd_options() -> ConnectOptions {
 
 /// Starts etcd with its data under `root` and waits until it answers a range.
 pub async fn start_etcd(root: &Path) -> Result<Etcd, String> {
+    start_etcd_with(root, &[]).await
+}
+
+/// Like [`start_etcd`], with more etcd flags (`--quota-backend-bytes=...`).
+pub async fn start_etcd_with(root: &Path, extra_args: &[String]) -> Result<Etcd, String> {
     if !Path::new(ETCD_BIN).exists() {
         return Err(format!(
             "{ETCD_BIN} is not installed; run scripts/install-deps.sh"
@@ -153,7 +162,8 @@ pub async fn start_etcd(root: &Path) -> Result<Etcd, String> {
         .arg(format!("--initial-cluster=loadtest={peer}"))
         .arg("--initial-cluster-state=new")
         .arg("--logger=zap")
-        .arg("--log-level=warn");
+        .arg("--log-level=warn")
+        .args(extra_args);
     let mut proc = Proc::spawn("etcd", cmd, dir)?;
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
@@ -193,6 +203,21 @@ pub struct Watchd {
     pub proc: Proc,
     /// Its HTTP address.
     pub addr: SocketAddr,
+    /// Its HTTP API (`http://` or, with TLS, `https://127.0.0.1:PORT`) with
+    /// the credentials the readiness probe used.
+    pub endpoint: Arc<Endpoint>,
+}
+
+/// How to start watchd beyond the etcd and listen addresses.
+#[derive(Clone, Debug, Default)]
+pub struct WatchdOptions {
+    /// More `watchd serve` flags (`--tls-cert-file=...`, `--token-auth-file=...`).
+    pub args: Vec<String>,
+    /// With `Some`, watchd serves TLS (the args give its certificate): the
+    /// readiness probe goes to `https://127.0.0.1:PORT`, verified so.
+    pub tls: Option<TlsOptions>,
+    /// The bearer token the readiness probe sends.
+    pub token: Option<TokenSource>,
 }
 
 /// `watchd` next to this executable (`target/release/watchd` when this is
@@ -207,6 +232,18 @@ pub fn default_watchd_bin() -> PathBuf {
 /// Starts `bin serve` against `etcd` on free loopback ports and waits until
 /// `/readyz` answers 200.
 pub async fn start_watchd(bin: &Path, etcd: &str, root: &Path) -> Result<Watchd, String> {
+    start_watchd_with(bin, etcd, root, &WatchdOptions::default()).await
+}
+
+/// Starts `bin serve` against `etcd` on free loopback ports with `options`
+/// and waits until `/readyz` answers 200 (over TLS and with the token when
+/// the options say so).
+pub async fn start_watchd_with(
+    bin: &Path,
+    etcd: &str,
+    root: &Path,
+    options: &WatchdOptions,
+) -> Result<Watchd, String> {
     if !bin.is_file() {
         return Err(format!(
             "{}: no watchd binary (build it: cargo build --release -p watchd, or pass --watchd-bin)",
@@ -217,22 +254,42 @@ pub async fn start_watchd(bin: &Path, etcd: &str, root: &Path) -> Result<Watchd,
     let http_port = free_port()?;
     let grpc_port = free_port()?;
     let addr = SocketAddr::from(([127, 0, 0, 1], http_port));
+    let url = match options.tls {
+        Some(_) => format!("https://{addr}"),
+        None => format!("http://{addr}"),
+    };
+    let endpoint = Arc::new(Endpoint::new(
+        &url,
+        &options.tls.clone().unwrap_or_default(),
+        options.token.as_ref(),
+    )?);
     let mut cmd = Command::new(bin);
     cmd.arg("serve")
         .arg(format!("--etcd-servers={etcd}"))
         .arg(format!("--http-address={addr}"))
-        .arg(format!("--grpc-address=127.0.0.1:{grpc_port}"));
+        .arg(format!("--grpc-address=127.0.0.1:{grpc_port}"))
+        .args(&options.args);
     let mut proc = Proc::spawn("watchd", cmd, dir)?;
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         proc.check_alive()?;
-        let probe = http::get_once(addr, "/readyz", Duration::from_secs(1)).await;
+        let probe = transport::get_once(
+            &endpoint,
+            Protocol::Http1,
+            "/readyz",
+            Duration::from_secs(1),
+        )
+        .await;
         if matches!(probe, Ok((200, _))) {
-            return Ok(Watchd { proc, addr });
+            return Ok(Watchd {
+                proc,
+                addr,
+                endpoint,
+            });
         }
         if Instant::now() >= deadline {
             return Err(format!(
-                "watchd at {addr} not ready after {READY_TIMEOUT:?} (last: {probe:?}); log tail:\n{}",
+                "watchd at {url} not ready after {READY_TIMEOUT:?} (last: {probe:?}); log tail:\n{}",
                 proc.log_tail(20)
             ));
         }

@@ -5,6 +5,9 @@
 //! watchd-loadtest s1 --target=watchd|etcd --watchers=W --writes-per-sec=E --duration=S
 //! watchd-loadtest s1-compare --watchers=W --writes-per-sec=E --duration=S [--runs=3]
 //! watchd-loadtest read-latency --requests=N [--objects=K]
+//! watchd-loadtest floor --watchers=N --rate=R --duration=S [--events-per-write=K]
+//! watchd-loadtest s1-saturate --watchers=W --rates=A,B,C [--sides=floor,etcd,http1,http2]
+//! watchd-loadtest s2|s3|s4|s5|s6|s7 [--out=result.json] ...
 //! ```
 //!
 //! Logs go to stderr; set `RUST_LOG=debug` to see every change.
@@ -17,7 +20,10 @@ use tracing::{error, info, warn};
 use tracing_subscriber::EnvFilter;
 use watchd_loadtest::demo::{self, DemoConfig, Storage};
 
+mod floor_cmd;
+mod saturate_cmd;
 mod scenarios;
+mod suite;
 use scenarios::{ReadLatencyArgs, S1Args, S1CompareArgs};
 
 /// Load and demo data generator for watchd.
@@ -39,6 +45,28 @@ enum Command {
     S1Compare(S1CompareArgs),
     /// Latency a consistent list adds over resourceVersion=0 on an idle cache.
     ReadLatency(ReadLatencyArgs),
+    /// The loopback floor: CPU per delivery of the cheapest possible fan-out.
+    Floor(floor_cmd::FloorArgs),
+    /// Drains the floor's sockets (started by the floor, not by hand).
+    #[command(name = "floor-receiver", hide = true)]
+    FloorReceiver(floor_cmd::ReceiverArgs),
+    /// S1 at one W, the write rate raised step by step until each side stops
+    /// holding it.
+    #[command(name = "s1-saturate")]
+    S1Saturate(saturate_cmd::SaturateArgs),
+    /// S2 node-scoped: watchers with fieldSelector=spec.nodeName, at 5 000
+    /// nodes vs 50, and etcd direct.
+    S2(suite::S2Args),
+    /// S3 list storm: concurrent full and streaming lists of 50 000 pods.
+    S3(suite::S3Args),
+    /// S4 reconnect storm: 10 000 watchers drop and resume at once.
+    S4(suite::S4Args),
+    /// S5 idle watchers: RSS per watcher, HTTP/2 and HTTP/1.1, vs etcd.
+    S5(suite::S5Args),
+    /// S6 ingest: 1 000 000 pod events replayed through etcd into watchd.
+    S6(suite::S6Args),
+    /// S7 cache memory: RSS over raw bytes of 100 000 mixed objects.
+    S7(suite::S7Args),
 }
 
 /// Flags of the `demo` subcommand.
@@ -162,7 +190,20 @@ async fn main() -> ExitCode {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .init();
+    if !matches!(cli.command, Command::Demo(_)) {
+        watchd_loadtest::fdlimit::raise_and_log();
+    }
     match cli.command {
+        Command::Floor(args) => {
+            scenarios::run_or_stop(floor_cmd::run(args), shutdown_signal()).await
+        }
+        Command::FloorReceiver(args) => match floor_cmd::receiver(args) {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(_) => ExitCode::from(2),
+        },
+        Command::S1Saturate(args) => {
+            scenarios::run_or_stop(saturate_cmd::run(args), shutdown_signal()).await
+        }
         Command::S1(args) => scenarios::run_or_stop(scenarios::s1(args), shutdown_signal()).await,
         Command::S1Compare(args) => {
             scenarios::run_or_stop(scenarios::s1_compare(args), shutdown_signal()).await
@@ -170,6 +211,12 @@ async fn main() -> ExitCode {
         Command::ReadLatency(args) => {
             scenarios::run_or_stop(scenarios::read_latency(args), shutdown_signal()).await
         }
+        Command::S2(args) => scenarios::run_or_stop(suite::s2(args), shutdown_signal()).await,
+        Command::S3(args) => scenarios::run_or_stop(suite::s3(args), shutdown_signal()).await,
+        Command::S4(args) => scenarios::run_or_stop(suite::s4(args), shutdown_signal()).await,
+        Command::S5(args) => scenarios::run_or_stop(suite::s5(args), shutdown_signal()).await,
+        Command::S6(args) => scenarios::run_or_stop(suite::s6(args), shutdown_signal()).await,
+        Command::S7(args) => scenarios::run_or_stop(suite::s7(args), shutdown_signal()).await,
         Command::Demo(args) => {
             let cfg = DemoConfig::from(args);
             match demo::run(&cfg, shutdown_signal()).await {
@@ -238,6 +285,153 @@ mod tests {
         };
         let e = args.load.compare_configs().expect_err("JSON storage");
         assert!(e.contains("--storage=protobuf"), "{e}");
+    }
+
+    fn compare_args(extra: &[&str]) -> Result<scenarios::S1CompareArgs, clap::Error> {
+        let mut argv = vec!["watchd-loadtest", "s1-compare"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv)?.command {
+            Command::S1Compare(a) => Ok(a),
+            _ => panic!("not s1-compare"),
+        }
+    }
+
+    #[test]
+    fn baselines_default_to_the_floor_and_etcd() {
+        use scenarios::Baseline::{Etcd, Floor};
+        let a = compare_args(&[]).expect("parses");
+        assert_eq!(a.baselines, [Floor, Etcd]);
+        assert!(a.plot_with.is_empty());
+        let a = compare_args(&["--baselines=etcd", "--plot-with=a.json,b.json"]).unwrap();
+        assert_eq!(a.baselines, [Etcd]);
+        assert_eq!(a.plot_with.len(), 2);
+        assert!(compare_args(&["--baselines=proxy"]).is_err());
+    }
+
+    #[test]
+    fn target_url_tls_and_token_flags_parse() {
+        use watchd_loadtest::endpoint::Protocol;
+        let a = compare_args(&[
+            "--target-url=https://localhost:6443",
+            "--ca-file=/tmp/ca.pem",
+            "--token-file=/tmp/token",
+            "--protocol=http2",
+            "--streams-per-connection=50",
+        ])
+        .expect("parses");
+        assert_eq!(a.load.target_url.as_deref(), Some("https://localhost:6443"));
+        assert_eq!(a.load.protocol, Protocol::Http2);
+        let (etcd, watchd) = a.load.compare_configs().expect("valid");
+        assert_eq!(watchd.protocol, Protocol::Http2);
+        assert_eq!(watchd.streams_per_connection, 50);
+        assert_eq!(watchd.tls.ca_file.as_deref(), Some("/tmp/ca.pem".as_ref()));
+        assert!(watchd.token.is_some() && watchd.multiplexing().tls);
+        // The HTTP side's URL, TLS and token do not reach etcd direct.
+        assert!(etcd.target_url.is_none() && etcd.token.is_none() && !etcd.tls.is_set());
+        // --watchd-url still works, as an alias.
+        let a = compare_args(&["--watchd-url=http://127.0.0.1:8080"]).expect("parses");
+        assert_eq!(a.load.target_url.as_deref(), Some("http://127.0.0.1:8080"));
+        assert_eq!(a.load.protocol, Protocol::Http1, "HTTP/1.1 by default");
+        assert_eq!(a.load.streams_per_connection, 100);
+        // Refused at parse time: a token twice, an unknown protocol.
+        assert!(compare_args(&["--token=a", "--token-file=/tmp/t"]).is_err());
+        assert!(compare_args(&["--protocol=h2"]).is_err());
+        // Refused before any run: TLS flags without https, https without them.
+        let a = compare_args(&["--ca-file=/tmp/ca.pem"]).expect("parses");
+        assert!(a.load.compare_configs().is_err());
+        let a = compare_args(&["--target-url=https://127.0.0.1:6443"]).expect("parses");
+        let e = a.load.compare_configs().unwrap_err();
+        assert!(e.contains("--ca-file"), "{e}");
+        let a = compare_args(&["--streams-per-connection=0", "--protocol=http2"]).unwrap();
+        assert!(a.load.compare_configs().is_err());
+    }
+
+    #[test]
+    fn protocols_run_side_by_side_with_etcd_multiplexed_alike() {
+        use watchd_loadtest::endpoint::Protocol::{Http1, Http2};
+        let a = compare_args(&["--protocols=http1,http2", "--watchers=1000"]).expect("parses");
+        let protocols = a.protocols.clone().expect("given");
+        assert_eq!(protocols, [Http1, Http2]);
+        let (etcd, watchd) = a.load.compare_configs_for(&protocols).expect("valid");
+        let shapes: Vec<_> = std::iter::once(&etcd)
+            .chain(&watchd)
+            .map(|c| {
+                let m = c.multiplexing();
+                (m.protocol, m.connections, m.streams_per_connection)
+            })
+            .collect();
+        assert_eq!(
+            shapes,
+            [
+                ("grpc".to_string(), 10, 100),
+                ("http1".to_string(), 1000, 1),
+                ("http2".to_string(), 10, 100),
+            ]
+        );
+        // HTTP/1.1 alone leaves etcd direct on --etcd-connections.
+        let a = compare_args(&["--etcd-connections=8", "--watchers=1000"]).unwrap();
+        let (etcd, _) = a.load.compare_configs_for(&[Http1]).expect("valid");
+        assert_eq!(etcd.multiplexing().connections, 8);
+        // With HTTP/2 an explicit etcd connection count would be unfair.
+        let e = a.load.compare_configs_for(&[Http1, Http2]).unwrap_err();
+        assert!(e.contains("--etcd-connections"), "{e}");
+        // Each protocol once; --protocol and --protocols do not mix.
+        let a = compare_args(&["--protocols=http2,http2"]).expect("parses");
+        let e = a
+            .load
+            .compare_configs_for(a.protocols.as_deref().unwrap())
+            .unwrap_err();
+        assert!(e.contains("each once"), "{e}");
+        assert!(compare_args(&["--protocols=http1", "--protocol=http2"]).is_err());
+        assert!(compare_args(&["--protocols=http1,spdy"]).is_err());
+        // `s1` with etcd direct refuses the HTTP side's flags.
+        let cli = Cli::try_parse_from([
+            "watchd-loadtest",
+            "s1",
+            "--target=etcd",
+            "--token=t",
+            "--target-url=http://127.0.0.1:1",
+        ])
+        .expect("parses");
+        let Command::S1(args) = cli.command else {
+            panic!("not s1");
+        };
+        let cfg = args
+            .load
+            .config(watchd_loadtest::s1::Target::Etcd, args.load.protocol)
+            .expect("builds");
+        assert!(cfg.validate().unwrap_err().contains("not to etcd direct"));
+    }
+
+    #[test]
+    fn scenario_subcommands_parse_with_their_defaults() {
+        let parse = |argv: &[&str]| Cli::try_parse_from(argv).map(|c| c.command);
+        let Ok(Command::S2(a)) = parse(&["watchd-loadtest", "s2", "--nodes=10", "--out=r.json"])
+        else {
+            panic!("s2");
+        };
+        assert_eq!(
+            (a.nodes, a.baseline_nodes, a.all_watchers, a.pods),
+            (10, 50, 50, 10_000)
+        );
+        assert_eq!(a.common.out.as_deref(), Some("r.json".as_ref()));
+        let Ok(Command::S3(a)) = parse(&["watchd-loadtest", "s3", "--accept=protobuf"]) else {
+            panic!("s3");
+        };
+        assert_eq!((a.pods, a.concurrency, a.accept.len()), (50_000, 200, 1));
+        assert!(
+            matches!(parse(&["watchd-loadtest", "s4"]), Ok(Command::S4(a)) if a.watchers == 10_000)
+        );
+        assert!(
+            matches!(parse(&["watchd-loadtest", "s5"]), Ok(Command::S5(a)) if a.http1_watchers.is_none())
+        );
+        assert!(
+            matches!(parse(&["watchd-loadtest", "s6"]), Ok(Command::S6(a)) if a.events == 1_000_000)
+        );
+        assert!(
+            matches!(parse(&["watchd-loadtest", "s7", "--storage=json"]), Ok(Command::S7(a)) if a.storage.len() == 1)
+        );
+        assert!(parse(&["watchd-loadtest", "s7", "--storage=yaml"]).is_err());
     }
 
     #[test]

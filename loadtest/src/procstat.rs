@@ -21,6 +21,21 @@ pub fn parse_stat_cpu(stat: &str) -> Option<f64> {
     Some((utime + stime) as f64 / TICKS_PER_SEC)
 }
 
+/// (utime, stime) of a process, in seconds, from the text of its
+/// `/proc/<pid>/stat`.
+pub fn parse_stat_user_system(stat: &str) -> Option<(f64, f64)> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_ascii_whitespace();
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime as f64 / TICKS_PER_SEC, stime as f64 / TICKS_PER_SEC))
+}
+
+/// (user, system) CPU seconds (all threads) used so far by `pid`.
+pub fn cpu_user_system(pid: u32) -> Option<(f64, f64)> {
+    parse_stat_user_system(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
 /// CPU seconds (user + system, all threads) used so far by `pid`.
 pub fn cpu_seconds(pid: u32) -> Option<f64> {
     parse_stat_cpu(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
@@ -123,6 +138,8 @@ mod tests {
     fn stat_cpu_skips_odd_command_names() {
         let stat = "1234 (we (i) rd) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 3 0";
         assert_eq!(parse_stat_cpu(stat), Some(3.0));
+        assert_eq!(parse_stat_user_system(stat), Some((2.5, 0.5)));
+        assert_eq!(parse_stat_user_system("1 (x) S"), None);
         assert_eq!(parse_stat_cpu("garbage"), None);
     }
 

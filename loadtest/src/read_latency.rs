@@ -11,17 +11,20 @@
 //! sent from this process.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, GetOptions};
 use serde::Serialize;
 
 use crate::demo::Storage;
-use crate::http::{self, Conn};
+use crate::endpoint::{Endpoint, Protocol};
+use crate::http;
 use crate::launch;
 use crate::procstat;
 use crate::s1::writer;
 use crate::stats::{median, percentile};
+use crate::transport::Conn;
 
 /// Settings of a read-latency run.
 #[derive(Clone, Debug)]
@@ -167,7 +170,8 @@ pub async fn run(cfg: &ReadLatencyConfig) -> Result<ReadLatencyResult, String> {
         (None, Some(w)) => w.addr,
         (None, None) => return Err("no watchd".into()),
     };
-    let mut conn = Conn::open(addr, Duration::from_secs(5)).await?;
+    let endpoint = Arc::new(Endpoint::plain(addr));
+    let mut conn = Conn::open(&endpoint, Protocol::Http1, Duration::from_secs(5)).await?;
     let mut kv = client.kv_client();
     let opts = GetOptions::new().with_count_only().with_limit(1);
     let paths = ["/api/v1/configmaps", "/api/v1/configmaps?resourceVersion=0"];

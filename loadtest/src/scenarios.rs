@@ -10,11 +10,18 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use tracing::{error, warn};
 use watchd_loadtest::demo::Storage;
+use watchd_loadtest::endpoint::{Protocol, TokenSource};
+use watchd_loadtest::fdlimit;
 use watchd_loadtest::http::Accept;
 use watchd_loadtest::launch;
+use watchd_loadtest::plot;
 use watchd_loadtest::read_latency::{self, ReadLatencyConfig};
-use watchd_loadtest::s1::report::{self, CompareResult};
+use watchd_loadtest::s1::artifacts;
+use watchd_loadtest::s1::compare::{baseline_ratios, CompareResult, Side};
+use watchd_loadtest::s1::floor_side::{self, SideRun};
+use watchd_loadtest::s1::report;
 use watchd_loadtest::s1::{self as s1_run, S1Config, Target};
+use watchd_loadtest::tls::TlsOptions;
 
 /// Server under test.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -59,18 +66,42 @@ pub struct LoadArgs {
     /// Use this etcd (comma separated) instead of starting one.
     #[arg(long, value_delimiter = ',')]
     pub etcd_servers: Option<Vec<String>>,
-    /// Use this watchd (http://127.0.0.1:PORT) instead of starting one.
+    /// Watch this Kubernetes API endpoint (watchd or kube-apiserver;
+    /// http://HOST:PORT or https://HOST:PORT) instead of starting a watchd.
+    #[arg(long, visible_alias = "watchd-url")]
+    pub target_url: Option<String>,
+    /// PEM bundle of the CAs that verify an https:// target's certificate.
     #[arg(long)]
-    pub watchd_url: Option<String>,
+    pub ca_file: Option<PathBuf>,
+    /// Do not verify an https:// target's certificate.
+    #[arg(long)]
+    pub insecure_skip_tls_verify: bool,
+    /// Bearer token sent on every request to the HTTP target.
+    #[arg(long, conflicts_with = "token_file")]
+    pub token: Option<String>,
+    /// File holding the bearer token (read when the run starts).
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// HTTP version of the watchd (HTTP) watchers: `http1`, one connection
+    /// per watcher, or `http2`, the watchers multiplexed as streams over
+    /// ceil(watchers / streams-per-connection) connections (h2c on http://,
+    /// ALPN h2 on https://). With http2 the etcd baseline is multiplexed the
+    /// same way.
+    #[arg(long, default_value = "http1")]
+    pub protocol: Protocol,
+    /// With --protocol=http2, the most watch streams on one connection.
+    #[arg(long, default_value_t = 100)]
+    pub streams_per_connection: usize,
     /// PID of an external server under test, for its CPU and memory.
     #[arg(long)]
     pub server_pid: Option<u32>,
     /// The watchd binary (default: `watchd` next to this executable).
     #[arg(long)]
     pub watchd_bin: Option<PathBuf>,
-    /// gRPC connections the etcd watches are spread over.
-    #[arg(long, default_value_t = 4)]
-    pub etcd_connections: usize,
+    /// gRPC connections the etcd watches are spread over [default: 4; with
+    /// HTTP/2, ceil(watchers / streams-per-connection), like the HTTP side].
+    #[arg(long)]
+    pub etcd_connections: Option<usize>,
     /// Longest wait, after the last write, for every watcher to have it.
     #[arg(long, default_value_t = 15)]
     pub drain_timeout: u64,
@@ -83,7 +114,9 @@ pub struct LoadArgs {
 }
 
 impl LoadArgs {
-    fn config(&self, target: Target) -> S1Config {
+    /// The settings of one run against `target` over `protocol` (not yet
+    /// validated).
+    pub fn config(&self, target: Target, protocol: Protocol) -> Result<S1Config, String> {
         let mut c = S1Config::new(
             target,
             self.watchers,
@@ -98,28 +131,81 @@ impl LoadArgs {
         c.namespace_count = self.namespace_count;
         c.objects = self.objects;
         c.etcd_servers = self.etcd_servers.clone();
-        c.watchd_url = self.watchd_url.clone();
+        c.target_url = self.target_url.clone();
+        c.tls = TlsOptions {
+            ca_file: self.ca_file.clone(),
+            insecure_skip_verify: self.insecure_skip_tls_verify,
+        };
+        c.token = match (&self.token, &self.token_file) {
+            (Some(t), _) => Some(TokenSource::Inline(t.clone())),
+            (None, Some(f)) => Some(TokenSource::File(f.clone())),
+            (None, None) => None,
+        };
+        c.protocol = protocol;
+        c.streams_per_connection = self.streams_per_connection;
         c.server_pid = self.server_pid;
         if let Some(bin) = &self.watchd_bin {
             c.watchd_bin = bin.clone();
         }
-        c.etcd_connections = self.etcd_connections;
+        match (self.etcd_connections, protocol) {
+            (Some(_), Protocol::Http2) => {
+                return Err(
+                    "--etcd-connections does not go with HTTP/2: the etcd baseline \
+                     then uses the same multiplexing, ceil(watchers / \
+                     streams-per-connection) connections"
+                        .into(),
+                )
+            }
+            (Some(n), Protocol::Http1) => c.etcd_connections = n,
+            (None, _) => {}
+        }
         c.drain_timeout = Duration::from_secs(self.drain_timeout);
         if let Some(dir) = &self.temp_dir {
             c.temp_root = dir.clone();
         }
-        c
+        Ok(c)
     }
 
-    /// The etcd and watchd settings of `s1-compare`, both checked before any
-    /// run (a bad combination must not fail after the first runs): the
-    /// storage applies to both, `--accept` to watchd only.
+    /// The etcd and watchd settings of `s1-compare` with `--protocol`, both
+    /// checked before any run (a bad combination must not fail after the
+    /// first runs): the storage applies to both, `--accept` to watchd only.
+    #[cfg(test)]
     pub fn compare_configs(&self) -> Result<(S1Config, S1Config), String> {
-        let mut etcd = self.config(Target::Etcd);
+        let (etcd, mut watchd) = self.compare_configs_for(&[self.protocol])?;
+        Ok((etcd, watchd.remove(0)))
+    }
+
+    /// The etcd settings and the watchd settings per protocol, all checked.
+    /// etcd direct is multiplexed like HTTP/2 when any protocol is HTTP/2,
+    /// so that the comparison is fair; the target URL, TLS and token apply
+    /// to the HTTP side only.
+    pub fn compare_configs_for(
+        &self,
+        protocols: &[Protocol],
+    ) -> Result<(S1Config, Vec<S1Config>), String> {
+        if protocols.is_empty() {
+            return Err("--protocols needs at least one protocol".into());
+        }
+        if protocols.len() == 2 && protocols[0] == protocols[1] || protocols.len() > 2 {
+            return Err("--protocols takes http1 and http2, each once".into());
+        }
+        let etcd_protocol = if protocols.contains(&Protocol::Http2) {
+            Protocol::Http2
+        } else {
+            Protocol::Http1
+        };
+        let mut etcd = self.config(Target::Etcd, etcd_protocol)?;
         etcd.accept = Accept::Json;
-        let watchd = self.config(Target::Watchd);
+        etcd.target_url = None;
+        etcd.tls = TlsOptions::default();
+        etcd.token = None;
         etcd.validate()?;
-        watchd.validate()?;
+        let mut watchd = Vec::new();
+        for &p in protocols {
+            let c = self.config(Target::Watchd, p)?;
+            c.validate()?;
+            watchd.push(c);
+        }
         Ok((etcd, watchd))
     }
 }
@@ -134,13 +220,35 @@ pub struct S1Args {
     pub load: LoadArgs,
 }
 
+/// A baseline run beside watchd in `s1-compare`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Baseline {
+    /// The loopback floor: the cheapest possible fan-out server, same W and
+    /// rate, events the size of the watch event.
+    Floor,
+    /// etcd direct: the same watchers as etcd gRPC watches.
+    Etcd,
+}
+
 /// Flags of `s1-compare`.
 #[derive(Debug, Args)]
 pub struct S1CompareArgs {
-    /// Pairs of runs (etcd and watchd, alternating which goes first); the
-    /// table shows medians.
+    /// Rounds of runs (floor, etcd, then watchd per protocol; every other
+    /// round in the reverse order); the table shows medians.
     #[arg(long, default_value_t = 1)]
     pub runs: usize,
+    /// The baselines run beside watchd; every side's figures are shown as
+    /// ratios against each.
+    #[arg(long, value_delimiter = ',', default_value = "floor,etcd")]
+    pub baselines: Vec<Baseline>,
+    /// Earlier s1-compare results (JSON) whose CPU per delivery joins this
+    /// one's in the plot's CPU-against-watchers lines.
+    #[arg(long, value_delimiter = ',')]
+    pub plot_with: Vec<PathBuf>,
+    /// Run watchd over each of these protocols beside etcd direct, e.g.
+    /// `http1,http2` (instead of the one --protocol).
+    #[arg(long, value_delimiter = ',', conflicts_with = "protocol")]
+    pub protocols: Option<Vec<Protocol>>,
     #[command(flatten)]
     pub load: LoadArgs,
 }
@@ -196,7 +304,8 @@ pub async fn run_or_stop(
     }
 }
 
-fn write_json(path: Option<&Path>, value: &impl Serialize) -> Result<(), String> {
+/// Writes `value` as pretty JSON to `path` (nothing without a path).
+pub fn write_json(path: Option<&Path>, value: &impl Serialize) -> Result<(), String> {
     let Some(path) = path else { return Ok(()) };
     let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
     std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
@@ -210,21 +319,31 @@ pub async fn s1(args: S1Args) -> Result<bool, String> {
         TargetArg::Watchd => Target::Watchd,
         TargetArg::Etcd => Target::Etcd,
     };
-    let result = s1_run::run(&args.load.config(target)).await?;
-    print!("{}", report::single_table(&result));
+    if matches!(target, Target::Watchd) {
+        check_http1_fits(&args.load, &[args.load.protocol])?;
+    }
+    let result = s1_run::run(&args.load.config(target, args.load.protocol)?).await?;
+    let table = report::single_table(&result);
+    print!("{table}");
     write_json(args.load.out.as_deref(), &result)?;
+    if let Some(out) = &args.load.out {
+        let title = table.lines().next().unwrap_or("S1");
+        let md = artifacts::single_markdown(&result);
+        plot::write_beside(out, &md, title, &artifacts::single_panels(&result))?;
+    }
     if !result.is_clean() {
         warn!("events were missed, duplicated or reordered, or a watcher failed");
     }
     Ok(result.is_clean())
 }
 
-/// `s1-compare`: etcd direct and watchd, `runs` times each.
+/// `s1-compare`: etcd direct and watchd over each protocol, `runs` times
+/// each; `Ok(false)` when any run missed or duplicated events.
 pub async fn s1_compare(args: S1CompareArgs) -> Result<bool, String> {
     if args.runs == 0 || args.runs > 20 {
         return Err("--runs must be 1..=20".into());
     }
-    if args.load.watchd_url.is_none()
+    if args.load.target_url.is_none()
         && args.load.watchd_bin.is_none()
         && !launch::default_watchd_bin().is_file()
     {
@@ -233,49 +352,105 @@ pub async fn s1_compare(args: S1CompareArgs) -> Result<bool, String> {
             launch::default_watchd_bin().display()
         ));
     }
-    let (etcd_cfg, watchd_cfg) = args.load.compare_configs()?;
-    let (mut etcd_runs, mut watchd_runs) = (Vec::new(), Vec::new());
+    let protocols = args
+        .protocols
+        .clone()
+        .unwrap_or_else(|| vec![args.load.protocol]);
+    let (etcd_cfg, watchd_cfgs) = args.load.compare_configs_for(&protocols)?;
+    check_http1_fits(&args.load, &protocols)?;
+    let earlier = read_results(&args.plot_with)?;
+    let mut jobs: Vec<(String, String, SideRun)> = Vec::new();
+    let mut floor_bytes = None;
+    if args.baselines.contains(&Baseline::Floor) {
+        let exe = std::env::current_exe().map_err(|e| format!("this executable: {e}"))?;
+        let f = floor_side::floor_config(&watchd_cfgs[0], &exe)?;
+        floor_bytes = Some(f.payload_bytes);
+        jobs.push(("floor".into(), "floor".into(), SideRun::Floor(f)));
+    }
+    if args.baselines.contains(&Baseline::Etcd) {
+        jobs.push(("etcd direct".into(), "etcd".into(), SideRun::S1(etcd_cfg)));
+    }
+    for cfg in watchd_cfgs {
+        let p = cfg.protocol.name();
+        jobs.push((format!("watchd {p}"), p.into(), SideRun::S1(cfg)));
+    }
+    let mut sides: Vec<Side> = jobs
+        .iter()
+        .map(|(name, short, run)| Side {
+            name: name.clone(),
+            short: short.clone(),
+            multiplexing: run.multiplexing(),
+            runs: Vec::new(),
+        })
+        .collect();
+    for s in &sides {
+        println!("{}: {}", s.name, s.multiplexing);
+    }
     for i in 0..args.runs {
-        let order = if i % 2 == 0 {
-            [Target::Etcd, Target::Watchd]
-        } else {
-            [Target::Watchd, Target::Etcd]
-        };
-        for target in order {
-            let cfg = match target {
-                Target::Etcd => &etcd_cfg,
-                Target::Watchd => &watchd_cfg,
-            };
-            let r = s1_run::run(cfg).await?;
+        let mut order: Vec<usize> = (0..jobs.len()).collect();
+        if i % 2 == 1 {
+            order.reverse();
+        }
+        for k in order {
+            let r = jobs[k].2.run().await?;
             print!("run {}/{}: {}", i + 1, args.runs, report::single_table(&r));
-            match target {
-                Target::Etcd => etcd_runs.push(r),
-                Target::Watchd => watchd_runs.push(r),
-            }
+            sides[k].runs.push(r);
         }
     }
-    let median = report::compare(&etcd_runs, &watchd_runs);
     let title = format!(
-        "S1 compare: {} watchers x {} writes/s for {} s, ~{} B objects stored as {}, watchd watched as {}, median of {} run(s) each",
+        "S1 compare: {} watchers x {} writes/s for {} s, ~{} B objects stored as {}, watchd watched as {}{}, median of {} run(s) each",
         args.load.watchers,
         args.load.writes_per_sec,
         args.load.duration,
         args.load.object_bytes,
         args.load.storage.name(),
         args.load.accept.name(),
+        floor_bytes.map_or(String::new(), |b| format!(", floor events of {b} B")),
         args.runs
     );
+    let shorts: Vec<&str> = sides.iter().map(|s| s.short.as_str()).collect();
+    let ratios = baseline_ratios(&shorts);
+    let result = CompareResult::with_ratios(sides, ratios);
     println!();
-    print!("{}", report::compare_table(&title, &median));
-    let clean = etcd_runs.iter().chain(&watchd_runs).all(|r| r.is_clean());
-    let result = CompareResult {
-        scenario: "s1-compare".into(),
-        etcd_runs,
-        watchd_runs,
-        median,
-    };
+    print!("{}", result.table(&title));
+    for line in artifacts::target_lines(&result) {
+        println!("  {line}");
+    }
     write_json(args.load.out.as_deref(), &result)?;
-    Ok(clean)
+    if let Some(out) = &args.load.out {
+        let md = artifacts::compare_markdown(&result, &title);
+        plot::write_beside(
+            out,
+            &md,
+            &title,
+            &artifacts::compare_panels(&result, &earlier),
+        )?;
+    }
+    Ok(result.is_clean())
+}
+
+/// Refuses HTTP/1.1 at more watchers than sockets fit under the open-files
+/// limit (each watcher is a socket here and another in watchd).
+pub fn check_http1_fits(load: &LoadArgs, protocols: &[Protocol]) -> Result<(), String> {
+    if load.target_url.is_some() || !protocols.contains(&Protocol::Http1) {
+        return Ok(());
+    }
+    let what = format!(
+        "HTTP/1.1 at {} watchers (one connection each, here and in watchd)",
+        load.watchers
+    );
+    fdlimit::check_sockets(load.watchers, fdlimit::soft_limit(), &what)
+}
+
+/// Reads earlier JSON results.
+fn read_results(paths: &[PathBuf]) -> Result<Vec<serde_json::Value>, String> {
+    paths
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))
+        })
+        .collect()
 }
 
 /// `read-latency`.

@@ -24,6 +24,23 @@ pub fn median(values: &[f64]) -> Option<f64> {
     percentile(&v, 0.5)
 }
 
+/// The quantiles a latency distribution is kept at for plots: every
+/// percent, then the tail.
+pub const CDF_QUANTILES: [f64; 104] = {
+    let mut q = [0.0; 104];
+    let mut i = 0;
+    while i < 100 {
+        q[i] = (i + 1) as f64 / 100.0;
+        i += 1;
+    }
+    q[99] = 0.995;
+    q[100] = 0.999;
+    q[101] = 0.9999;
+    q[102] = 0.99999;
+    q[103] = 1.0;
+    q
+};
+
 /// Sub-buckets per power of two: values are kept with < 1/32 (3.1 %) error.
 const SUB_BITS: u32 = 5;
 const SUB: u64 = 1 << SUB_BITS;
@@ -144,6 +161,15 @@ impl Histogram {
             }
         }
         Some(self.max())
+    }
+
+    /// `(quantile, value)` at each of [`CDF_QUANTILES`]; empty when there
+    /// are no samples.
+    pub fn cdf(&self) -> Vec<(f64, u64)> {
+        CDF_QUANTILES
+            .iter()
+            .filter_map(|&q| self.percentile(q).map(|v| (q, v)))
+            .collect()
     }
 }
 

@@ -90,8 +90,9 @@ async fn once_then_churn(storage: Storage) {
     assert!(third.changes >= 20, "only {} changes", third.changes);
     assert!(third.store.updates > 0 && third.store.failures == 0);
     assert!(third.events > 0, "{third:?}");
-    // 3 node Leases and 2 leader-election ones, every 300 ms for 1.5 s.
-    assert!(third.renewals >= 2 * 5, "only {} renewals", third.renewals);
+    // 3 node Leases and 2 leader-election ones, every 300 ms for 1.5 s: each at least
+    // once (how many more depends on how busy the machine is, so it is not asserted).
+    assert!(third.renewals >= 5, "only {} renewals", third.renewals);
     let after = etcd.dump_as(Some(storage)).await;
     check_cluster(&after, &cfg);
     assert_ne!(after, dump);

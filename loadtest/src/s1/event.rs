@@ -17,6 +17,9 @@ use watchd::codec::wire::{fields, Val as WireValue, WireError};
 
 /// The data key the writer stamps with its send time (unix nanoseconds).
 pub const STAMP_KEY: &str = "sentUnixNanos";
+/// The annotation that carries the send time on objects without `data`
+/// (the pods of the node-scoped scenario).
+pub const STAMP_ANNOTATION: &str = "loadtest.watchd.dev/sent-unix-nanos";
 
 #[derive(Deserialize)]
 struct WatchLine<'a> {
@@ -38,6 +41,14 @@ struct Object<'a> {
 struct Metadata<'a> {
     #[serde(rename = "resourceVersion", borrow, default)]
     resource_version: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    annotations: Option<Annotations<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Annotations<'a> {
+    #[serde(rename = "loadtest.watchd.dev/sent-unix-nanos", borrow, default)]
+    sent: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -65,22 +76,33 @@ fn stamp(data: Option<Data<'_>>) -> Option<u64> {
     data?.sent?.parse().ok()
 }
 
+/// The send stamp of an object: `data.sentUnixNanos` (ConfigMaps), else the
+/// [`STAMP_ANNOTATION`] annotation.
+fn object_stamp(obj: Object<'_>) -> (Option<i64>, Option<u64>) {
+    let (revision, annotated) = match obj.metadata {
+        Some(m) => (
+            m.resource_version.and_then(|rv| rv.parse().ok()),
+            m.annotations
+                .and_then(|a| a.sent)
+                .and_then(|s| s.parse().ok()),
+        ),
+        None => (None, None),
+    };
+    (revision, stamp(obj.data).or(annotated))
+}
+
 /// Decodes one watchd watch line (`{"type":..,"object":{..}}`).
 pub fn parse_watch_line(line: &[u8]) -> Result<Received, String> {
     let ev: WatchLine<'_> = serde_json::from_slice(line).map_err(|e| {
         let shown = String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
         format!("bad watch event ({e}): {shown}")
     })?;
-    let revision = ev
-        .object
-        .metadata
-        .and_then(|m| m.resource_version)
-        .and_then(|rv| rv.parse().ok());
+    let (revision, sent_ns) = object_stamp(ev.object);
     let detail = (ev.kind == "ERROR").then(|| String::from_utf8_lossy(line).into_owned());
     Ok(Received {
         kind: ev.kind.into_owned(),
         revision,
-        sent_ns: stamp(ev.object.data),
+        sent_ns,
         detail,
     })
 }
@@ -94,7 +116,7 @@ pub fn parse_object_stamp(value: &[u8]) -> Result<Option<u64>, String> {
     }
     let obj: Object<'_> =
         serde_json::from_slice(value).map_err(|e| format!("bad object JSON: {e}"))?;
-    Ok(stamp(obj.data))
+    Ok(object_stamp(obj).1)
 }
 
 /// What the accounting reads of a protobuf object.
@@ -112,38 +134,60 @@ fn wire_str(b: &[u8]) -> Option<&str> {
     std::str::from_utf8(b).ok()
 }
 
-/// `metadata.resourceVersion` and `data.sentUnixNanos` of a ConfigMap's
-/// protobuf message (the envelope's `raw`): field 1 is ObjectMeta, whose
-/// field 6 is resourceVersion; field 2 is `data`, a map whose entries are
-/// messages {1: key, 2: value}. Other fields, and other objects' fields
-/// with the same numbers as long as they are not messages, are skipped.
+/// The value of a map entry message `{1: key, 2: value}` if its key is `want`.
+fn map_entry<'a>(entry: &'a [u8], want: &str) -> Result<Option<&'a [u8]>, String> {
+    let (mut key, mut value) = (None, None);
+    for f in fields(entry) {
+        match f.map_err(bad_object)? {
+            (1, WireValue::Bytes(k)) => key = Some(k),
+            (2, WireValue::Bytes(v)) => value = Some(v),
+            _ => {}
+        }
+    }
+    Ok(if key == Some(want.as_bytes()) {
+        value
+    } else {
+        None
+    })
+}
+
+/// `metadata.resourceVersion` and the send stamp of an object's protobuf
+/// message (the envelope's `raw`): field 1 is ObjectMeta, whose field 6 is
+/// resourceVersion and field 12 the annotations (map entries {1: key, 2:
+/// value}, the [`STAMP_ANNOTATION`] stamp of pods); a ConfigMap's field 2
+/// is `data`, a map of the same shape holding [`STAMP_KEY`], which wins.
+/// Other fields, and other objects' fields with the same numbers as long as
+/// they are not messages, are skipped.
 fn protobuf_object(raw: &[u8]) -> Result<ProtobufObject, String> {
+    fn number<T: std::str::FromStr>(v: &[u8]) -> Option<T> {
+        wire_str(v).and_then(|s| s.parse().ok())
+    }
     let mut out = ProtobufObject::default();
+    let mut annotated = None;
     for field in fields(raw) {
         match field.map_err(bad_object)? {
             (1, WireValue::Bytes(meta)) => {
                 for f in fields(meta) {
-                    if let (6, WireValue::Bytes(rv)) = f.map_err(bad_object)? {
-                        out.revision = wire_str(rv).and_then(|s| s.parse().ok());
+                    match f.map_err(bad_object)? {
+                        (6, WireValue::Bytes(rv)) => out.revision = number(rv),
+                        (12, WireValue::Bytes(entry)) => {
+                            if let Some(v) = map_entry(entry, STAMP_ANNOTATION)? {
+                                annotated = number(v);
+                            }
+                        }
+                        _ => {}
                     }
                 }
             }
             (2, WireValue::Bytes(entry)) => {
-                let (mut key, mut value) = (None, None);
-                for f in fields(entry) {
-                    match f.map_err(bad_object)? {
-                        (1, WireValue::Bytes(k)) => key = Some(k),
-                        (2, WireValue::Bytes(v)) => value = Some(v),
-                        _ => {}
-                    }
-                }
-                if key == Some(STAMP_KEY.as_bytes()) {
-                    out.sent_ns = value.and_then(wire_str).and_then(|s| s.parse().ok());
+                if let Some(v) = map_entry(entry, STAMP_KEY)? {
+                    out.sent_ns = number(v);
                 }
             }
             _ => {}
         }
     }
+    out.sent_ns = out.sent_ns.or(annotated);
     Ok(out)
 }
 

@@ -1,13 +1,14 @@
 //! The S1 result (written as JSON) and its human-readable tables: one run,
-//! or watchd beside etcd with the ratio.
+//! or watchd beside etcd with the ratio (several sides: [`super::compare`]).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use super::compare::Ratio;
 use super::writer::WriteStats;
-use crate::stats::{median, Accounting};
+use crate::stats::{Accounting, Histogram};
 
 /// Delivery latency figures, milliseconds.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Latency {
     /// Events with a send stamp.
     pub samples: u64,
@@ -19,6 +20,30 @@ pub struct Latency {
     pub max: Option<f64>,
     /// Mean.
     pub mean: Option<f64>,
+    /// The distribution: `[latency ms, share of events at or below it]` at
+    /// the quantiles of [`crate::stats::CDF_QUANTILES`] (for the plots).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cdf: Vec<[f64; 2]>,
+}
+
+impl Latency {
+    /// The figures of a histogram of microseconds.
+    pub fn from_histogram(h: &Histogram) -> Self {
+        let to_ms = |us: Option<u64>| us.map(|u| u as f64 / 1000.0);
+        let n = h.count();
+        Self {
+            samples: n,
+            p50: to_ms(h.percentile(0.50)),
+            p99: to_ms(h.percentile(0.99)),
+            max: to_ms((n > 0).then(|| h.max())),
+            mean: (n > 0).then(|| h.mean() / 1000.0),
+            cdf: h
+                .cdf()
+                .into_iter()
+                .map(|(q, us)| [us as f64 / 1000.0, q])
+                .collect(),
+        }
+    }
 }
 
 /// CPU and memory of one process over the measured window.
@@ -30,12 +55,63 @@ pub struct ProcFigures {
     pub pid: Option<u32>,
     /// CPU seconds (user + system) used in the window.
     pub cpu_s: Option<f64>,
+    /// Of which in user space.
+    #[serde(default)]
+    pub user_s: Option<f64>,
     /// CPU seconds per million deliveries.
     pub cpu_s_per_million: Option<f64>,
     /// Average cores used in the window.
     pub cores: Option<f64>,
     /// Peak resident set size (VmHWM), bytes.
     pub peak_rss_bytes: Option<u64>,
+}
+
+impl ProcFigures {
+    /// The user-space share of the CPU used (0..=1).
+    pub fn user_share(&self) -> Option<f64> {
+        let (user, all) = self.user_s.zip(self.cpu_s)?;
+        (all > 0.0).then(|| user / all)
+    }
+}
+
+/// How the watch streams were carried.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Multiplexing {
+    /// `http1`, `http2` (watchd or another HTTP target) or `grpc` (etcd
+    /// direct).
+    pub protocol: String,
+    /// Connections the watch streams were spread over.
+    pub connections: usize,
+    /// The most watch streams on one connection (1 for HTTP/1.1).
+    pub streams_per_connection: usize,
+    /// Whether the connections were TLS.
+    pub tls: bool,
+}
+
+impl std::fmt::Display for Multiplexing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match (self.protocol.as_str(), self.tls) {
+            ("http1", false) => "HTTP/1.1",
+            ("http1", true) => "HTTP/1.1 over TLS",
+            ("http2", false) => "HTTP/2 (h2c)",
+            ("http2", true) => "HTTP/2 over TLS",
+            ("grpc", _) => "etcd gRPC",
+            (other, _) => other,
+        };
+        let s = |n: usize| if n == 1 { "" } else { "s" };
+        write!(
+            f,
+            "{name}, {} connection{} x {} stream{}",
+            self.connections,
+            s(self.connections),
+            if self.streams_per_connection > 1 {
+                format!("<={}", self.streams_per_connection)
+            } else {
+                self.streams_per_connection.to_string()
+            },
+            s(self.streams_per_connection)
+        )
+    }
 }
 
 /// The machine during the window.
@@ -71,6 +147,9 @@ pub struct S1Result {
     /// What the watchd watchers asked for (`json` or `protobuf`); `None` for
     /// etcd direct, whose watchers receive the values as stored.
     pub accept: Option<String>,
+    /// Protocol, connections, streams per connection, TLS.
+    #[serde(flatten)]
+    pub multiplexing: Multiplexing,
     /// Namespaces the objects are spread over.
     pub namespaces: usize,
     /// Distinct objects rewritten round-robin.
@@ -88,6 +167,9 @@ pub struct S1Result {
     pub delivered_per_sec: f64,
     /// Whether every watcher received the last write before the drain timeout.
     pub caught_up: bool,
+    /// Seconds from the writer's last acknowledgement until every watcher
+    /// had the last write (or the drain timeout): the lag left at the end.
+    pub drain_s: f64,
     /// Delivery latency.
     pub latency_ms: Latency,
     /// Missed, duplicate, reordered and unexpected events over all watchers.
@@ -160,6 +242,10 @@ pub fn figures(r: &S1Result) -> Vec<Figure> {
         f("out of order", Some(r.accounting.out_of_order as f64)),
         f("watchers failed", Some(r.watchers_failed as f64)),
         f("server CPU-s / 1M deliveries", r.server.cpu_s_per_million),
+        f(
+            "server user share (%)",
+            r.server.user_share().map(|u| u * 100.0),
+        ),
         f("server cores used", r.server.cores),
         f("server peak RSS (MiB)", mib(r.server.peak_rss_bytes)),
         f(
@@ -192,7 +278,7 @@ pub fn fmt_num(v: Option<f64>) -> String {
 /// The table of one run.
 pub fn single_table(r: &S1Result) -> String {
     let mut out = format!(
-        "S1 broadcast: target={} storage={} accept={} watchers={} writes/s={} duration={}s object≈{}B JSON, {}B stored ({} cpus, load {} at start)\n",
+        "S1 broadcast: target={} storage={} accept={} watchers={} writes/s={} duration={}s object≈{}B JSON, {}B stored ({} cpus, load {} at start)\n  transport: {}\n",
         r.target,
         r.storage,
         r.accept.as_deref().unwrap_or("-"),
@@ -202,7 +288,8 @@ pub fn single_table(r: &S1Result) -> String {
         r.object_bytes,
         r.stored_bytes,
         r.machine.cpus,
-        fmt_num(r.machine.loadavg_1m_start)
+        fmt_num(r.machine.loadavg_1m_start),
+        r.multiplexing
     );
     for fig in figures(r) {
         out.push_str(&format!("  {:<34} {:>12}\n", fig.label, fmt_num(fig.value)));
@@ -235,45 +322,22 @@ pub struct Compared {
     pub ratio: Option<f64>,
 }
 
-/// watchd beside etcd over several runs.
-#[derive(Clone, Debug, Serialize)]
-pub struct CompareResult {
-    /// Always `s1-compare`.
-    pub scenario: String,
-    /// Every etcd-direct run.
-    pub etcd_runs: Vec<S1Result>,
-    /// Every watchd run.
-    pub watchd_runs: Vec<S1Result>,
-    /// Medians per figure with the ratio.
-    pub median: Vec<Compared>,
-}
-
-/// Medians of each figure over `etcd` and `watchd` runs, with the ratio.
+/// Medians of each figure over `etcd` and `watchd` runs, with the ratio
+/// watchd/etcd (two sides of [`super::compare::rows`]).
 pub fn compare(etcd: &[S1Result], watchd: &[S1Result]) -> Vec<Compared> {
-    let per_run = |runs: &[S1Result]| -> Vec<Vec<Figure>> { runs.iter().map(figures).collect() };
-    let (e, w) = (per_run(etcd), per_run(watchd));
-    let Some(labels) = e.first().or(w.first()) else {
-        return Vec::new();
+    let sides = [etcd, watchd];
+    let ratio = Ratio {
+        label: "watchd/etcd".into(),
+        numerator: 1,
+        denominator: 0,
     };
-    let med = |runs: &[Vec<Figure>], i: usize| -> Option<f64> {
-        let v: Vec<f64> = runs.iter().filter_map(|r| r[i].value).collect();
-        median(&v)
-    };
-    labels
-        .iter()
-        .enumerate()
-        .map(|(i, fig)| {
-            let (ev, wv) = (med(&e, i), med(&w, i));
-            let ratio = match (ev, wv) {
-                (Some(a), Some(b)) if a != 0.0 => Some(b / a),
-                _ => None,
-            };
-            Compared {
-                figure: fig.label.to_string(),
-                etcd: ev,
-                watchd: wv,
-                ratio,
-            }
+    super::compare::rows(&sides, std::slice::from_ref(&ratio))
+        .into_iter()
+        .map(|r| Compared {
+            figure: r.figure,
+            etcd: r.medians[0],
+            watchd: r.medians[1],
+            ratio: r.ratios[0],
         })
         .collect()
 }
@@ -314,6 +378,7 @@ mod tests {
                 p99: Some(p99),
                 max: Some(p99 * 2.0),
                 mean: Some(1.5),
+                cdf: Vec::new(),
             },
             server: ProcFigures {
                 process: target.into(),

@@ -1,16 +1,19 @@
 //! The S1 watchers: W watch streams on all-namespace ConfigMaps, either as
-//! HTTP watches on watchd (one TCP connection each, like informers; JSON
-//! lines or, like client-go informers of built-in kinds, protobuf frames) or
-//! as etcd gRPC watches on the key prefix (one stream each, spread over a few
-//! gRPC connections).
+//! HTTP watches on watchd or another Kubernetes API endpoint (JSON lines or,
+//! like client-go informers of built-in kinds, protobuf frames), over
+//! HTTP/1.1 with one connection each or over HTTP/2 as streams of
+//! ceil(W / streams-per-connection) connections, as client-go multiplexes
+//! them; or as etcd gRPC watches on the key prefix (one stream each, spread
+//! over a number of gRPC connections).
 //!
 //! Each watcher is a task that keeps its own [`Tally`], publishes the highest
 //! revision it has seen (so the run knows when all have caught up), records
 //! delivery latency into the shared histogram, and returns when told to stop.
+//! Each watcher task reads its own response body, so a watcher that falls
+//! behind holds back only its own stream.
 //! A stream that fails is not reopened: the failure and the events it lost
 //! are reported.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,8 +26,10 @@ use tokio::task::JoinSet;
 use super::event::{
     latency_us, now_unix_nanos, parse_object_stamp, parse_watch_frame, parse_watch_line, Received,
 };
-use crate::http::{Accept, Conn, FrameSplitter, LineSplitter, PROTOBUF_WATCH};
+use crate::endpoint::{Endpoint, Protocol};
+use crate::http::{Accept, FrameSplitter, LineSplitter, PROTOBUF_WATCH};
 use crate::stats::{Histogram, Tally};
+use crate::transport::Conn;
 
 /// How long opening one watch may take.
 pub const OPEN_TIMEOUT: Duration = Duration::from_secs(20);
@@ -39,6 +44,10 @@ pub struct Shared {
     pub last_seen: Vec<AtomicI64>,
     /// Events without a usable stamp (not writer events, or undecodable).
     pub unstamped: AtomicU64,
+    /// Revisions skipped so far, over all watchers: the writer's revisions
+    /// are consecutive, so a jump is a loss (a live estimate for the
+    /// progress line; the final accounting is exact).
+    pub gaps: AtomicU64,
 }
 
 impl Shared {
@@ -48,6 +57,7 @@ impl Shared {
             latency: Histogram::new(),
             last_seen: (0..watchers).map(|_| AtomicI64::new(base)).collect(),
             unstamped: AtomicU64::new(0),
+            gaps: AtomicU64::new(0),
         }
     }
 
@@ -64,6 +74,8 @@ impl Shared {
 /// How one watcher ended.
 #[derive(Debug)]
 pub struct Outcome {
+    /// Which watcher (0-based, in the order opened).
+    pub index: usize,
     /// What it received.
     pub tally: Tally,
     /// Why its stream ended before it was told to stop, if it did.
@@ -102,12 +114,16 @@ impl Watchers {
 /// Where the watchers connect.
 #[derive(Clone, Debug)]
 pub enum Source {
-    /// watchd's HTTP API.
-    Watchd {
-        /// Its address.
-        addr: SocketAddr,
+    /// A Kubernetes HTTP API (watchd's, or any other).
+    Http {
+        /// Where and with which credentials.
+        endpoint: Arc<Endpoint>,
         /// What the watch requests ask for.
         accept: Accept,
+        /// HTTP/1.1 (a connection per watcher) or HTTP/2.
+        protocol: Protocol,
+        /// With HTTP/2, the most watchers on one connection.
+        streams_per_connection: usize,
     },
     /// etcd, over this many gRPC connections.
     Etcd {
@@ -123,6 +139,21 @@ pub enum Source {
 /// Opens `count` watchers starting after revision `base` and returns once all
 /// are established (or the first fails to open).
 pub async fn open(source: &Source, count: usize, base: i64) -> Result<Watchers, String> {
+    open_paths(source, count, base, |_| {
+        "/api/v1/configmaps?watch=1".to_string()
+    })
+    .await
+}
+
+/// Like [`open`], with watcher `i`'s HTTP request path (its collection,
+/// `watch=1` and any selector) given by `path(i)`; `&resourceVersion=<base>`
+/// is appended. etcd watchers watch the source's prefix whatever the path.
+pub async fn open_paths(
+    source: &Source,
+    count: usize,
+    base: i64,
+    path: impl Fn(usize) -> String,
+) -> Result<Watchers, String> {
     let shared = Arc::new(Shared::new(count, base));
     let (stop, stop_rx) = watch::channel(false);
     let (ready_tx, mut ready_rx) = mpsc::channel::<Result<(), String>>(count.max(1));
@@ -143,7 +174,26 @@ pub async fn open(source: &Source, count: usize, base: i64) -> Result<Watchers, 
             }
             v
         }
-        Source::Watchd { .. } => Vec::new(),
+        Source::Http { .. } => Vec::new(),
+    };
+    let shared_conns = match source {
+        Source::Http {
+            endpoint,
+            protocol: Protocol::Http2,
+            streams_per_connection,
+            ..
+        } => {
+            let n = count.div_ceil((*streams_per_connection).max(1));
+            let mut v = Vec::with_capacity(n);
+            for i in 0..n {
+                let c = Conn::open(endpoint, Protocol::Http2, OPEN_TIMEOUT)
+                    .await
+                    .map_err(|e| format!("opening HTTP/2 connection {}/{n}: {e}", i + 1))?;
+                v.push(c);
+            }
+            v
+        }
+        _ => Vec::new(),
     };
     for idx in 0..count {
         let ctx = Ctx {
@@ -155,8 +205,20 @@ pub async fn open(source: &Source, count: usize, base: i64) -> Result<Watchers, 
             gate: gate.clone(),
         };
         match source {
-            Source::Watchd { addr, accept } => {
-                tasks.spawn(watchd_watcher(ctx, *addr, *accept));
+            Source::Http {
+                endpoint, accept, ..
+            } => {
+                // HTTP/2: the watchers are dealt round-robin over the
+                // ceil(W / streams_per_connection) connections (as the etcd
+                // watchers over theirs), so none has more than that many.
+                let link = if shared_conns.is_empty() {
+                    Link::Own(endpoint.clone())
+                } else {
+                    let c = &shared_conns[idx % shared_conns.len()];
+                    Link::Stream(c.stream().ok_or("not an HTTP/2 connection")?)
+                };
+                let path = format!("{}&resourceVersion={base}", path(idx));
+                tasks.spawn(http_watcher(ctx, link, *accept, path));
             }
             Source::Etcd { prefix, .. } => {
                 let client = clients[idx % clients.len()].clone();
@@ -201,6 +263,7 @@ struct Ctx {
 impl Ctx {
     fn outcome(&self, tally: Tally, error: Option<String>, error_events: u64) -> Outcome {
         Outcome {
+            index: self.idx,
             tally,
             error,
             error_events,
@@ -210,6 +273,11 @@ impl Ctx {
     /// Accounts for one event received at `now_ns`.
     fn record(&self, tally: &mut Tally, revision: Option<i64>, sent_ns: Option<u64>, now_ns: u64) {
         if let Some(rev) = revision {
+            let before = tally.last();
+            if rev > before + 1 {
+                let skipped = (rev - before - 1) as u64;
+                self.shared.gaps.fetch_add(skipped, Ordering::Relaxed);
+            }
             tally.record(rev);
             self.shared.last_seen[self.idx].store(tally.last(), Ordering::Relaxed);
         }
@@ -253,12 +321,22 @@ impl Events {
     }
 }
 
-async fn watchd_watcher(ctx: Ctx, addr: SocketAddr, accept: Accept) -> Outcome {
+/// The connection a watcher's request goes on.
+enum Link {
+    /// A connection of its own (HTTP/1.1), opened by the watcher.
+    Own(Arc<Endpoint>),
+    /// A stream on a shared HTTP/2 connection.
+    Stream(Conn),
+}
+
+async fn http_watcher(ctx: Ctx, link: Link, accept: Accept, path: String) -> Outcome {
     let mut tally = Tally::new(ctx.base);
-    let path = format!("/api/v1/configmaps?watch=1&resourceVersion={}", ctx.base);
     let opened = async {
         let _permit = ctx.gate.acquire().await.map_err(|e| e.to_string())?;
-        let mut conn = Conn::open(addr, OPEN_TIMEOUT).await?;
+        let mut conn = match link {
+            Link::Own(endpoint) => Conn::open(&endpoint, Protocol::Http1, OPEN_TIMEOUT).await?,
+            Link::Stream(conn) => conn,
+        };
         let resp = tokio::time::timeout(OPEN_TIMEOUT, conn.get_as(&path, accept))
             .await
             .map_err(|_| format!("GET {path}: no response in {OPEN_TIMEOUT:?}"))??;

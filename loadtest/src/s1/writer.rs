@@ -39,6 +39,25 @@ pub struct Slot {
     storage: Storage,
 }
 
+/// What the writer rewrites: a key and a value it can stamp with the send
+/// time (S1's ConfigMaps, the node-scoped scenario's pods).
+pub trait Stamped: Send {
+    /// The etcd key.
+    fn key(&self) -> &str;
+    /// The value to put now, stamped with `sent_ns` (unix nanoseconds).
+    fn stamped(&mut self, sent_ns: u64) -> Result<Vec<u8>, String>;
+}
+
+impl Stamped for Slot {
+    fn key(&self) -> &str {
+        &self.key
+    }
+
+    fn stamped(&mut self, sent_ns: u64) -> Result<Vec<u8>, String> {
+        Slot::stamped(self, sent_ns)
+    }
+}
+
 impl Slot {
     /// The value to put now, stamped with `sent_ns`, in the slot's storage
     /// format.
@@ -137,14 +156,18 @@ pub struct WriteStats {
     /// Revisions of the acknowledged puts, ascending.
     #[serde(skip)]
     pub revisions: Vec<i64>,
+    /// (slot index, revision) of every acknowledged put, ascending by
+    /// revision: who should have seen which write, when watchers filter.
+    #[serde(skip)]
+    pub slot_revisions: Vec<(usize, i64)>,
 }
 
 /// Puts stamped values round-robin over `slots` at `rate` per second for
 /// `duration` (the schedule ends after `duration`; puts in flight are
 /// awaited, each bounded by a timeout).
-pub async fn run(
+pub async fn run<S: Stamped>(
     client: &Client,
-    mut slots: Vec<Slot>,
+    mut slots: Vec<S>,
     rate: f64,
     duration: Duration,
 ) -> WriteStats {
@@ -152,7 +175,7 @@ pub async fn run(
     let mut ticker = tokio::time::interval(Duration::from_secs_f64(1.0 / rate));
     ticker.set_missed_tick_behavior(MissedTickBehavior::Burst);
     let gate = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    let mut tasks: JoinSet<Result<i64, String>> = JoinSet::new();
+    let mut tasks: JoinSet<Result<(usize, i64), String>> = JoinSet::new();
     let started = Instant::now();
     // Past this point the schedule is abandoned (etcd stalled for long).
     let hard_stop = started + duration + Duration::from_secs(5);
@@ -173,8 +196,9 @@ pub async fn run(
             break;
         };
         let n = slots.len();
-        let slot = &mut slots[(i as usize) % n];
-        let key = slot.key.clone();
+        let idx = (i as usize) % n;
+        let slot = &mut slots[idx];
+        let key = slot.key().to_string();
         let value = slot.stamped(now_unix_nanos());
         let mut client = client.clone();
         tasks.spawn(async move {
@@ -184,7 +208,7 @@ pub async fn run(
             match put {
                 Ok(Ok(resp)) => resp
                     .header()
-                    .map(|h| h.revision())
+                    .map(|h| (idx, h.revision()))
                     .ok_or_else(|| format!("put {key}: no header")),
                 Ok(Err(e)) => Err(format!("put {key}: {e}")),
                 Err(_) => Err(format!("put {key}: timed out after {PUT_TIMEOUT:?}")),
@@ -197,14 +221,15 @@ pub async fn run(
     stats.elapsed_s = started.elapsed().as_secs_f64();
     for r in results {
         match r.map_err(|e| format!("writer task: {e}")).and_then(|r| r) {
-            Ok(rev) => stats.revisions.push(rev),
+            Ok(slot_rev) => stats.slot_revisions.push(slot_rev),
             Err(e) => {
                 stats.failed += 1;
                 stats.first_error.get_or_insert(e);
             }
         }
     }
-    stats.revisions.sort_unstable();
+    stats.slot_revisions.sort_unstable_by_key(|&(_, rev)| rev);
+    stats.revisions = stats.slot_revisions.iter().map(|&(_, rev)| rev).collect();
     stats.ok = stats.revisions.len() as u64;
     stats.abandoned = planned.saturating_sub(stats.ok + stats.failed);
     stats.achieved_per_sec = stats.ok as f64 / stats.elapsed_s.max(1e-9);

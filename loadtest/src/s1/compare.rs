@@ -1,0 +1,349 @@
+//! `s1-compare` with several sides: etcd direct and watchd over each
+//! protocol asked for (HTTP/1.1, HTTP/2), each run several times; medians
+//! per figure and per side, and ratios of each watchd side against etcd
+//! direct and of each later protocol against the first.
+
+use serde::Serialize;
+
+use super::report::{figures, fmt_num, Figure, Multiplexing, S1Result};
+use crate::stats::median;
+
+/// One side of a comparison: what it is, how its streams were carried, and
+/// its runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct Side {
+    /// Column heading (`etcd direct`, `watchd http2`).
+    pub name: String,
+    /// Short name used in ratio labels (`etcd`, `http2`).
+    pub short: String,
+    /// Protocol, connections, streams per connection, TLS.
+    #[serde(flatten)]
+    pub multiplexing: Multiplexing,
+    /// Every run of this side, in the order made.
+    pub runs: Vec<S1Result>,
+}
+
+/// A ratio between two sides' medians: `numerator / denominator`, indices
+/// into the sides.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Ratio {
+    /// Label (`http2/etcd`).
+    pub label: String,
+    /// Side divided.
+    pub numerator: usize,
+    /// Side divided by.
+    pub denominator: usize,
+}
+
+/// One figure: its median on every side and every ratio.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    /// Label with unit.
+    pub figure: String,
+    /// Median per side, in the order of the sides.
+    pub medians: Vec<Option<f64>>,
+    /// Per ratio, in the order of the ratios (`None` against zero).
+    pub ratios: Vec<Option<f64>>,
+}
+
+/// Several sides over several runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompareResult {
+    /// Always `s1-compare`.
+    pub scenario: String,
+    /// etcd direct first, then watchd per protocol.
+    pub sides: Vec<Side>,
+    /// The ratios shown.
+    pub ratios: Vec<Ratio>,
+    /// Medians per figure with the ratios.
+    pub median: Vec<Row>,
+}
+
+/// The ratios worth showing when side 0 is the baseline: every other side
+/// against it, then every side after the first other one against that
+/// (HTTP/2 against HTTP/1.1).
+pub fn ratios(shorts: &[&str]) -> Vec<Ratio> {
+    let ratio = |n: usize, d: usize| Ratio {
+        label: format!("{}/{}", shorts[n], shorts[d]),
+        numerator: n,
+        denominator: d,
+    };
+    let mut out: Vec<Ratio> = (1..shorts.len()).map(|n| ratio(n, 0)).collect();
+    out.extend((2..shorts.len()).map(|n| ratio(n, 1)));
+    out
+}
+
+/// The ratios worth showing when the floor and/or etcd direct are among
+/// the sides (by short name `floor`, `etcd`): every other side against the
+/// floor, then every watchd side against etcd direct, then HTTP/2 against
+/// HTTP/1.1. Without a floor this is [`ratios`] of etcd-first sides.
+pub fn baseline_ratios(shorts: &[&str]) -> Vec<Ratio> {
+    let at = |name: &str| shorts.iter().position(|s| *s == name);
+    let ratio = |n: usize, d: usize| Ratio {
+        label: format!("{}/{}", shorts[n], shorts[d]),
+        numerator: n,
+        denominator: d,
+    };
+    let mut out = Vec::new();
+    let floor = at("floor");
+    let etcd = at("etcd");
+    for d in [floor, etcd].into_iter().flatten() {
+        for n in 0..shorts.len() {
+            if n != d && Some(n) != floor {
+                out.push(ratio(n, d));
+            }
+        }
+    }
+    if let (Some(h1), Some(h2)) = (at("http1"), at("http2")) {
+        out.push(ratio(h2, h1));
+    }
+    out
+}
+
+/// Medians of every figure over each side's runs, and the ratios.
+pub fn rows(sides: &[&[S1Result]], ratios: &[Ratio]) -> Vec<Row> {
+    let per_side: Vec<Vec<Vec<Figure>>> = sides
+        .iter()
+        .map(|runs| runs.iter().map(figures).collect())
+        .collect();
+    let Some(labels) = per_side.iter().find_map(|runs| runs.first()) else {
+        return Vec::new();
+    };
+    labels
+        .iter()
+        .enumerate()
+        .map(|(i, fig)| {
+            let medians: Vec<Option<f64>> = per_side
+                .iter()
+                .map(|runs| {
+                    let v: Vec<f64> = runs.iter().filter_map(|r| r[i].value).collect();
+                    median(&v)
+                })
+                .collect();
+            let ratios = ratios
+                .iter()
+                .map(|r| match (medians[r.numerator], medians[r.denominator]) {
+                    (Some(n), Some(d)) if d != 0.0 => Some(n / d),
+                    _ => None,
+                })
+                .collect();
+            Row {
+                figure: fig.label.to_string(),
+                medians,
+                ratios,
+            }
+        })
+        .collect()
+}
+
+impl CompareResult {
+    /// Medians and ratios of `sides` (etcd direct first).
+    pub fn new(sides: Vec<Side>) -> Self {
+        let shorts: Vec<&str> = sides.iter().map(|s| s.short.as_str()).collect();
+        let ratios = ratios(&shorts);
+        let runs: Vec<&[S1Result]> = sides.iter().map(|s| s.runs.as_slice()).collect();
+        let median = rows(&runs, &ratios);
+        Self {
+            scenario: "s1-compare".into(),
+            sides,
+            ratios,
+            median,
+        }
+    }
+
+    /// Medians of `sides` and the `ratios` given.
+    pub fn with_ratios(sides: Vec<Side>, ratios: Vec<Ratio>) -> Self {
+        let runs: Vec<&[S1Result]> = sides.iter().map(|s| s.runs.as_slice()).collect();
+        let median = rows(&runs, &ratios);
+        Self {
+            scenario: "s1-compare".into(),
+            sides,
+            ratios,
+            median,
+        }
+    }
+
+    /// Whether every run of every side was clean.
+    pub fn is_clean(&self) -> bool {
+        self.sides
+            .iter()
+            .flat_map(|s| &s.runs)
+            .all(S1Result::is_clean)
+    }
+
+    /// The multiplexing of each side, then the side-by-side table.
+    pub fn table(&self, title: &str) -> String {
+        let mut out = format!("{title}\n");
+        for s in &self.sides {
+            out.push_str(&format!("  {:<14} {}\n", s.name, s.multiplexing));
+        }
+        out.push_str(&format!("  {:<34}", "figure"));
+        for s in &self.sides {
+            out.push_str(&format!(" {:>13}", s.name));
+        }
+        for r in &self.ratios {
+            out.push_str(&format!(" {:>12}", r.label));
+        }
+        out.push('\n');
+        for row in &self.median {
+            out.push_str(&format!("  {:<34}", row.figure));
+            for m in &row.medians {
+                out.push_str(&format!(" {:>13}", fmt_num(*m)));
+            }
+            for r in &row.ratios {
+                let shown = r.map_or("-".to_string(), |x| format!("{x:.3}x"));
+                out.push_str(&format!(" {shown:>12}"));
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::s1::report::{Latency, ProcFigures};
+    use crate::stats::Accounting;
+
+    fn run(target: &str, protocol: &str, p99: f64, cpu: f64) -> S1Result {
+        S1Result {
+            scenario: "s1".into(),
+            target: target.into(),
+            multiplexing: Multiplexing {
+                protocol: protocol.into(),
+                connections: 1,
+                streams_per_connection: 5,
+                tls: false,
+            },
+            latency_ms: Latency {
+                samples: 100,
+                p99: Some(p99),
+                ..Latency::default()
+            },
+            server: ProcFigures {
+                cpu_s_per_million: Some(cpu),
+                ..ProcFigures::default()
+            },
+            accounting: Accounting {
+                delivered: 100,
+                ..Accounting::default()
+            },
+            ..S1Result::default()
+        }
+    }
+
+    fn side(name: &str, short: &str, protocol: &str, runs: Vec<S1Result>) -> Side {
+        Side {
+            name: name.into(),
+            short: short.into(),
+            multiplexing: Multiplexing {
+                protocol: protocol.into(),
+                connections: 2,
+                streams_per_connection: 50,
+                tls: protocol == "http2",
+            },
+            runs,
+        }
+    }
+
+    #[test]
+    fn ratios_are_against_the_baseline_then_the_first_protocol() {
+        let labels = |shorts: &[&str]| -> Vec<String> {
+            ratios(shorts).into_iter().map(|r| r.label).collect()
+        };
+        assert_eq!(labels(&["etcd", "http1"]), ["http1/etcd"]);
+        assert_eq!(
+            labels(&["etcd", "http1", "http2"]),
+            ["http1/etcd", "http2/etcd", "http2/http1"]
+        );
+        assert!(labels(&["etcd"]).is_empty());
+    }
+
+    #[test]
+    fn baselines_are_the_floor_then_etcd() {
+        let labels = |shorts: &[&str]| -> Vec<String> {
+            baseline_ratios(shorts)
+                .into_iter()
+                .map(|r| r.label)
+                .collect()
+        };
+        assert_eq!(
+            labels(&["floor", "etcd", "http1", "http2"]),
+            [
+                "etcd/floor",
+                "http1/floor",
+                "http2/floor",
+                "http1/etcd",
+                "http2/etcd",
+                "http2/http1"
+            ]
+        );
+        assert_eq!(labels(&["floor", "http2"]), ["http2/floor"]);
+        // Without the floor: what `ratios` gives etcd-first sides.
+        let old: Vec<String> = ratios(&["etcd", "http1", "http2"])
+            .into_iter()
+            .map(|r| r.label)
+            .collect();
+        assert_eq!(labels(&["etcd", "http1", "http2"]), old);
+        assert_eq!(labels(&["floor", "etcd"]), ["etcd/floor"]);
+    }
+
+    #[test]
+    fn three_sides_take_medians_and_every_ratio() {
+        let etcd = side(
+            "etcd direct",
+            "etcd",
+            "grpc",
+            vec![
+                run("etcd", "grpc", 10.0, 20.0),
+                run("etcd", "grpc", 30.0, 10.0),
+                run("etcd", "grpc", 20.0, 40.0),
+            ],
+        );
+        let h1 = side(
+            "watchd http1",
+            "http1",
+            "http1",
+            vec![run("watchd", "http1", 4.0, 10.0)],
+        );
+        let h2 = side(
+            "watchd http2",
+            "http2",
+            "http2",
+            vec![
+                run("watchd", "http2", 2.0, 4.0),
+                run("watchd", "http2", 3.0, 6.0),
+                run("watchd", "http2", 3.0, 5.0),
+            ],
+        );
+        let c = CompareResult::new(vec![etcd, h1, h2]);
+        let cpu = c
+            .median
+            .iter()
+            .find(|r| r.figure == "server CPU-s / 1M deliveries")
+            .unwrap();
+        assert_eq!(cpu.medians, [Some(20.0), Some(10.0), Some(5.0)]);
+        assert_eq!(cpu.ratios, [Some(0.5), Some(0.25), Some(0.5)]);
+        let missed = c.median.iter().find(|r| r.figure == "missed").unwrap();
+        assert_eq!(missed.ratios, [None, None, None], "no ratio against zero");
+        assert!(c.is_clean());
+        let table = c.table("t");
+        for want in [
+            "etcd direct    etcd gRPC, 2 connections x <=50 streams",
+            "watchd http2   HTTP/2 over TLS, 2 connections x <=50 streams",
+            "http2/http1",
+            "0.250x",
+        ] {
+            assert!(table.contains(want), "{want:?} in\n{table}");
+        }
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["scenario"], "s1-compare");
+        assert_eq!(v["sides"][2]["protocol"], "http2");
+        assert_eq!(v["sides"][2]["streams_per_connection"], 50);
+        assert_eq!(v["sides"][2]["tls"], true);
+        assert_eq!(v["sides"][2]["runs"][0]["protocol"], "http2");
+        assert_eq!(v["ratios"][2]["label"], "http2/http1");
+        assert!(CompareResult::new(Vec::new()).median.is_empty());
+    }
+}

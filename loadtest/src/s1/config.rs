@@ -1,0 +1,362 @@
+//! The settings of one S1 run ([`S1Config`]): the server under test, the
+//! load, the storage and media type, and the transport of the watchers
+//! (target URL, TLS, token, HTTP/1.1 or HTTP/2 and how many streams share a
+//! connection), with the rules that refuse what cannot run or would not
+//! compare fairly.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::report::Multiplexing;
+use crate::demo::Storage;
+use crate::endpoint::{Protocol, Scheme, TargetUrl, TokenSource};
+use crate::http::Accept;
+use crate::launch;
+use crate::tls::TlsOptions;
+
+/// Which server the watchers talk to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// HTTP watches on watchd (started by the run, or any Kubernetes API
+    /// endpoint given as `target_url`).
+    Watchd,
+    /// gRPC watches on etcd itself.
+    Etcd,
+}
+
+impl Target {
+    /// The name used in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Watchd => "watchd",
+            Target::Etcd => "etcd",
+        }
+    }
+}
+
+/// The most HTTP/2 streams per connection `streams_per_connection` may ask
+/// for: watchd's limit of concurrent streams on a connection.
+pub const MAX_STREAMS_PER_CONNECTION: usize = 1000;
+
+/// Settings of one S1 run.
+#[derive(Clone, Debug)]
+pub struct S1Config {
+    /// Server under test.
+    pub target: Target,
+    /// Watch streams.
+    pub watchers: usize,
+    /// Writes per second.
+    pub writes_per_sec: f64,
+    /// Length of the write phase.
+    pub duration: Duration,
+    /// Approximate JSON size of each object (also when stored as protobuf).
+    pub object_bytes: usize,
+    /// How the writer stores the ConfigMaps in etcd (default JSON, unlike
+    /// the demo: results stay comparable with the earlier JSON-only ones).
+    pub storage: Storage,
+    /// What the watchd watchers ask for; protobuf needs protobuf storage
+    /// (watchd serves protobuf only for objects stored so). Not used by the
+    /// etcd target, whose watchers get the stored values.
+    pub accept: Accept,
+    /// Namespaces the objects are spread over.
+    pub namespace_count: usize,
+    /// Distinct objects, rewritten round-robin.
+    pub objects: usize,
+    /// Use this etcd instead of starting one.
+    pub etcd_servers: Option<Vec<String>>,
+    /// Use this Kubernetes API endpoint (`http://` or `https://`, watchd or
+    /// kube-apiserver) instead of starting a watchd.
+    pub target_url: Option<String>,
+    /// How the HTTP target's server is verified (`https://` only).
+    pub tls: TlsOptions,
+    /// The bearer token every request to the HTTP target carries.
+    pub token: Option<TokenSource>,
+    /// HTTP/1.1 (a connection per watcher) or HTTP/2 (multiplexed). For
+    /// the etcd target, `Http2` means "multiplexed as the HTTP/2 watchers
+    /// are": `streams_per_connection` gRPC streams per connection, instead
+    /// of `etcd_connections`.
+    pub protocol: Protocol,
+    /// With HTTP/2, the most watch streams on one connection: W watchers
+    /// use ceil(W / this) connections.
+    pub streams_per_connection: usize,
+    /// PID of the external server, for CPU and memory figures.
+    pub server_pid: Option<u32>,
+    /// The watchd binary to start.
+    pub watchd_bin: PathBuf,
+    /// gRPC connections the etcd watches are spread over.
+    pub etcd_connections: usize,
+    /// Longest wait for the watchers to catch up after the last write.
+    pub drain_timeout: Duration,
+    /// Where temp data dirs go.
+    pub temp_root: PathBuf,
+    /// etcd key prefix (kube-apiserver's `--etcd-prefix`).
+    pub prefix: String,
+}
+
+impl S1Config {
+    /// Defaults for `target` with `watchers` × `writes_per_sec` for `duration`.
+    pub fn new(target: Target, watchers: usize, writes_per_sec: f64, duration: Duration) -> Self {
+        Self {
+            target,
+            watchers,
+            writes_per_sec,
+            duration,
+            object_bytes: 1024,
+            storage: Storage::Json,
+            accept: Accept::Json,
+            namespace_count: 10,
+            objects: 100,
+            etcd_servers: None,
+            target_url: None,
+            tls: TlsOptions::default(),
+            token: None,
+            protocol: Protocol::Http1,
+            streams_per_connection: 100,
+            server_pid: None,
+            watchd_bin: launch::default_watchd_bin(),
+            etcd_connections: 4,
+            drain_timeout: Duration::from_secs(15),
+            temp_root: std::env::temp_dir(),
+            prefix: "/registry".to_string(),
+        }
+    }
+
+    /// Rejects settings that cannot run.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.watchers == 0 || self.watchers > 100_000 {
+            return Err("--watchers must be 1..=100000".into());
+        }
+        if !(self.writes_per_sec > 0.0 && self.writes_per_sec <= 100_000.0) {
+            return Err("--writes-per-sec must be in (0, 100000]".into());
+        }
+        if self.duration.is_zero() || self.duration > Duration::from_secs(3600) {
+            return Err("--duration must be 1..=3600 s".into());
+        }
+        if self.objects == 0 || self.namespace_count == 0 {
+            return Err("--objects and --namespace-count must be positive".into());
+        }
+        if self.object_bytes > 1 << 20 {
+            return Err("--object-bytes must be at most 1 MiB".into());
+        }
+        if !(1..=MAX_STREAMS_PER_CONNECTION).contains(&self.streams_per_connection) {
+            return Err(format!(
+                "--streams-per-connection must be 1..={MAX_STREAMS_PER_CONNECTION} (watchd \
+                 allows at most 1000 concurrent streams on a connection)"
+            ));
+        }
+        if self.etcd_connections == 0 {
+            return Err("--etcd-connections must be positive".into());
+        }
+        self.check_http_target()?;
+        if self.accept == Accept::Protobuf {
+            if self.target == Target::Etcd {
+                return Err(
+                    "--accept=protobuf applies to watchd's watch streams only: etcd \
+                     watchers receive the values as stored (use --storage=protobuf)"
+                        .into(),
+                );
+            }
+            if self.storage != Storage::Protobuf {
+                return Err("--accept=protobuf needs --storage=protobuf: watchd serves \
+                     protobuf only for objects stored as protobuf"
+                    .into());
+            }
+        }
+        Ok(())
+    }
+
+    /// The target URL, TLS and token settings: for the HTTP target only,
+    /// and consistent with the URL's scheme.
+    fn check_http_target(&self) -> Result<(), String> {
+        let given = self.target_url.is_some() || self.tls.is_set() || self.token.is_some();
+        match (self.target, &self.target_url) {
+            (Target::Etcd, _) if given => Err(
+                "--target-url, --ca-file, --insecure-skip-tls-verify and --token apply to \
+                 the HTTP target (--target=watchd), not to etcd direct"
+                    .into(),
+            ),
+            (Target::Etcd, _) => Ok(()),
+            (Target::Watchd, None) if given => Err(
+                "--ca-file, --insecure-skip-tls-verify and --token need a --target-url \
+                 (the watchd this run starts serves plain HTTP without authentication)"
+                    .into(),
+            ),
+            (Target::Watchd, None) => Ok(()),
+            (Target::Watchd, Some(url)) => self.tls.check_for(TargetUrl::parse(url)?.scheme),
+        }
+    }
+
+    /// How the watch streams are carried: protocol, connections, most
+    /// streams on one connection, TLS.
+    pub fn multiplexing(&self) -> Multiplexing {
+        let w = self.watchers.max(1);
+        let per_connection = |connections: usize| w.div_ceil(connections);
+        let multiplexed = w.div_ceil(self.streams_per_connection.max(1));
+        match (self.target, self.protocol) {
+            (Target::Watchd, Protocol::Http1) => Multiplexing {
+                protocol: "http1".into(),
+                connections: w,
+                streams_per_connection: 1,
+                tls: self.is_tls(),
+            },
+            (Target::Watchd, Protocol::Http2) => Multiplexing {
+                protocol: "http2".into(),
+                connections: multiplexed,
+                streams_per_connection: per_connection(multiplexed),
+                tls: self.is_tls(),
+            },
+            (Target::Etcd, protocol) => {
+                let connections = match protocol {
+                    Protocol::Http1 => self.etcd_connections.clamp(1, w),
+                    Protocol::Http2 => multiplexed,
+                };
+                Multiplexing {
+                    protocol: "grpc".into(),
+                    connections,
+                    streams_per_connection: per_connection(connections),
+                    tls: false,
+                }
+            }
+        }
+    }
+
+    fn is_tls(&self) -> bool {
+        self.target_url
+            .as_deref()
+            .and_then(|u| TargetUrl::parse(u).ok())
+            .is_some_and(|u| u.scheme == Scheme::Https)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn storage_and_accept_combinations_validate() {
+        let cfg = |target, storage, accept| {
+            let mut c = S1Config::new(target, 1, 1.0, Duration::from_secs(1));
+            c.storage = storage;
+            c.accept = accept;
+            c.validate()
+        };
+        let new = S1Config::new(Target::Watchd, 1, 1.0, Duration::from_secs(1));
+        assert_eq!(
+            (new.storage, new.accept),
+            (Storage::Json, Accept::Json),
+            "JSON by default, as the recorded results"
+        );
+        for storage in [Storage::Json, Storage::Protobuf] {
+            assert!(cfg(Target::Watchd, storage, Accept::Json).is_ok());
+            assert!(cfg(Target::Etcd, storage, Accept::Json).is_ok());
+        }
+        assert!(cfg(Target::Watchd, Storage::Protobuf, Accept::Protobuf).is_ok());
+        let e = cfg(Target::Watchd, Storage::Json, Accept::Protobuf).unwrap_err();
+        assert!(e.contains("--storage=protobuf"), "{e}");
+        let e = cfg(Target::Etcd, Storage::Protobuf, Accept::Protobuf).unwrap_err();
+        assert!(e.contains("watchd"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod transport_tests {
+    use super::*;
+
+    fn cfg(target: Target, watchers: usize, protocol: Protocol, per_conn: usize) -> S1Config {
+        let mut c = S1Config::new(target, watchers, 1.0, Duration::from_secs(1));
+        c.protocol = protocol;
+        c.streams_per_connection = per_conn;
+        c
+    }
+
+    fn shape(m: &Multiplexing) -> (&str, usize, usize, bool) {
+        (
+            m.protocol.as_str(),
+            m.connections,
+            m.streams_per_connection,
+            m.tls,
+        )
+    }
+
+    #[test]
+    fn multiplexing_follows_the_protocol_on_both_targets() {
+        let m = |t, w, p, n| cfg(t, w, p, n).multiplexing();
+        use Protocol::{Http1, Http2};
+        use Target::{Etcd, Watchd};
+        assert_eq!(
+            shape(&m(Watchd, 1000, Http1, 100)),
+            ("http1", 1000, 1, false)
+        );
+        assert_eq!(
+            shape(&m(Watchd, 1000, Http2, 100)),
+            ("http2", 10, 100, false)
+        );
+        // 250 over ceil(250/100) = 3 connections, dealt round-robin.
+        assert_eq!(shape(&m(Watchd, 250, Http2, 100)), ("http2", 3, 84, false));
+        assert_eq!(shape(&m(Watchd, 5, Http2, 100)), ("http2", 1, 5, false));
+        // etcd direct: --etcd-connections (4) unless multiplexed like HTTP/2.
+        assert_eq!(shape(&m(Etcd, 1000, Http1, 100)), ("grpc", 4, 250, false));
+        assert_eq!(shape(&m(Etcd, 2, Http1, 100)), ("grpc", 2, 1, false));
+        assert_eq!(shape(&m(Etcd, 1000, Http2, 100)), ("grpc", 10, 100, false));
+        assert_eq!(shape(&m(Etcd, 250, Http2, 100)), ("grpc", 3, 84, false));
+        let mut tls = cfg(Watchd, 10, Http2, 100);
+        tls.target_url = Some("https://127.0.0.1:6443".into());
+        assert!(tls.multiplexing().tls);
+        assert_eq!(
+            tls.multiplexing().to_string(),
+            "HTTP/2 over TLS, 1 connection x <=10 streams"
+        );
+        assert_eq!(
+            m(Watchd, 3, Http1, 100).to_string(),
+            "HTTP/1.1, 3 connections x 1 stream"
+        );
+    }
+
+    #[test]
+    fn streams_per_connection_and_http_target_settings_validate() {
+        use Protocol::Http2;
+        assert!(cfg(Target::Watchd, 10, Http2, 1).validate().is_ok());
+        assert!(cfg(Target::Watchd, 10, Http2, 1000).validate().is_ok());
+        for bad in [0, 1001] {
+            let e = cfg(Target::Watchd, 10, Http2, bad).validate().unwrap_err();
+            assert!(e.contains("--streams-per-connection"), "{e}");
+        }
+        let with = |target, url: Option<&str>, tls: TlsOptions, token: bool| {
+            let mut c = cfg(target, 1, Http2, 100);
+            c.target_url = url.map(String::from);
+            c.tls = tls;
+            c.token = token.then(|| TokenSource::Inline("t".into()));
+            c.validate()
+        };
+        let ca = TlsOptions {
+            ca_file: Some("ca.pem".into()),
+            insecure_skip_verify: false,
+        };
+        let none = TlsOptions::default();
+        let https = Some("https://127.0.0.1:6443");
+        assert!(with(Target::Watchd, https, ca.clone(), true).is_ok());
+        assert!(with(
+            Target::Watchd,
+            Some("http://127.0.0.1:8080"),
+            none.clone(),
+            true
+        )
+        .is_ok());
+        let e = with(Target::Watchd, https, none.clone(), false).unwrap_err();
+        assert!(e.contains("--ca-file"), "{e}");
+        let e = with(
+            Target::Watchd,
+            Some("http://127.0.0.1:8080"),
+            ca.clone(),
+            false,
+        );
+        assert!(e.unwrap_err().contains("https://"));
+        let e = with(Target::Watchd, Some("ftp://x"), none.clone(), false).unwrap_err();
+        assert!(e.contains("only http and https"), "{e}");
+        let e = with(Target::Watchd, None, none.clone(), true).unwrap_err();
+        assert!(e.contains("need a --target-url"), "{e}");
+        let e = with(Target::Etcd, https, ca, false).unwrap_err();
+        assert!(e.contains("not to etcd direct"), "{e}");
+        assert!(with(Target::Etcd, None, none, false).is_ok());
+    }
+}

@@ -1,0 +1,256 @@
+//! Flags and driver of `s1-saturate`: the sides, the ladder of rates and
+//! what "held" means, on top of the S1 load flags (`--duration` is each
+//! step's length; `--writes-per-sec` is replaced by the ladder).
+
+use clap::{Args, ValueEnum};
+use watchd_loadtest::endpoint::Protocol;
+use watchd_loadtest::plot;
+use watchd_loadtest::s1::floor_side::{self, SideRun};
+use watchd_loadtest::s1::saturate::{self, Limits, SideSpec, MAX_STEPS};
+use watchd_loadtest::s1::Target;
+
+use crate::scenarios::{check_http1_fits, write_json, LoadArgs};
+
+/// A side of a saturation run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SideArg {
+    /// The loopback floor.
+    Floor,
+    /// etcd direct (multiplexed like HTTP/2 when http2 is a side).
+    Etcd,
+    /// watchd over HTTP/1.1, a connection per watcher.
+    Http1,
+    /// watchd over HTTP/2, --streams-per-connection streams per connection.
+    Http2,
+}
+
+/// Flags of `s1-saturate`.
+#[derive(Debug, Args)]
+pub struct SaturateArgs {
+    /// The sides, each run at every step until it stops holding.
+    #[arg(long, value_delimiter = ',', default_value = "floor,etcd,http1,http2")]
+    pub sides: Vec<SideArg>,
+    /// The write rates (per second) of the steps, ascending [default: from
+    /// --start-rate, times --rate-factor, up to --max-rate].
+    #[arg(long, value_delimiter = ',')]
+    pub rates: Option<Vec<f64>>,
+    /// The first step's write rate.
+    #[arg(long, default_value_t = 10.0)]
+    pub start_rate: f64,
+    /// Each step's rate over the last one's.
+    #[arg(long, default_value_t = 2.0)]
+    pub rate_factor: f64,
+    /// The highest rate tried.
+    #[arg(long, default_value_t = 640.0)]
+    pub max_rate: f64,
+    /// Held only if every watcher has the last write this many seconds
+    /// after the writer's last acknowledgement (the lag did not grow).
+    #[arg(long, default_value_t = 1.0)]
+    pub max_lag: f64,
+    /// Held only if the p99 delivery latency is at most this (ms).
+    #[arg(long, default_value_t = 1000.0)]
+    pub max_p99_ms: f64,
+    /// Steps a side still runs after its first step not held (to show its
+    /// cost past saturation).
+    #[arg(long, default_value_t = 1)]
+    pub past_saturation: usize,
+    #[command(flatten)]
+    pub load: LoadArgs,
+}
+
+impl SaturateArgs {
+    /// The rates of the steps, checked.
+    pub fn ladder(&self) -> Result<Vec<f64>, String> {
+        let Some(rates) = &self.rates else {
+            return saturate::ladder(self.start_rate, self.rate_factor, self.max_rate);
+        };
+        if rates.is_empty() || rates.len() > MAX_STEPS {
+            return Err(format!("--rates takes 1..={MAX_STEPS} rates"));
+        }
+        if rates.iter().any(|r| !(*r > 0.0 && *r <= 100_000.0)) {
+            return Err("--rates must be in (0, 100000]".into());
+        }
+        if rates.windows(2).any(|w| w[0] >= w[1]) {
+            return Err("--rates must be ascending".into());
+        }
+        Ok(rates.clone())
+    }
+
+    /// The sides, each with its run (at the first rate; each step sets its
+    /// own), all checked before any step runs.
+    pub fn specs(&self) -> Result<Vec<SideSpec>, String> {
+        if self.sides.is_empty() {
+            return Err("--sides needs at least one side".into());
+        }
+        let mut protocols = Vec::new();
+        for (side, p) in [
+            (SideArg::Http1, Protocol::Http1),
+            (SideArg::Http2, Protocol::Http2),
+        ] {
+            if self.sides.contains(&side) {
+                protocols.push(p);
+            }
+        }
+        let (etcd, watchd) = if protocols.is_empty() {
+            let etcd = self.load.config(Target::Etcd, self.load.protocol)?;
+            etcd.validate()?;
+            (etcd, Vec::new())
+        } else {
+            check_http1_fits(&self.load, &protocols)?;
+            self.load.compare_configs_for(&protocols)?
+        };
+        let spec = |name: &str, short: &str, run| SideSpec {
+            name: name.into(),
+            short: short.into(),
+            run,
+        };
+        let mut out = Vec::new();
+        for side in [
+            SideArg::Floor,
+            SideArg::Etcd,
+            SideArg::Http1,
+            SideArg::Http2,
+        ] {
+            if !self.sides.contains(&side) {
+                continue;
+            }
+            out.push(match side {
+                SideArg::Floor => {
+                    let exe =
+                        std::env::current_exe().map_err(|e| format!("this executable: {e}"))?;
+                    let shape = self.load.config(Target::Watchd, Protocol::Http1)?;
+                    spec(
+                        "floor",
+                        "floor",
+                        SideRun::Floor(floor_side::floor_config(&shape, &exe)?),
+                    )
+                }
+                SideArg::Etcd => spec("etcd direct", "etcd", SideRun::S1(etcd.clone())),
+                SideArg::Http1 | SideArg::Http2 => {
+                    let p = if side == SideArg::Http1 {
+                        Protocol::Http1
+                    } else {
+                        Protocol::Http2
+                    };
+                    let cfg = watchd
+                        .iter()
+                        .find(|c| c.protocol == p)
+                        .ok_or("no watchd side")?;
+                    spec(
+                        &format!("watchd {}", p.name()),
+                        p.name(),
+                        SideRun::S1(cfg.clone()),
+                    )
+                }
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// `s1-saturate`: `Ok(false)` when no side held any step.
+pub async fn run(args: SaturateArgs) -> Result<bool, String> {
+    let rates = args.ladder()?;
+    let specs = args.specs()?;
+    if !(args.max_lag > 0.0 && args.max_p99_ms > 0.0) {
+        return Err("--max-lag and --max-p99-ms must be positive".into());
+    }
+    let limits = Limits {
+        max_lag_s: args.max_lag,
+        max_p99_ms: args.max_p99_ms,
+        ..Limits::default()
+    };
+    let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+    println!(
+        "s1-saturate: {} watchers, sides {names:?}, rates {rates:?}, {} s per step",
+        args.load.watchers, args.load.duration
+    );
+    let step_s = args.load.duration as f64;
+    let r = saturate::run(
+        &specs,
+        &rates,
+        &limits,
+        args.past_saturation,
+        args.load.watchers,
+        step_s,
+    )
+    .await;
+    println!();
+    print!("{}", saturate::table(&r));
+    write_json(args.load.out.as_deref(), &r)?;
+    if let Some(out) = &args.load.out {
+        plot::write_beside(
+            out,
+            &saturate::markdown(&r),
+            &saturate::title(&r),
+            &saturate::panels(&r),
+        )?;
+    }
+    Ok(r.sides.iter().any(|s| s.highest_held.is_some()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(argv: &[&str]) -> SaturateArgs {
+        let mut all = vec!["watchd-loadtest", "s1-saturate"];
+        all.extend_from_slice(argv);
+        match crate::Cli::try_parse_from(all).expect("parses").command {
+            crate::Command::S1Saturate(a) => a,
+            _ => panic!("not s1-saturate"),
+        }
+    }
+
+    #[test]
+    fn rates_come_from_the_list_or_the_ladder() {
+        assert_eq!(
+            args(&[]).ladder().unwrap(),
+            [10.0, 20.0, 40.0, 80.0, 160.0, 320.0, 640.0]
+        );
+        let a = args(&["--start-rate=5", "--rate-factor=3", "--max-rate=50"]);
+        assert_eq!(a.ladder().unwrap(), [5.0, 15.0, 45.0]);
+        assert_eq!(
+            args(&["--rates=20,40,60"]).ladder().unwrap(),
+            [20.0, 40.0, 60.0]
+        );
+        for bad in ["--rates=40,20", "--rates=0,10", "--rates=10,10"] {
+            assert!(args(&[bad]).ladder().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn sides_are_built_in_order_with_etcd_multiplexed_like_http2() {
+        let _ = watchd_loadtest::fdlimit::raise();
+        let specs = args(&["--watchers=500"]).specs().unwrap();
+        let names: Vec<&str> = specs.iter().map(|s| s.short.as_str()).collect();
+        assert_eq!(names, ["floor", "etcd", "http1", "http2"]);
+        let shapes: Vec<(String, usize)> = specs
+            .iter()
+            .map(|s| {
+                let m = s.run.multiplexing();
+                (m.protocol, m.connections)
+            })
+            .collect();
+        assert_eq!(shapes[1], ("grpc".to_string(), 5));
+        assert_eq!(shapes[3], ("http2".to_string(), 5));
+        let SideRun::Floor(f) = &specs[0].run else {
+            panic!("floor first");
+        };
+        assert!(f.payload_bytes > 1024, "the watch event's size");
+        // 20 000 watchers: HTTP/1.1 does not fit under the open-files limit
+        // (when the hard limit is 20 000, as here); HTTP/2 does.
+        let a = args(&["--watchers=20000", "--sides=floor,etcd,http2"]);
+        let specs = a.specs().unwrap();
+        assert_eq!(specs[2].run.multiplexing().connections, 200);
+        if watchd_loadtest::fdlimit::soft_limit() <= 20_000 {
+            let e = args(&["--watchers=20000"]).specs().unwrap_err();
+            assert!(e.contains("HTTP/1.1 at 20000 watchers"), "{e}");
+        }
+        // Without a watchd side, etcd direct follows --protocol.
+        let specs = args(&["--sides=etcd", "--watchers=1000"]).specs().unwrap();
+        assert_eq!(specs[0].run.multiplexing().connections, 4);
+        assert!(crate::Cli::try_parse_from(["x", "s1-saturate", "--sides=grpc"]).is_err());
+    }
+}

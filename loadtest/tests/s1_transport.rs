@@ -1,0 +1,162 @@
+//! S1 at a tiny scale over the transports client-go uses: HTTP/2 with the
+//! watchers multiplexed as streams over a few connections (h2c), and HTTPS
+//! with a bearer token against a watchd serving TLS with a static token
+//! file, over HTTP/2 (ALPN h2) and HTTP/1.1. Every watcher must see every
+//! write exactly once: deliveries == watchers × writes.
+//!
+//! Each test starts its own etcd and watchd on loopback ports (killed by PID
+//! when dropped); the certificate, key and token files are generated in a
+//! temp dir removed at the end. The watchd binary is found or built as in
+//! `s1_smoke.rs`.
+
+use std::path::{Path, PathBuf};
+
+use watchd_loadtest::endpoint::{Protocol, TokenSource};
+use watchd_loadtest::launch::{self, WatchdOptions};
+use watchd_loadtest::s1::{self, Target};
+use watchd_loadtest::tls::TlsOptions;
+
+#[path = "s1/support.rs"]
+mod support;
+
+use support::{assert_clean, run, tiny_config, watchd_bin};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s1_over_http2_multiplexed_loses_nothing() {
+    let bin = watchd_bin();
+    let mut cfg = tiny_config(Target::Watchd, 3, &bin);
+    cfg.protocol = Protocol::Http2;
+    // 5 watchers, at most 2 streams each: 3 connections.
+    cfg.streams_per_connection = 2;
+    let r = run(&cfg).await;
+    assert_clean(&r, Target::Watchd, 40);
+    let m = &r.multiplexing;
+    assert_eq!(
+        (
+            m.protocol.as_str(),
+            m.connections,
+            m.streams_per_connection,
+            m.tls
+        ),
+        ("http2", 3, 2, false)
+    );
+    let v = serde_json::to_value(&r).expect("to JSON");
+    assert_eq!(
+        (&v["protocol"], &v["streams_per_connection"], &v["tls"]),
+        (&"http2".into(), &2.into(), &false.into())
+    );
+}
+
+/// A directory removed when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A CA and a serving certificate for 127.0.0.1 and localhost signed by it,
+/// written as `ca.crt`, `server.crt` and `server.key` in `dir`.
+fn write_pki(dir: &Path) {
+    let ca_key = rcgen::KeyPair::generate().expect("CA key");
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(rcgen::DnType::CommonName, "watchd-loadtest-ca");
+    let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let key = rcgen::KeyPair::generate().expect("server key");
+    let mut server = rcgen::CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
+        .expect("server params");
+    server
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "watchd");
+    server.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = server.signed_by(&key, &issuer).expect("server certificate");
+    for (name, pem) in [
+        ("ca.crt", ca_cert.pem()),
+        ("server.crt", cert.pem()),
+        ("server.key", key.serialize_pem()),
+    ] {
+        std::fs::write(dir.join(name), pem).expect("write PEM");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s1_over_https_with_a_bearer_token_loses_nothing() {
+    let bin = watchd_bin();
+    let root = std::env::temp_dir();
+    let dir = TempDir(launch::temp_dir(&root, "tls").expect("temp dir"));
+    write_pki(&dir.0);
+    let token = "loadtest-0123456789abcdef";
+    // kube-apiserver's token file: token,user,uid,"group1,group2".
+    std::fs::write(
+        dir.0.join("tokens.csv"),
+        format!("{token},loadtest,uid-loadtest,\"system:masters,loadtesters\"\n"),
+    )
+    .expect("token file");
+    std::fs::write(dir.0.join("token"), format!("{token}\n")).expect("token");
+    let arg = |flag: &str, file: &str| format!("--{flag}={}", dir.0.join(file).display());
+    let tls = TlsOptions {
+        ca_file: Some(dir.0.join("ca.crt")),
+        insecure_skip_verify: false,
+    };
+    let token_file = TokenSource::File(dir.0.join("token"));
+
+    let etcd = launch::start_etcd(&root).await.expect("etcd");
+    let options = WatchdOptions {
+        args: vec![
+            arg("tls-cert-file", "server.crt"),
+            arg("tls-private-key-file", "server.key"),
+            arg("token-auth-file", "tokens.csv"),
+        ],
+        tls: Some(tls.clone()),
+        token: Some(token_file.clone()),
+    };
+    let watchd = launch::start_watchd_with(&bin, &etcd.endpoint, &root, &options)
+        .await
+        .expect("watchd with TLS and a token file");
+    let url = format!("https://{}", watchd.addr);
+    assert_eq!(watchd.endpoint.url.base(), url);
+
+    for (protocol, secs, min_writes) in [(Protocol::Http2, 3, 40), (Protocol::Http1, 2, 30)] {
+        let mut cfg = tiny_config(Target::Watchd, secs, &bin);
+        cfg.etcd_servers = Some(vec![etcd.endpoint.clone()]);
+        cfg.target_url = Some(url.clone());
+        cfg.server_pid = Some(watchd.proc.pid());
+        cfg.tls = tls.clone();
+        cfg.token = Some(token_file.clone());
+        cfg.protocol = protocol;
+        let r = run(&cfg).await;
+        assert_clean(&r, Target::Watchd, min_writes);
+        let m = &r.multiplexing;
+        let want_connections = match protocol {
+            Protocol::Http2 => 1,
+            Protocol::Http1 => 5,
+        };
+        assert_eq!(
+            (m.protocol.as_str(), m.connections, m.tls),
+            (protocol.name(), want_connections, true)
+        );
+    }
+
+    // A token watchd does not know is refused before any watch opens.
+    let mut cfg = tiny_config(Target::Watchd, 1, &bin);
+    cfg.etcd_servers = Some(vec![etcd.endpoint.clone()]);
+    cfg.target_url = Some(url.clone());
+    cfg.tls = tls.clone();
+    cfg.token = Some(TokenSource::Inline("not-a-known-token".into()));
+    cfg.protocol = Protocol::Http2;
+    let err = s1::run(&cfg).await.expect_err("unknown token");
+    assert!(err.contains("401"), "{err}");
+    // So is a server the CA did not sign (a fresh CA in another dir).
+    let other = TempDir(launch::temp_dir(&root, "tls-other").expect("temp dir"));
+    write_pki(&other.0);
+    cfg.token = Some(token_file);
+    cfg.tls.ca_file = Some(other.0.join("ca.crt"));
+    let err = s1::run(&cfg).await.expect_err("untrusted server");
+    assert!(err.contains("TLS handshake"), "{err}");
+    drop(watchd);
+    drop(etcd);
+}
