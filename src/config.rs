@@ -54,6 +54,10 @@ pub const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(45 * 60);
 /// Most events written to one watcher in one vectored write.
 pub const WATCH_BATCH_MAX: usize = 256;
 
+/// The longest `--watch-batch-window` accepted: past a second the added latency would
+/// pass the latency budget of every Kubernetes client (and bookmarks' timing).
+pub const MAX_WATCH_BATCH_WINDOW: Duration = Duration::from_secs(1);
+
 /// Items per body frame when streaming a list from a snapshot.
 pub const LIST_FRAME_ITEMS: usize = 256;
 

@@ -20,6 +20,9 @@ pub struct ReadContext {
     pub etcd: EtcdReader,
     /// How often an idle watch that allows bookmarks gets one.
     pub bookmark_interval: std::time::Duration,
+    /// `--watch-batch-window`: how long a watch holds its first ready event for more to
+    /// join it in the same write (zero: written at once).
+    pub watch_batch_window: std::time::Duration,
 }
 
 /// One page of a list: the objects to send and the list metadata.

@@ -169,6 +169,7 @@ pub struct WatchSession<E: WatchEncoder> {
     deadline: Instant,
     next_bookmark: Instant,
     bookmark_interval: Duration,
+    batch_window: Duration,
     timer: Pin<Box<Sleep>>,
     done: bool,
     end: EndReason,
@@ -268,6 +269,7 @@ impl<E: WatchEncoder> WatchSession<E> {
             deadline,
             next_bookmark: next_bookmark(now, deadline, state.bookmark_interval),
             bookmark_interval: state.bookmark_interval,
+            batch_window: state.watch_batch_window,
             timer: Box::pin(tokio::time::sleep_until(deadline)),
             done: false,
             end: EndReason::Closed,
@@ -314,7 +316,8 @@ impl<E: WatchEncoder> WatchSession<E> {
             .await;
             self.drain();
             if self.encoder.pending() > 0 {
-                return Some(self.take_frame(now));
+                self.hold_for_batch().await;
+                return Some(self.take_frame(Instant::now()));
             }
             if self.done {
                 return None;
@@ -349,6 +352,27 @@ impl<E: WatchEncoder> WatchSession<E> {
             })
             .await;
         }
+    }
+
+    /// With a batch window, waits until the oldest event of the frame has waited that
+    /// long (or the watch's deadline), then takes what arrived meanwhile into the same
+    /// frame: fewer, larger writes for up to the window of added latency. A frame that
+    /// is already full, or a watch that ended, goes at once.
+    async fn hold_for_batch(&mut self) {
+        if self.batch_window.is_zero() || self.done {
+            return;
+        }
+        if self.encoder.pending() >= config::WATCH_BATCH_MAX {
+            return;
+        }
+        let Some(oldest) = self.oldest else { return };
+        let until = Instant::from_std(oldest + self.batch_window).min(self.deadline);
+        if until <= Instant::now() {
+            return;
+        }
+        self.timer.as_mut().reset(until);
+        self.timer.as_mut().await;
+        self.drain();
     }
 
     /// Encodes ready events, up to a batch; ends the watch if its cursor expired.
