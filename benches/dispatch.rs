@@ -7,7 +7,7 @@
 //!   `try_send` of an `Arc` of the event to each, then `try_recv` from each), how a
 //!   server that pushes events into per-watcher channels delivers them.
 //! - `json_frame`: N watchers taking the JSON watch frame of one event through
-//!   `encode::event_frame` (built on first use, then a shared `Bytes` clone) and
+//!   `encode::event_chunk` (built on first use, then a shared `Bytes` clone) and
 //!   holding it, versus building the frame N times (prefix + object JSON + suffix, one
 //!   allocation and copy per watcher): the encode-once principle.
 //! - `wake`: `WakeIndex::wake` of one namespace key among 1000 namespaces that each have
@@ -33,7 +33,8 @@ use bytes::Bytes;
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
 use tokio::sync::futures::Notified;
 use tokio::sync::{mpsc, Notify};
-use watchd::api::http::encode::{event_frame, frame_prefix, FRAME_SUFFIX};
+use watchd::api::http::body::unchunked;
+use watchd::api::http::encode::{event_chunk, frame_prefix, FRAME_SUFFIX};
 use watchd::config;
 use watchd::dispatch::{WakeHandle, WakeIndex, WakeKey};
 use watchd::store::{EventLog, EventType, ObjectRef, Read, WatchEvent};
@@ -101,7 +102,7 @@ fn bench_fanout(c: &mut Criterion, object: &ObjectRef) {
     g.finish();
 }
 
-/// The frame `encode::event_frame` builds, built by hand once per watcher.
+/// The frame inside the chunk `encode::event_chunk` builds, built by hand once per watcher.
 fn frame_copy(t: EventType, object: &ObjectRef) -> Bytes {
     let prefix = frame_prefix(t);
     let mut b = Vec::with_capacity(prefix.len() + object.json().len() + FRAME_SUFFIX.len());
@@ -114,7 +115,10 @@ fn frame_copy(t: EventType, object: &ObjectRef) -> Bytes {
 fn bench_frames(c: &mut Criterion, object: &ObjectRef) {
     let t = EventType::Modified;
     let sample = WatchEvent::new(Revision(2), Some(object.clone()), Some(object.clone()));
-    assert_eq!(event_frame(&sample, t), Some(frame_copy(t, object)));
+    assert_eq!(
+        event_chunk(&sample, t).map(|c| unchunked(&c)),
+        Some(frame_copy(t, object))
+    );
 
     let mut g = c.benchmark_group("json_frame");
     for n in WATCHERS {
@@ -126,7 +130,7 @@ fn bench_frames(c: &mut Criterion, object: &ObjectRef) {
             b.iter_batched(
                 event,
                 |ev| {
-                    let frames: Vec<Bytes> = (0..n).filter_map(|_| event_frame(&ev, t)).collect();
+                    let frames: Vec<Bytes> = (0..n).filter_map(|_| event_chunk(&ev, t)).collect();
                     black_box(frames);
                 },
                 BatchSize::SmallInput,

@@ -208,6 +208,74 @@ async fn a_stalled_http1_watcher_is_closed_by_the_write_timeout_and_costs_the_ot
     );
 }
 
+/// Decodes a chunked body read so far: the chunks' data, and whether the last chunk came.
+fn dechunk(mut raw: &[u8]) -> (Vec<u8>, bool) {
+    let mut data = Vec::new();
+    while let Some(end) = raw.windows(2).position(|w| w == b"\r\n") {
+        let size = usize::from_str_radix(std::str::from_utf8(&raw[..end]).unwrap(), 16)
+            .unwrap_or_else(|_| panic!("a chunk size line: {:?}", &raw[..end]));
+        if size == 0 {
+            return (data, true);
+        }
+        let body = end + 2;
+        if raw.len() < body + size + 2 {
+            break;
+        }
+        assert_eq!(
+            &raw[body + size..body + size + 2],
+            b"\r\n",
+            "a chunk ends with CRLF"
+        );
+        data.extend_from_slice(&raw[body..body + size]);
+        raw = &raw[body + size + 2..];
+    }
+    (data, false)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_http1_watcher_gets_every_event_intact_once_it_reads_again() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let key = "/registry/configmaps/slow/cm";
+    let rv = put_object_text(&mut kv, key, &configmap("slow", "cm", 0, 10)).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let path = format!(
+        "/api/v1/namespaces/slow/configmaps?watch=1&resourceVersion={rv}&timeoutSeconds=30"
+    );
+    let mut s = open_h1_watch(watchd.http_addr(), &path).await;
+    // 12 MiB while the client reads nothing: the socket fills, and the rest of a frame
+    // waits in watchd until it reads again.
+    const BIG: usize = 40;
+    for i in 1..=BIG {
+        put_object_text(&mut kv, key, &configmap("slow", "cm", i, 300 * 1024)).await;
+    }
+    let mut raw = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let until = Instant::now() + PHASE;
+    let events = loop {
+        let left = until.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, s.read(&mut buf)).await {
+            Ok(Ok(k)) if k > 0 => raw.extend_from_slice(&buf[..k]),
+            other => panic!("the watch stopped early: {other:?}"),
+        }
+        let (data, _) = dechunk(&raw);
+        let lines = data.iter().filter(|&&b| b == b'\n').count();
+        if lines >= BIG {
+            break data;
+        }
+    };
+    let values: Vec<String> = events
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let ev: serde_json::Value = serde_json::from_slice(l).expect("an intact JSON line");
+            ev["object"]["data"]["i"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let want: Vec<String> = (1..=BIG).map(|i| i.to_string()).collect();
+    assert_eq!(values, want, "every event, in order, each whole");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_http2_stream_ends_with_410_once_out_of_the_history_window() {
     let etcd = Etcd::start();

@@ -98,6 +98,10 @@ pub struct LoadArgs {
     /// The watchd binary (default: `watchd` next to this executable).
     #[arg(long)]
     pub watchd_bin: Option<PathBuf>,
+    /// An extra argument for the watchd the run starts (repeatable), e.g.
+    /// `--watchd-arg=--watch-batch-window=5ms`.
+    #[arg(long = "watchd-arg", allow_hyphen_values = true)]
+    pub watchd_args: Vec<String>,
     /// gRPC connections the etcd watches are spread over [default: 4; with
     /// HTTP/2, ceil(watchers / streams-per-connection), like the HTTP side].
     #[arg(long)]
@@ -147,6 +151,7 @@ impl LoadArgs {
         if let Some(bin) = &self.watchd_bin {
             c.watchd_bin = bin.clone();
         }
+        c.watchd_args = self.watchd_args.clone();
         match (self.etcd_connections, protocol) {
             (Some(_), Protocol::Http2) => {
                 return Err(

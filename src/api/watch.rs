@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use std::future::Future;
 use std::pin::Pin;
-use std::task::Poll;
+use std::task::{Poll, Waker};
 
 use tokio::time::{Instant, Sleep};
 
@@ -178,6 +178,37 @@ pub struct WatchSession<E: WatchEncoder> {
     oldest: Option<std::time::Instant>,
 }
 
+/// What one [`WatchSession::step`] gives.
+pub enum Step<F> {
+    /// A frame to write.
+    Frame(F),
+    /// Nothing to write now: step again when the waker is woken, or at this instant.
+    Idle(Instant),
+    /// The watch ended (after its last frame).
+    End,
+}
+
+/// A watch stepped through a trait object: what a frontend that drives watches itself
+/// needs of a session, whatever its encoder.
+pub trait SteppedWatch<F>: Send {
+    /// [`WatchSession::step`].
+    fn step(&mut self, waker: &Waker) -> Step<F>;
+    /// The watch as a stream of frames (for frontends that poll bodies).
+    fn into_stream(self: Box<Self>) -> Pin<Box<dyn futures_util::Stream<Item = F> + Send>>;
+}
+
+impl<E: WatchEncoder> SteppedWatch<E::Frame> for WatchSession<E> {
+    fn step(&mut self, waker: &Waker) -> Step<E::Frame> {
+        WatchSession::step(self, waker)
+    }
+
+    fn into_stream(self: Box<Self>) -> Pin<Box<dyn futures_util::Stream<Item = E::Frame> + Send>> {
+        Box::pin(futures_util::stream::unfold(self, |mut s| async move {
+            s.next_frame().await.map(|f| (f, s))
+        }))
+    }
+}
+
 /// How a watch starts: a session, or an error to send as the only event.
 pub enum WatchStart<E: WatchEncoder> {
     /// Stream events from this session.
@@ -285,94 +316,98 @@ impl<E: WatchEncoder> WatchSession<E> {
         self.encoder.take()
     }
 
-    /// The next frame; None when the watch ends.
-    pub async fn next_frame(&mut self) -> Option<E::Frame> {
+    /// One step of the watch, without waiting: the initial events' next frame, or what
+    /// the log holds ready, or a bookmark that is due. The watcher's wake-up is armed
+    /// with `waker` before the log is read, so an event appended after the look wakes
+    /// it. [`Step::Idle`] says when to step again if nothing wakes it sooner (the next
+    /// bookmark, the end of a batch window, or the watch's deadline).
+    ///
+    /// The async [`WatchSession::next_frame`] is built on it; a frontend may also step a
+    /// watch from the waker itself (`api::http::h1` writes the frame to the socket
+    /// there, without waking the connection's task).
+    pub fn step(&mut self, waker: &Waker) -> Step<E::Frame> {
         if self.done {
-            return None;
+            return Step::End;
         }
         if self.initial.is_some() {
             self.initial_frame();
-            return Some(self.take_frame(Instant::now()));
+            return Step::Frame(self.take_frame(Instant::now()));
         }
-        loop {
-            let now = Instant::now();
-            if now >= self.deadline {
-                self.done = true;
-                self.end = EndReason::Timeout;
-                return None;
-            }
-            // Only bookmarks need the applied revision; loading it costs a shared lock read.
-            let applied = if self.allow_bookmarks {
-                self.cache.applied()
-            } else {
-                Revision::ZERO
-            };
-            // Armed before looking at the log: an event appended after the look wakes us.
-            let waiter = self.wake.waiter().clone();
-            std::future::poll_fn(|cx| {
-                waiter.arm(cx.waker());
-                Poll::Ready(())
-            })
-            .await;
-            self.drain();
-            if self.encoder.pending() > 0 {
-                self.hold_for_batch().await;
-                return Some(self.take_frame(Instant::now()));
-            }
-            if self.done {
-                return None;
-            }
-            if self.allow_bookmarks && Instant::now() >= self.next_bookmark {
-                self.next_bookmark =
-                    next_bookmark(Instant::now(), self.deadline, self.bookmark_interval);
-                let rv = self.sent.max(applied);
-                if rv >= self.after {
-                    self.sent = rv;
-                    self.encoder.bookmark(&self.store.info, rv, false);
-                    self.metrics.bookmarks.increment(1);
-                    return Some(self.encoder.take());
-                }
-            }
-            let wait_until = if self.allow_bookmarks {
-                self.next_bookmark.min(self.deadline)
-            } else {
-                self.deadline
-            };
-            // One timer per watch, re-armed only when its deadline moves.
-            if self.timer.deadline() != wait_until {
-                self.timer.as_mut().reset(wait_until);
-            }
-            let timer = &mut self.timer;
-            std::future::poll_fn(|cx| {
-                if waiter.woken(cx.waker()) || timer.as_mut().poll(cx).is_ready() {
-                    Poll::Ready(())
-                } else {
-                    Poll::Pending
-                }
-            })
-            .await;
+        let now = Instant::now();
+        if now >= self.deadline {
+            self.done = true;
+            self.end = EndReason::Timeout;
+            return Step::End;
         }
+        // Only bookmarks need the applied revision; loading it costs a shared lock read.
+        let applied = if self.allow_bookmarks {
+            self.cache.applied()
+        } else {
+            Revision::ZERO
+        };
+        self.wake.waiter().arm(waker);
+        self.drain();
+        if self.encoder.pending() > 0 {
+            if let Some(until) = self.batch_hold(now) {
+                return Step::Idle(until);
+            }
+            return Step::Frame(self.take_frame(now));
+        }
+        if self.done {
+            return Step::End;
+        }
+        if self.allow_bookmarks && now >= self.next_bookmark {
+            self.next_bookmark = next_bookmark(now, self.deadline, self.bookmark_interval);
+            let rv = self.sent.max(applied);
+            if rv >= self.after {
+                self.sent = rv;
+                self.encoder.bookmark(&self.store.info, rv, false);
+                self.metrics.bookmarks.increment(1);
+                return Step::Frame(self.encoder.take());
+            }
+        }
+        Step::Idle(if self.allow_bookmarks {
+            self.next_bookmark.min(self.deadline)
+        } else {
+            self.deadline
+        })
     }
 
-    /// With a batch window, waits until the oldest event of the frame has waited that
-    /// long (or the watch's deadline), then takes what arrived meanwhile into the same
-    /// frame: fewer, larger writes for up to the window of added latency. A frame that
-    /// is already full, or a watch that ended, goes at once.
-    async fn hold_for_batch(&mut self) {
-        if self.batch_window.is_zero() || self.done {
-            return;
+    /// The next frame; None when the watch ends.
+    pub async fn next_frame(&mut self) -> Option<E::Frame> {
+        std::future::poll_fn(|cx| loop {
+            match self.step(cx.waker()) {
+                Step::Frame(f) => return Poll::Ready(Some(f)),
+                Step::End => return Poll::Ready(None),
+                Step::Idle(at) => {
+                    // One timer per watch, re-armed only when its deadline moves.
+                    if self.timer.deadline() != at {
+                        self.timer.as_mut().reset(at);
+                    }
+                    if self.wake.waiter().woken(cx.waker())
+                        || self.timer.as_mut().poll(cx).is_ready()
+                    {
+                        continue;
+                    }
+                    return Poll::Pending;
+                }
+            }
+        })
+        .await
+    }
+
+    /// With a batch window, the instant until which the frame being built waits for
+    /// more events to join it: fewer, larger writes for up to the window of added
+    /// latency. None when it goes now (no window, the window passed, or a full frame).
+    fn batch_hold(&self, now: Instant) -> Option<Instant> {
+        if self.batch_window.is_zero()
+            || self.done
+            || self.encoder.pending() >= config::WATCH_BATCH_MAX
+        {
+            return None;
         }
-        if self.encoder.pending() >= config::WATCH_BATCH_MAX {
-            return;
-        }
-        let Some(oldest) = self.oldest else { return };
-        let until = Instant::from_std(oldest + self.batch_window).min(self.deadline);
-        if until <= Instant::now() {
-            return;
-        }
-        self.timer.as_mut().reset(until);
-        self.timer.as_mut().await;
-        self.drain();
+        let until = Instant::from_std(self.oldest? + self.batch_window).min(self.deadline);
+        (until > now).then_some(until)
     }
 
     /// Encodes ready events, up to a batch; ends the watch if its cursor expired.

@@ -83,6 +83,8 @@ pub struct S1Config {
     pub server_pid: Option<u32>,
     /// The watchd binary to start.
     pub watchd_bin: PathBuf,
+    /// Extra arguments of the watchd the run starts.
+    pub watchd_args: Vec<String>,
     /// gRPC connections the etcd watches are spread over.
     pub etcd_connections: usize,
     /// Longest wait for the watchers to catch up after the last write.
@@ -114,6 +116,7 @@ impl S1Config {
             streams_per_connection: 100,
             server_pid: None,
             watchd_bin: launch::default_watchd_bin(),
+            watchd_args: Vec::new(),
             etcd_connections: 4,
             drain_timeout: Duration::from_secs(15),
             temp_root: std::env::temp_dir(),

@@ -137,6 +137,8 @@ pub fn as_s1_result(f: &FloorResult) -> S1Result {
 
 /// One side's run: the floor, or S1 against etcd direct or watchd.
 #[derive(Clone, Debug)]
+// A handful exist per invocation: their size does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum SideRun {
     /// The loopback floor.
     Floor(FloorConfig),

@@ -58,8 +58,16 @@ async fn start_servers(cfg: &S1Config) -> Result<Servers, String> {
             (None, Some(Arc::new(endpoint)))
         }
         (Target::Watchd, None) => {
-            let w =
-                launch::start_watchd(&cfg.watchd_bin, &etcd_endpoints[0], &cfg.temp_root).await?;
+            let w = launch::start_watchd_with(
+                &cfg.watchd_bin,
+                &etcd_endpoints[0],
+                &cfg.temp_root,
+                &launch::WatchdOptions {
+                    args: cfg.watchd_args.clone(),
+                    ..Default::default()
+                },
+            )
+            .await?;
             let endpoint = w.endpoint.clone();
             (Some(w), Some(endpoint))
         }
@@ -280,6 +288,7 @@ pub async fn run(cfg: &S1Config) -> Result<S1Result, String> {
         stored_bytes,
         accept: (cfg.target == Target::Watchd).then(|| cfg.accept.name().into()),
         multiplexing,
+        watchd_args: cfg.watchd_args.clone(),
         namespaces: namespaces.len(),
         objects: cfg.objects,
         base_revision: base,

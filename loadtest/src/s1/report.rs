@@ -150,6 +150,9 @@ pub struct S1Result {
     /// Protocol, connections, streams per connection, TLS.
     #[serde(flatten)]
     pub multiplexing: Multiplexing,
+    /// Extra arguments of the watchd the run started (`--watchd-arg`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub watchd_args: Vec<String>,
     /// Namespaces the objects are spread over.
     pub namespaces: usize,
     /// Distinct objects rewritten round-robin.

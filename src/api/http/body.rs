@@ -11,6 +11,8 @@ use bytes::{Buf, Bytes};
 use futures_util::Stream;
 use http_body::{Frame, SizeHint};
 
+use crate::api::watch::SteppedWatch;
+
 /// A sequence of byte segments read as one buffer.
 ///
 /// The first segment is held inline: a watch frame of one event (the usual one) is one
@@ -21,6 +23,10 @@ pub struct BufList {
     first: Option<Bytes>,
     rest: VecDeque<Bytes>,
     remaining: usize,
+    /// The same bytes framed as one HTTP/1.1 chunk, when one shared buffer holds that
+    /// (a frame of one event whose chunk was cached with it): a plain HTTP/1.1
+    /// connection writes it with one `write` of one buffer.
+    chunked: Option<Bytes>,
 }
 
 impl BufList {
@@ -34,12 +40,28 @@ impl BufList {
         if b.is_empty() {
             return;
         }
+        self.chunked = None;
         self.remaining += b.len();
         if self.first.is_none() {
             self.first = Some(b);
         } else {
             self.rest.push_back(b);
         }
+    }
+
+    /// Appends the frame inside `chunk`, an HTTP/1.1 chunk (`<hex size>\r\n<frame>\r\n`,
+    /// see [`chunk_of`]); a list of only that frame keeps the chunk too.
+    pub fn push_chunk(&mut self, chunk: Bytes) {
+        let was_empty = self.first.is_none();
+        self.push(unchunked(&chunk));
+        if was_empty {
+            self.chunked = Some(chunk);
+        }
+    }
+
+    /// The list framed as one HTTP/1.1 chunk in one buffer, when it is one.
+    pub fn chunked(&self) -> Option<&Bytes> {
+        self.chunked.as_ref()
     }
 
     /// Appends a static segment.
@@ -56,6 +78,29 @@ impl BufList {
     pub fn segment_count(&self) -> usize {
         usize::from(self.first.is_some()) + self.rest.len()
     }
+}
+
+/// `frame` as one HTTP/1.1 chunk: its size in hex, CRLF, the bytes, CRLF.
+pub fn chunk_of(frame: &[&[u8]]) -> Bytes {
+    let len: usize = frame.iter().map(|p| p.len()).sum();
+    let head = format!("{len:X}\r\n");
+    let mut b = Vec::with_capacity(head.len() + len + 2);
+    b.extend_from_slice(head.as_bytes());
+    for p in frame {
+        b.extend_from_slice(p);
+    }
+    b.extend_from_slice(b"\r\n");
+    Bytes::from(b)
+}
+
+/// The frame inside a chunk made by [`chunk_of`] (a slice of it: no copy).
+pub fn unchunked(chunk: &Bytes) -> Bytes {
+    let head = chunk
+        .iter()
+        .take(18)
+        .position(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    chunk.slice(head..chunk.len().saturating_sub(2).max(head))
 }
 
 impl From<Bytes> for BufList {
@@ -86,6 +131,9 @@ impl Buf for BufList {
     }
 
     fn advance(&mut self, mut cnt: usize) {
+        if cnt > 0 {
+            self.chunked = None;
+        }
         self.remaining = self.remaining.saturating_sub(cnt);
         while cnt > 0 {
             let Some(front) = self.first.as_mut() else {
@@ -108,6 +156,9 @@ pub enum Body {
     Full(Option<BufList>, usize),
     /// A streamed body.
     Stream(Pin<Box<dyn Stream<Item = BufList> + Send>>),
+    /// A watch, stepped by the connection that writes it (`h1` writes its frames from
+    /// the watcher's wake-up); polled as a stream by everything else.
+    Watch(Box<dyn SteppedWatch<BufList>>),
 }
 
 impl Body {
@@ -128,13 +179,22 @@ impl Body {
     pub fn into_segments(self) -> Option<impl Iterator<Item = Bytes>> {
         match self {
             Body::Full(b, _) => Some(b.unwrap_or_default().into_segments()),
-            Body::Stream(_) => None,
+            Body::Stream(_) | Body::Watch(_) => None,
         }
     }
 
     /// A streamed body; each item becomes one frame (one chunk on the wire).
     pub fn stream(s: impl Stream<Item = BufList> + Send + 'static) -> Body {
         Body::Stream(Box::pin(s))
+    }
+
+    /// The body as a stream of frames; a complete body is given back.
+    pub fn into_stream(self) -> Result<Pin<Box<dyn Stream<Item = BufList> + Send>>, Body> {
+        match self {
+            Body::Stream(s) => Ok(s),
+            Body::Watch(w) => Ok(w.into_stream()),
+            full => Err(full),
+        }
     }
 }
 
@@ -146,8 +206,16 @@ impl http_body::Body for Body {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<BufList>, Infallible>>> {
-        match self.get_mut() {
+        let this = self.get_mut();
+        if let Body::Watch(_) = this {
+            // Polled as a stream from now on.
+            if let Ok(s) = std::mem::replace(this, Body::Full(None, 0)).into_stream() {
+                *this = Body::Stream(s);
+            }
+        }
+        match this {
             Body::Full(b, _) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            Body::Watch(_) => Poll::Ready(None),
             Body::Stream(s) => s
                 .as_mut()
                 .poll_next(cx)
@@ -163,7 +231,7 @@ impl http_body::Body for Body {
         match self {
             Body::Full(Some(_), len) => SizeHint::with_exact(*len as u64),
             Body::Full(None, _) => SizeHint::with_exact(0),
-            Body::Stream(_) => SizeHint::default(),
+            Body::Stream(_) | Body::Watch(_) => SizeHint::default(),
         }
     }
 }
@@ -187,5 +255,27 @@ mod tests {
         assert_eq!(l.remaining(), 2);
         let v = l.copy_to_bytes(2);
         assert_eq!(&v[..], b"de");
+    }
+
+    #[test]
+    fn a_list_of_one_chunked_frame_keeps_its_chunk() {
+        let chunk = chunk_of(&[b"{\"type\":", b"\"ADDED\"}\n"]);
+        assert_eq!(&chunk[..], b"11\r\n{\"type\":\"ADDED\"}\n\r\n");
+        assert_eq!(&unchunked(&chunk)[..], b"{\"type\":\"ADDED\"}\n");
+        let mut l = BufList::new();
+        l.push_chunk(chunk.clone());
+        assert_eq!(l.chunked(), Some(&chunk));
+        assert_eq!(l.remaining(), 17);
+        l.push_chunk(chunk);
+        assert_eq!(l.chunked(), None, "two frames are not one chunk");
+        assert_eq!(l.remaining(), 34);
+        let mut one = BufList::new();
+        one.push_chunk(chunk_of(&[b"abc"]));
+        one.advance(1);
+        assert_eq!(
+            one.chunked(),
+            None,
+            "a partly written list is not its chunk"
+        );
     }
 }

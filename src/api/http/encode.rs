@@ -44,16 +44,16 @@ pub fn frame_prefix(t: EventType) -> &'static [u8] {
 /// The bytes that end every JSON watch frame.
 pub const FRAME_SUFFIX: &[u8] = b"}\n";
 
-/// The JSON watch frame of `ev` as type `t`: built on the first call (one copy of the
-/// object between prefix and suffix) and shared by every watcher after.
-pub fn event_frame(ev: &WatchEvent, t: EventType) -> Option<Bytes> {
+/// The JSON watch frame of `ev` as type `t`, framed as one HTTP/1.1 chunk: built on
+/// the first call (one copy of the object between prefix and suffix) and shared by
+/// every watcher after. The frame itself is a slice of it ([`super::body::unchunked`]).
+pub fn event_chunk(ev: &WatchEvent, t: EventType) -> Option<Bytes> {
     ev.frame(FrameEncoding::JsonLines as usize, t, |t, obj| {
-        let prefix = frame_prefix(t);
-        let mut b = Vec::with_capacity(prefix.len() + obj.json().len() + FRAME_SUFFIX.len());
-        b.extend_from_slice(prefix);
-        b.extend_from_slice(obj.json());
-        b.extend_from_slice(FRAME_SUFFIX);
-        Some(Bytes::from(b))
+        Some(super::body::chunk_of(&[
+            frame_prefix(t),
+            obj.json(),
+            FRAME_SUFFIX,
+        ]))
     })
 }
 
@@ -82,9 +82,9 @@ fn bookmark_frame(kind: &str, api_version: &str, rv: Revision, initial_events_en
 /// How a JSON-lines watch writes each object: as stored, as PartialObjectMetadata, or as a
 /// one-row Table. The framing and bookkeeping around it is [`JsonLines`]'s, once.
 pub trait ObjectView: Send + 'static {
-    /// The event's frame built once and shared by every watcher, when this view is the
-    /// object as stored (then nothing is written per watcher).
-    fn shared_frame(&self, _t: EventType, _ev: &WatchEvent) -> Option<Bytes> {
+    /// The event's frame, as one HTTP/1.1 chunk, built once and shared by every watcher,
+    /// when this view is the object as stored (then nothing is written per watcher).
+    fn shared_chunk(&self, _t: EventType, _ev: &WatchEvent) -> Option<Bytes> {
         None
     }
 
@@ -103,8 +103,8 @@ pub trait ObjectView: Send + 'static {
 pub struct WholeObject;
 
 impl ObjectView for WholeObject {
-    fn shared_frame(&self, t: EventType, ev: &WatchEvent) -> Option<Bytes> {
-        event_frame(ev, t)
+    fn shared_chunk(&self, t: EventType, ev: &WatchEvent) -> Option<Bytes> {
+        event_chunk(ev, t)
     }
 
     fn write(&mut self, out: &mut BufList, obj: &ObjectRef) {
@@ -163,8 +163,8 @@ impl<V: ObjectView> WatchEncoder for JsonLines<V> {
     type Frame = BufList;
 
     fn event(&mut self, t: EventType, ev: &WatchEvent) {
-        if let Some(f) = self.view.shared_frame(t, ev) {
-            self.frame.push(f);
+        if let Some(c) = self.view.shared_chunk(t, ev) {
+            self.frame.push_chunk(c);
             self.items += 1;
         } else if let Some(obj) = ev.object_for(t) {
             let obj = obj.clone();

@@ -42,7 +42,7 @@ const BODY_IOV: usize = 128;
 
 /// IO slices per `writev` of a streamed frame: its chunk head, up to a few segments (an
 /// event is one; a batch of events more), its CRLF; longer frames take more calls.
-const FRAME_IOV: usize = 16;
+pub(super) const FRAME_IOV: usize = 16;
 
 /// The socket of a plain connection, with its write timeout.
 type Io = WriteDeadline<TcpStream>;
@@ -214,6 +214,12 @@ async fn respond(
             write_buf::<1>(io, &mut out).await?;
             stream(io, buf, frames).await
         }
+        Body::Watch(watch) => {
+            head.extend_from_slice(b"transfer-encoding: chunked\r\n\r\n");
+            let mut out = Bytes::from(head);
+            write_buf::<1>(io, &mut out).await?;
+            super::direct::stream(io, buf, watch).await
+        }
     }
 }
 
@@ -267,13 +273,13 @@ async fn stream(
 }
 
 /// A chunk's size line (`<hex>\r\n`), built on the stack: no allocation per frame.
-struct ChunkHead {
+pub(super) struct ChunkHead {
     bytes: [u8; 18],
     pos: usize,
 }
 
 impl ChunkHead {
-    fn new(len: usize) -> Self {
+    pub(super) fn new(len: usize) -> Self {
         let mut bytes = [0u8; 18];
         let digits = (usize::BITS - len.leading_zeros()).div_ceil(4).max(1) as usize;
         let start = 16 - digits;
@@ -304,7 +310,7 @@ impl Buf for ChunkHead {
 /// After the socket turned readable while a response streams: false when the peer
 /// closed; bytes it sent (a pipelined request) are kept for after the response, up to
 /// the head limit.
-fn peer_still_open(socket: &TcpStream, buf: &mut BytesMut) -> io::Result<bool> {
+pub(super) fn peer_still_open(socket: &TcpStream, buf: &mut BytesMut) -> io::Result<bool> {
     let mut tmp = [0u8; 1024];
     match socket.try_read(&mut tmp) {
         Ok(0) => Ok(false),
@@ -320,7 +326,7 @@ fn peer_still_open(socket: &TcpStream, buf: &mut BytesMut) -> io::Result<bool> {
 
 /// Writes all of `out` with vectored writes of up to `N` slices (a watch frame needs a
 /// few; the array is initialised on every call, so it is sized to the use).
-async fn write_buf<const N: usize>(io: &mut Io, out: &mut impl Buf) -> io::Result<()> {
+pub(super) async fn write_buf<const N: usize>(io: &mut Io, out: &mut impl Buf) -> io::Result<()> {
     while out.has_remaining() {
         let n = {
             let mut slices = [IoSlice::new(&[]); N];

@@ -5,6 +5,7 @@
 mod audit;
 pub mod body;
 pub mod coalesce;
+mod direct;
 pub mod discovery;
 pub mod encode;
 pub mod encode_protobuf;
@@ -312,8 +313,8 @@ async fn serve_resource<B>(
                 == Some(&HeaderValue::from_static(
                     encode_protobuf::WATCH_CONTENT_TYPE,
                 ));
-            let body = match body {
-                Body::Stream(inner) => {
+            let body = match body.into_stream() {
+                Ok(inner) => {
                     let on_revoked = move |e: &ApiError| {
                         BufList::from(if protobuf {
                             encode_protobuf::error_frame(e)
@@ -323,7 +324,7 @@ async fn serve_resource<B>(
                     };
                     Body::stream(Guarded::new(inner, sec, attrs, permit.take(), on_revoked))
                 }
-                complete => complete,
+                Err(complete) => complete,
             };
             Response::from_parts(parts, body)
         }
@@ -518,11 +519,7 @@ where
             Body::full(encode_protobuf::error_frame(&e))
         }
         WatchStart::Error(e) => Body::full(encode::error_frame(&e)),
-        WatchStart::Session(session) => {
-            Body::stream(futures_util::stream::unfold(session, |mut s| async move {
-                s.next_frame().await.map(|f| (f, s))
-            }))
-        }
+        WatchStart::Session(session) => Body::Watch(session),
     };
     let mut r = typed_response(body, output, false);
     if output == Output::Protobuf {
