@@ -76,13 +76,25 @@ impl Direct {
     }
 
     /// Steps the watch and writes its frame, if the socket is ours; otherwise leaves
-    /// the work to the task.
+    /// the work to the task. A wake that finds the state taken (by the task, or by a
+    /// wake on another dispatch thread) sets `missed` first; whoever holds the state
+    /// looks at it after letting go, so no wake is lost.
     fn wake_inline(self: &Arc<Self>) {
-        self.missed.store(true, Ordering::SeqCst);
-        let Ok(mut st) = self.state.try_lock() else {
-            return;
-        };
-        self.missed.store(false, Ordering::SeqCst);
+        loop {
+            self.missed.store(true, Ordering::SeqCst);
+            let Ok(mut st) = self.state.try_lock() else {
+                return;
+            };
+            self.missed.store(false, Ordering::SeqCst);
+            self.step_and_write(&mut st);
+            drop(st);
+            if !self.missed.load(Ordering::SeqCst) {
+                return;
+            }
+        }
+    }
+
+    fn step_and_write(self: &Arc<Self>, st: &mut State) {
         if st.task_writes || st.needs_task() {
             return;
         }
@@ -94,7 +106,7 @@ impl Direct {
             // Sooner than the task's timer (a batch window began): it re-arms.
             Step::Idle(at) if st.sleeps_until.is_some_and(|t| at < t) => {
                 st.rearm = true;
-                wake_task(&mut st);
+                wake_task(st);
             }
             Step::Idle(_) => {}
             Step::Frame(frame) if frame.remaining() == 0 => {}
@@ -102,16 +114,16 @@ impl Direct {
                 Ok(None) => {}
                 Ok(Some(rest)) => {
                     st.backlog = Some(rest);
-                    wake_task(&mut st);
+                    wake_task(st);
                 }
                 Err(e) => {
                     st.failed = Some(e);
-                    wake_task(&mut st);
+                    wake_task(st);
                 }
             },
             Step::End => {
                 st.ended = true;
-                wake_task(&mut st);
+                wake_task(st);
             }
         }
     }
