@@ -174,6 +174,9 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let grpc_address = grpc_listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!(http = %address, grpc = %grpc_address, etcd = ?args.etcd_servers, prefix = %args.etcd_prefix, batch_window = ?args.watch_batch_window, "watchd starting");
     raise_fd_limit();
+    if watchd::dispatch::thread::start() {
+        tracing::info!("dispatch thread started: wake passes run off ingestion");
+    }
     let read = Arc::new(ReadContext {
         cache: cache.clone(),
         etcd: EtcdReader::new(etcd.clone()),

@@ -67,6 +67,16 @@ enum Command {
     S6(suite::S6Args),
     /// S7 cache memory: RSS over raw bytes of 100 000 mixed objects.
     S7(suite::S7Args),
+    /// Draws the PNG of written S2 … S7 results again (`x.json` → `x.png`).
+    Plot(PlotArgs),
+}
+
+/// Flags of the `plot` subcommand.
+#[derive(Debug, Args)]
+struct PlotArgs {
+    /// Result JSON files written by `s2` … `s7`.
+    #[arg(required = true)]
+    results: Vec<std::path::PathBuf>,
 }
 
 /// Flags of the `demo` subcommand.
@@ -190,7 +200,7 @@ async fn main() -> ExitCode {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .init();
-    if !matches!(cli.command, Command::Demo(_)) {
+    if !matches!(cli.command, Command::Demo(_) | Command::Plot(_)) {
         watchd_loadtest::fdlimit::raise_and_log();
     }
     match cli.command {
@@ -217,6 +227,19 @@ async fn main() -> ExitCode {
         Command::S5(args) => scenarios::run_or_stop(suite::s5(args), shutdown_signal()).await,
         Command::S6(args) => scenarios::run_or_stop(suite::s6(args), shutdown_signal()).await,
         Command::S7(args) => scenarios::run_or_stop(suite::s7(args), shutdown_signal()).await,
+        Command::Plot(args) => {
+            let mut code = ExitCode::SUCCESS;
+            for json in &args.results {
+                match watchd_loadtest::scenario::plot::draw_from_json(json) {
+                    Ok(png) => println!("plot written to {}", png.display()),
+                    Err(e) => {
+                        error!("{e}");
+                        code = ExitCode::from(2);
+                    }
+                }
+            }
+            code
+        }
         Command::Demo(args) => {
             let cfg = DemoConfig::from(args);
             match demo::run(&cfg, shutdown_signal()).await {

@@ -14,7 +14,9 @@
 //! the flag and wakes it after the events are in the log, so no wake-up is lost and the
 //! watch path takes no lock shared with other watchers. Only subscribing, leaving and
 //! notifying lock a set. The waker may be a task's, or anything else that implements
-//! `Wake` (a dispatcher that writes to the watcher's socket itself).
+//! `Wake` (`api::http::direct` writes the watcher's frame to its socket from it), so a
+//! pass may cost a write per watcher: passes run on the dispatch thread ([`thread`]),
+//! not on ingestion.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -23,6 +25,8 @@ use std::task::Waker;
 
 use dashmap::DashMap;
 use futures_util::task::AtomicWaker;
+
+pub mod thread;
 
 /// What a watcher can be found by.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -69,6 +73,8 @@ impl Waiter {
 #[derive(Default)]
 struct WaiterSet {
     waiters: Mutex<Vec<Arc<Waiter>>>,
+    /// Its pass is queued on the dispatch thread and has not started.
+    queued: AtomicBool,
 }
 
 impl WaiterSet {
@@ -96,10 +102,20 @@ impl WaiterSet {
         list.is_empty()
     }
 
-    /// Wakes every waiter. Cost: one flag store and one waker call each (a waker already
-    /// taken by an earlier wake is not called twice).
-    fn wake(&self) {
-        for w in self.lock().iter() {
+    /// Wakes every waiter: on the dispatch thread when it runs ([`thread`]), else here.
+    fn wake(self: &Arc<Self>) {
+        if !thread::submit(self) {
+            self.wake_now();
+        }
+    }
+
+    /// Wakes every waiter now. Cost: one flag store and one waker call each (a waker
+    /// already taken by an earlier wake is not called twice), which may be a delivery.
+    /// The list is copied out of the lock first, so watchers joining and leaving (on
+    /// connection tasks) never wait for a pass.
+    fn wake_now(&self) {
+        let waiters = self.lock().clone();
+        for w in &waiters {
             w.wake();
         }
     }
@@ -112,7 +128,7 @@ impl WaiterSet {
 /// The wake-up index of one resource.
 #[derive(Default)]
 pub struct WakeIndex {
-    everything: WaiterSet,
+    everything: Arc<WaiterSet>,
     by_key: DashMap<WakeKey, Arc<WaiterSet>>,
 }
 

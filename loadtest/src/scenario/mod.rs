@@ -4,9 +4,10 @@
 //! per-second progress line and peak-RSS sampler ([`progress`]), fast
 //! batched etcd writes ([`fill`]), the scenarios' pods with an in-place
 //! send stamp ([`pods`]), and Prometheus `/metrics` readings of etcd and
-//! watchd ([`prom`]).
+//! watchd ([`prom`]), and the result's PNG ([`plot`]).
 
 pub mod fill;
+pub mod plot;
 pub mod pods;
 pub mod progress;
 pub mod prom;

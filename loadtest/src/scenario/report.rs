@@ -197,13 +197,18 @@ impl Report {
         out
     }
 
-    /// Writes the JSON to `path` and the Markdown beside it (same name,
-    /// `.md`); returns the Markdown's path.
+    /// Writes the JSON to `path`, the Markdown beside it (same name, `.md`) and the
+    /// PNG of the ratios (`.png`; a missing font is a warning); returns the
+    /// Markdown's path.
     pub fn write(&self, path: &Path) -> Result<PathBuf, String> {
         let text = serde_json::to_string_pretty(self).map_err(|e| e.to_string())?;
         std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
         let md = markdown_path(path);
         std::fs::write(&md, self.markdown()).map_err(|e| format!("{}: {e}", md.display()))?;
+        match super::plot::draw_from_json(path) {
+            Ok(png) => println!("plot written to {}", png.display()),
+            Err(e) => tracing::warn!("{e}"),
+        }
         Ok(md)
     }
 }

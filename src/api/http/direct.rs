@@ -174,15 +174,15 @@ fn write_now(fd: RawFd, frame: BufList) -> io::Result<Option<BufList>> {
     if !out.has_remaining() {
         return Ok(None);
     }
-    // The socket is full: the rest goes to the task (a copy of the frame's segments'
-    // handles, only on this slow path).
-    let mut rest = BufList::new();
-    while out.has_remaining() {
-        let chunk = out.chunk();
-        let n = chunk.len();
-        rest.push(Bytes::copy_from_slice(chunk));
-        out.advance(n);
+    // The socket is full: the rest goes to the task, the frame's segments as they are
+    // (shared), the few bytes of the size line copied.
+    let (head_and_frame, crlf) = out.into_inner();
+    let (head, frame) = head_and_frame.into_inner();
+    let mut rest = BufList::from(Bytes::copy_from_slice(head.chunk()));
+    for segment in frame.into_segments() {
+        rest.push(segment);
     }
+    rest.push(crlf);
     Ok(Some(rest))
 }
 
@@ -279,16 +279,15 @@ pub async fn stream(
         };
         match next {
             Next::Write(frame) if frame.remaining() == 0 => {}
-            Next::Write(frame) if frame.chunked().is_some() => {
-                let chunk = frame.chunked().cloned().unwrap_or_default();
-                write_buf::<1>(io, &mut chunk.clone()).await?;
-            }
-            Next::Write(frame) => {
-                let mut out = ChunkHead::new(frame.remaining())
-                    .chain(frame)
-                    .chain(Bytes::from_static(b"\r\n"));
-                write_buf::<FRAME_IOV>(io, &mut out).await?;
-            }
+            Next::Write(frame) => match frame.chunked().cloned() {
+                Some(mut chunk) => write_buf::<1>(io, &mut chunk).await?,
+                None => {
+                    let mut out = ChunkHead::new(frame.remaining())
+                        .chain(frame)
+                        .chain(Bytes::from_static(b"\r\n"));
+                    write_buf::<FRAME_IOV>(io, &mut out).await?;
+                }
+            },
             Next::WriteRaw(mut bytes) => write_buf::<FRAME_IOV>(io, &mut bytes).await?,
             Next::End => {
                 drop(_end);
