@@ -159,6 +159,8 @@ pub struct WatchSession<E: WatchEncoder> {
     store: Arc<ResourceStore>,
     log: Arc<EventLog>,
     wake: WakeHandle,
+    /// The bit of the key the watcher is found by (all ones without one).
+    key_bit: u64,
     cursor: u64,
     after: Revision,
     sent: Revision,
@@ -278,9 +280,9 @@ impl<E: WatchEncoder> WatchSession<E> {
         };
         let now = Instant::now();
         let deadline = now + q.timeout;
-        let wake = store
-            .wake
-            .subscribe(wake_key(&store, namespace.as_deref(), &q.selectors));
+        let key = wake_key(&store, namespace.as_deref(), &q.selectors);
+        let key_bit = key.as_ref().map_or(u64::MAX, WakeKey::bit);
+        let wake = store.wake.subscribe(key);
         metrics::gauge!("watchd_watchers", "resource" => store.info.qualified_name())
             .increment(1.0);
         let metrics = WatchMetrics::new(store.info.qualified_name());
@@ -290,6 +292,7 @@ impl<E: WatchEncoder> WatchSession<E> {
             store,
             log,
             wake,
+            key_bit,
             cursor,
             after,
             sent: after,
@@ -421,6 +424,11 @@ impl<E: WatchEncoder> WatchSession<E> {
                         continue;
                     }
                     self.sent = ev.revision;
+                    // Neither state can be found by this watcher's key: its filter,
+                    // which requires that key, cannot pass either (one bit test).
+                    if ev.key_bits & self.key_bit == 0 {
+                        continue;
+                    }
                     if let Some(t) = self.classify(&ev) {
                         self.encoder.event(t, &ev);
                         self.oldest.get_or_insert(ev.applied_at());

@@ -199,6 +199,26 @@ impl WakeIndex {
     }
 }
 
+impl WakeKey {
+    /// The key's bit in a [`key_bits`] mask: one of 64, by a fixed hash.
+    pub fn bit(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::hash::DefaultHasher::new();
+        self.hash(&mut h);
+        1 << (h.finish() % 64)
+    }
+}
+
+/// The bits of every key an object state can be found by ([`keys_of`]'s keys), as a
+/// 64-bit Bloom mask: a watcher found by a key whose bit is not in an event's mask
+/// cannot want that event, and skips it without evaluating its filter. Watchers of one
+/// node read past the events of every other node this way at a bit test each.
+pub fn key_bits(namespace: Option<&str>, name: &str, indexed_value: Option<&str>) -> u64 {
+    let mut keys = HashSet::new();
+    keys_of(&mut keys, namespace, name, indexed_value);
+    keys.iter().fold(0, |bits, k| bits | k.bit())
+}
+
 /// Collects the keys an object state can be found by.
 pub fn keys_of(
     keys: &mut HashSet<WakeKey>,
@@ -296,6 +316,29 @@ mod tests {
         assert!(!h.waiter().woken(&Waker::from(c.clone())));
         idx.wake_all();
         assert_eq!(c.0.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn an_event_s_key_bits_hold_every_key_it_can_be_found_by() {
+        let bits = key_bits(Some("a"), "p1", Some("node-1"));
+        for k in [
+            ns("a"),
+            WakeKey::Name(Box::from("p1")),
+            WakeKey::Field(Box::from("node-1")),
+        ] {
+            assert_ne!(bits & k.bit(), 0, "{k:?}");
+        }
+        assert!(bits.count_ones() <= 3, "one bit per key");
+        // A key's bit is the same every time (watchers and ingestion compute it apart).
+        assert_eq!(ns("a").bit(), ns("a").bit());
+        let others = (0..200)
+            .map(|i| WakeKey::Field(format!("node-{i}").into_boxed_str()))
+            .filter(|k| bits & k.bit() == 0)
+            .count();
+        assert!(
+            others > 150,
+            "most other keys' bits are not in the mask: {others}"
+        );
     }
 
     #[test]

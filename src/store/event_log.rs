@@ -61,6 +61,9 @@ pub struct WatchEvent {
     pub object: Option<ObjectRef>,
     /// The object before the change (at its own revision); None for a creation.
     pub prev: Option<ObjectRef>,
+    /// The wake keys of the object and its previous state, as a Bloom mask
+    /// (`dispatch::key_bits`); all ones when not computed (every watcher looks).
+    pub key_bits: u64,
     at: Instant,
     deleted_view: OnceLock<ObjectRef>,
     /// Wire frames, per encoding and event type, built by a frontend on first use.
@@ -75,6 +78,7 @@ impl WatchEvent {
             revision,
             object,
             prev,
+            key_bits: u64::MAX,
             at: Instant::now(),
             deleted_view: OnceLock::new(),
             frames: Default::default(),

@@ -172,7 +172,7 @@ impl ResourceStore {
                 json_objects.saturating_sub(usize::from(p.format == StorageFormat::Json));
         };
         for change in changes {
-            let event = match change {
+            let mut event = match change {
                 Change::Put(obj) => {
                     self.health.clear(obj.key());
                     bytes += obj.cached_bytes();
@@ -206,10 +206,13 @@ impl ResourceStore {
                     continue;
                 }
             };
+            let mut bits = 0;
             for o in event.object.iter().chain(event.prev.iter()) {
                 let value = indexed.and_then(|f| o.field(f));
                 dispatch::keys_of(keys, o.namespace(), o.name(), value);
+                bits |= dispatch::key_bits(o.namespace(), o.name(), value);
             }
+            event.key_bits = bits;
             log.append(event);
             appended += 1;
         }
