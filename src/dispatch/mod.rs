@@ -209,30 +209,30 @@ impl WakeKey {
     }
 }
 
-/// The bits of every key an object state can be found by ([`keys_of`]'s keys), as a
-/// 64-bit Bloom mask: a watcher found by a key whose bit is not in an event's mask
-/// cannot want that event, and skips it without evaluating its filter. Watchers of one
-/// node read past the events of every other node this way at a bit test each.
-pub fn key_bits(namespace: Option<&str>, name: &str, indexed_value: Option<&str>) -> u64 {
-    let mut keys = HashSet::new();
-    keys_of(&mut keys, namespace, name, indexed_value);
-    keys.iter().fold(0, |bits, k| bits | k.bit())
-}
-
-/// Collects the keys an object state can be found by.
+/// Collects the keys an object state can be found by, and returns their bits as a
+/// 64-bit Bloom mask (the event's `key_bits`): a watcher found by a key whose bit is
+/// not in an event's mask cannot want that event, and skips it without evaluating its
+/// filter. Watchers of one node read past the events of every other node this way at a
+/// bit test each.
 pub fn keys_of(
     keys: &mut HashSet<WakeKey>,
     namespace: Option<&str>,
     name: &str,
     indexed_value: Option<&str>,
-) {
+) -> u64 {
+    let mut bits = 0;
+    let mut add = |k: WakeKey| {
+        bits |= k.bit();
+        keys.insert(k);
+    };
     if let Some(ns) = namespace {
-        keys.insert(WakeKey::Namespace(Box::from(ns)));
+        add(WakeKey::Namespace(Box::from(ns)));
     }
-    keys.insert(WakeKey::Name(Box::from(name)));
+    add(WakeKey::Name(Box::from(name)));
     if let Some(v) = indexed_value {
-        keys.insert(WakeKey::Field(Box::from(v)));
+        add(WakeKey::Field(Box::from(v)));
     }
+    bits
 }
 
 impl WakeHandle {
@@ -320,7 +320,7 @@ mod tests {
 
     #[test]
     fn an_event_s_key_bits_hold_every_key_it_can_be_found_by() {
-        let bits = key_bits(Some("a"), "p1", Some("node-1"));
+        let bits = keys_of(&mut HashSet::new(), Some("a"), "p1", Some("node-1"));
         for k in [
             ns("a"),
             WakeKey::Name(Box::from("p1")),

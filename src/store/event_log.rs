@@ -62,7 +62,7 @@ pub struct WatchEvent {
     /// The object before the change (at its own revision); None for a creation.
     pub prev: Option<ObjectRef>,
     /// The wake keys of the object and its previous state, as a Bloom mask
-    /// (`dispatch::key_bits`); all ones when not computed (every watcher looks).
+    /// (`dispatch::keys_of`); all ones when not computed (every watcher looks).
     pub key_bits: u64,
     at: Instant,
     deleted_view: OnceLock<ObjectRef>,

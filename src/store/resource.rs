@@ -209,8 +209,7 @@ impl ResourceStore {
             let mut bits = 0;
             for o in event.object.iter().chain(event.prev.iter()) {
                 let value = indexed.and_then(|f| o.field(f));
-                dispatch::keys_of(keys, o.namespace(), o.name(), value);
-                bits |= dispatch::key_bits(o.namespace(), o.name(), value);
+                bits |= dispatch::keys_of(keys, o.namespace(), o.name(), value);
             }
             event.key_bits = bits;
             log.append(event);
