@@ -12,7 +12,7 @@ use watchd::api::grpc;
 use watchd::api::http::{self, ApiState};
 use watchd::api::read::ReadContext;
 use watchd::codec::encryption::EncryptionConfig;
-use watchd::source::{self, EtcdConfig, EtcdReader};
+use watchd::source::{EtcdConfig, EtcdReader, EtcdSource, Source};
 use watchd::store::{Cache, StoreConfig};
 use watchd::{config, metrics};
 
@@ -179,7 +179,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     }
     let read = Arc::new(ReadContext {
         cache: cache.clone(),
-        etcd: EtcdReader::new(etcd.clone()),
+        source: Arc::new(EtcdReader::new(etcd.clone())),
         bookmark_interval: args.bookmark_interval.max(Duration::from_millis(100)),
         watch_batch_window: args.watch_batch_window,
     });
@@ -194,7 +194,8 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         },
         write_timeout: args.write_timeout,
     });
-    let ingest = tokio::spawn(source::run(etcd, cache, stop_rx.clone()));
+    let source: Box<dyn Source> = Box::new(EtcdSource(etcd));
+    let ingest = tokio::spawn(source.run(cache, stop_rx.clone()));
     let grpc = tokio::spawn(grpc::serve(
         grpc_listener,
         read,

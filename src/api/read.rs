@@ -6,18 +6,18 @@ use std::sync::Arc;
 use super::query::{ContinueToken, GetQuery, ListQuery, RvMatch, RvParam, Selectors};
 use super::status::ApiError;
 use crate::config;
-use crate::source::{self, EtcdReader, RangePage, ReadError};
+use crate::source::{self, RangePage, ReadError, SourceReader};
 use crate::store::{
     Cache, CachedObject, ObjectRef, Readiness, ResourceStore, Snapshot, Unreadable,
 };
 use crate::Revision;
 
-/// What reads need: the cache, and etcd's current revision for consistent reads.
+/// What reads need: the cache, and the source's current revision for consistent reads.
 pub struct ReadContext {
     /// The cache.
     pub cache: Arc<Cache>,
-    /// Linearizable reads of etcd's revision.
-    pub etcd: EtcdReader,
+    /// What the read path asks of the source (etcd, or an upstream API server).
+    pub source: Arc<dyn SourceReader>,
     /// How often an idle watch that allows bookmarks gets one.
     pub bookmark_interval: std::time::Duration,
     /// `--watch-batch-window`: how long a watch holds its first ready event for more to
@@ -37,19 +37,23 @@ pub struct ListPage {
     pub remaining_item_count: Option<usize>,
 }
 
-/// Waits until the cache reflects what `rv` asks for, and returns the applied revision
-/// loaded after the wait (to be passed to [`ResourceStore::view`]).
-pub async fn wait_fresh(state: &ReadContext, rv: RvParam) -> Result<Revision, ApiError> {
+/// Waits until the cache of `store` reflects what `rv` asks for, and returns the applied
+/// revision loaded after the wait (to be passed to [`ResourceStore::view`]).
+pub async fn wait_fresh(
+    state: &ReadContext,
+    store: &ResourceStore,
+    rv: RvParam,
+) -> Result<Revision, ApiError> {
     let target = match rv {
-        RvParam::Any => return Ok(state.cache.applied()),
+        RvParam::Any => return Ok(state.cache.applied_for(store)),
         RvParam::At(n) => n,
         RvParam::Unset => state
-            .etcd
-            .current(config::CONSISTENT_READ_TIMEOUT)
+            .source
+            .current_revision(store, config::CONSISTENT_READ_TIMEOUT)
             .await
             .map_err(|e| ApiError::Timeout {
                 message: format!(
-                    "Timeout: cannot read etcd's current revision for a consistent read: {e}"
+                    "Timeout: cannot read the source's current revision for a consistent read: {e}"
                 ),
                 too_large_rv: false,
                 retry_after: 1,
@@ -57,7 +61,7 @@ pub async fn wait_fresh(state: &ReadContext, rv: RvParam) -> Result<Revision, Ap
     };
     if !state
         .cache
-        .wait_applied(target, config::RESOURCE_VERSION_WAIT)
+        .wait_applied_for(store, target, config::RESOURCE_VERSION_WAIT)
         .await
     {
         return Err(ApiError::too_large_resource_version(
@@ -65,7 +69,7 @@ pub async fn wait_fresh(state: &ReadContext, rv: RvParam) -> Result<Revision, Ap
             config::RESOURCE_VERSION_WAIT,
         ));
     }
-    Ok(state.cache.applied())
+    Ok(state.cache.applied_for(store))
 }
 
 /// Whether an object passes a request's namespace and selectors.
@@ -103,7 +107,7 @@ pub async fn get(
     if !state.cache.is_synced() {
         return get_from_etcd(state, store, namespace, name, q).await;
     }
-    let applied = wait_fresh(state, q.rv).await?;
+    let applied = wait_fresh(state, store, q.rv).await?;
     if pending(store).is_some() {
         return get_from_etcd(state, store, namespace, name, q).await;
     }
@@ -136,8 +140,8 @@ async fn list_source(
         _ => None,
     };
     let applied = match (exact, &q.continue_from) {
-        (Some(_), Some(_)) => state.cache.applied(),
-        _ => wait_fresh(state, q.rv).await?,
+        (Some(_), Some(_)) => state.cache.applied_for(store),
+        _ => wait_fresh(state, store, q.rv).await?,
     };
     let view = store.view(applied);
     let Some(n) = exact else {
@@ -247,6 +251,10 @@ fn etcd_error(e: ReadError, asked: Option<Revision>, continuing: bool) -> ApiErr
             too_large_rv: false,
             retry_after: 1,
         },
+        ReadError::Unsupported(message) => ApiError::TooManyRequests {
+            message,
+            retry_after: 1,
+        },
     }
 }
 
@@ -291,7 +299,7 @@ async fn get_from_etcd(
     let mut end = key.clone();
     end.push(0);
     let page = state
-        .etcd
+        .source
         .range(key, end, 1, None, config::CONSISTENT_READ_TIMEOUT)
         .await
         .map_err(|e| etcd_error(e, None, false))?;
@@ -338,7 +346,7 @@ async fn list_from_etcd(
     let limit = q.limit.unwrap_or(0) as i64;
     let end = source::prefix_end(range.as_bytes());
     let page: RangePage = state
-        .etcd
+        .source
         .range(
             start.into_bytes(),
             end,

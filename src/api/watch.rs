@@ -244,7 +244,7 @@ impl<E: WatchEncoder> WatchSession<E> {
             (None, RvParam::At(_)) => false,
         };
         let (log, cursor, after, initial) = if wants_initial {
-            let applied = wait_fresh(state, q.rv).await?;
+            let applied = wait_fresh(state, &store, q.rv).await?;
             not_ready()?;
             let view = store.view(applied);
             let cursor = match view.log.cursor_after(view.revision) {
@@ -266,7 +266,7 @@ impl<E: WatchEncoder> WatchSession<E> {
             not_ready()?;
             let from = match q.rv {
                 RvParam::At(n) => n,
-                _ => state.cache.applied(),
+                _ => state.cache.applied_for(&store),
             };
             let log = store.log();
             match log.cursor_after(from) {
@@ -344,7 +344,7 @@ impl<E: WatchEncoder> WatchSession<E> {
         }
         // Only bookmarks need the applied revision; loading it costs a shared lock read.
         let applied = if self.allow_bookmarks {
-            self.cache.applied()
+            self.cache.applied_for(&self.store)
         } else {
             Revision::ZERO
         };

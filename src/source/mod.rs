@@ -1,216 +1,66 @@
-//! Reads etcd: one paged range over the prefix at a fixed revision R, then one watch of
-//! the whole keyspace from R+1 with `prev_kv`. Keys outside the prefix only advance the
-//! applied revision, which is what lets consistent reads know when the cache has caught
-//! up without progress notifications (broken in etcd 3.4).
+//! Where the cache's data comes from, behind two seams:
 //!
-//! On any error it reconnects with backoff to any endpoint and resumes from the last
-//! applied revision; when etcd compacted past that revision it re-lists and starts a new
-//! epoch.
+//! - [`Source`] feeds the store: it fills the cache (an initial state, then changes in
+//!   order) until shutdown, through the single writer, [`crate::store::ingest::Ingestor`].
+//! - [`SourceReader`] answers what request handlers ask of the source: the revision a
+//!   consistent read must wait for, and reads of resources whose cache is not ready.
+//!
+//! Two sources implement them: etcd (`etcd.rs`: kube-apiserver's storage, one watch of
+//! the whole keyspace, so one applied revision for every resource) and an upstream
+//! Kubernetes API server (`upstream.rs`: kube-apiserver or another watchd, one list and
+//! watch per resource, so each resource has its own applied revision).
 
 pub mod client;
+pub mod etcd;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{EventType as EtcdEventType, GetOptions, WatchOptions};
 use tokio::sync::watch;
 
-use crate::config;
-use crate::store::ingest::{Ingestor, KvChange};
-use crate::store::Cache;
+use crate::store::{Cache, ResourceStore};
 use crate::Revision;
 pub use client::{EtcdClient, EtcdConfig};
+pub use etcd::{current_revision, EtcdReader, EtcdSource};
 
-/// How a watch stream ended.
-#[derive(Debug)]
-enum WatchEnd {
-    /// etcd compacted past the revision to resume from: a re-list is needed.
-    Compacted(i64),
-    /// The connection broke or etcd answered an error: resume after a backoff.
-    Failed(String),
-    /// The daemon is stopping.
-    Shutdown,
+/// A boxed future, as the source traits return them (they are used as trait objects).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Feeds the cache: loads it, then applies changes in order, until `shutdown` turns true.
+/// It marks the cache synced once every resource it serves is loaded, and the watch live
+/// while its change streams are up (`/readyz`).
+pub trait Source: Send {
+    /// Runs until `shutdown` turns true.
+    fn run(
+        self: Box<Self>,
+        cache: Arc<Cache>,
+        shutdown: watch::Receiver<bool>,
+    ) -> BoxFuture<'static, ()>;
 }
 
-/// Runs ingestion until `shutdown` turns true.
-pub async fn run(config: EtcdConfig, cache: Arc<Cache>, mut shutdown: watch::Receiver<bool>) {
-    let mut ingestor = Ingestor::new(cache.clone());
-    let mut resume: Option<Revision> = None;
-    let mut backoff = config::RECONNECT_BACKOFF_MIN;
-    loop {
-        if *shutdown.borrow() {
-            return;
-        }
-        let attempt = async {
-            let mut client = config
-                .connect()
-                .await
-                .map_err(|e| format!("connect: {e}"))?;
-            if resume.is_none() {
-                let rev = initial_list(&mut client, &mut ingestor).await?;
-                resume = Some(rev);
-                cache.set_synced(true);
-            }
-            let from = resume.unwrap_or_default().next();
-            Ok::<_, String>(watch(&mut client, from, &mut ingestor, &mut resume).await)
-        };
-        let end = tokio::select! {
-            r = attempt => r.unwrap_or_else(WatchEnd::Failed),
-            _ = shutdown.changed() => WatchEnd::Shutdown,
-        };
-        cache.set_watch_live(false);
-        match end {
-            WatchEnd::Shutdown => return,
-            WatchEnd::Compacted(compact) => {
-                tracing::warn!(resume = ?resume, compacted = compact, "etcd compacted past the resume revision; re-listing");
-                metrics::counter!("watchd_relists_total").increment(1);
-                resume = None;
-                backoff = config::RECONNECT_BACKOFF_MIN;
-            }
-            WatchEnd::Failed(e) => {
-                tracing::warn!(error = %e, retry_in = ?backoff, resume = ?resume, "etcd connection lost");
-                metrics::counter!("watchd_etcd_reconnects_total").increment(1);
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = shutdown.changed() => return,
-                }
-                backoff = (backoff * 2).min(config::RECONNECT_BACKOFF_MAX);
-            }
-        }
-    }
-}
+/// The questions the read path asks of the source.
+pub trait SourceReader: Send + Sync {
+    /// The revision a consistent read (resourceVersion unset) of `store` must wait for:
+    /// what the source holds now, asked of it (bounded by `timeout`).
+    fn current_revision<'a>(
+        &'a self,
+        store: &'a ResourceStore,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Revision, ReadError>>;
 
-/// Reads everything under the prefix at one revision, page by page, and loads it as a
-/// new epoch. Returns the revision.
-async fn initial_list(
-    client: &mut EtcdClient,
-    ingestor: &mut Ingestor,
-) -> Result<Revision, String> {
-    let prefix = format!("{}/", ingestor.cache().prefix());
-    let end = prefix_end(prefix.as_bytes());
-    let mut start = prefix.as_bytes().to_vec();
-    let mut revision = 0i64;
-    let mut kvs = Vec::new();
-    loop {
-        let mut opts = GetOptions::new()
-            .with_range(end.clone())
-            .with_limit(config::INITIAL_LIST_PAGE);
-        if revision > 0 {
-            opts = opts.with_revision(revision);
-        }
-        let mut resp = client
-            .kv
-            .get(start.clone(), Some(opts))
-            .await
-            .map_err(|e| format!("list: {e}"))?;
-        if revision == 0 {
-            revision = resp.header().map_or(0, |h| h.revision());
-        }
-        let more = resp.more();
-        let page = resp.take_kvs();
-        let Some(last) = page.last() else { break };
-        start = last.key().to_vec();
-        start.push(0);
-        for kv in page {
-            let rev = Revision(kv.mod_revision());
-            let (k, v) = kv.into_key_value();
-            kvs.push((k, v, rev));
-        }
-        if !more {
-            break;
-        }
-    }
-    let count = kvs.len();
-    ingestor.load_epoch(Revision(revision), kvs);
-    tracing::info!(revision, keys = count, prefix = %prefix, "initial list done");
-    Ok(Revision(revision))
-}
-
-/// The smallest key after every key starting with `prefix`.
-pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0]
-}
-
-async fn watch(
-    client: &mut EtcdClient,
-    from: Revision,
-    ingestor: &mut Ingestor,
-    resume: &mut Option<Revision>,
-) -> WatchEnd {
-    let opts = WatchOptions::new()
-        .with_all_keys()
-        .with_start_revision(from.0)
-        .with_prev_key();
-    let mut stream = match client.watch.watch(vec![0u8], Some(opts)).await {
-        Ok(s) => s,
-        Err(e) => return WatchEnd::Failed(format!("watch: {e}")),
-    };
-    let cache = ingestor.cache().clone();
-    loop {
-        let resp = match stream.message().await {
-            Ok(Some(r)) => r,
-            Ok(None) => return WatchEnd::Failed("watch stream ended".into()),
-            Err(e) => return WatchEnd::Failed(format!("watch: {e}")),
-        };
-        if resp.compact_revision() > 0 {
-            return WatchEnd::Compacted(resp.compact_revision());
-        }
-        if resp.canceled() {
-            return WatchEnd::Failed(format!("watch canceled: {}", resp.cancel_reason()));
-        }
-        if resp.created() {
-            cache.set_watch_live(true);
-            tracing::info!(from = %from, "watching etcd");
-        }
-        let header_rev = resp.header().map_or(0, |h| h.revision());
-        let changes: Vec<KvChange> = resp.events().iter().filter_map(to_change).collect();
-        if let Some(last) = changes.last() {
-            *resume = Some(last.revision);
-        }
-        ingestor.apply(changes);
-        let applied = cache.applied();
-        metrics::gauge!("watchd_etcd_revision").set(header_rev as f64);
-        metrics::gauge!("watchd_revision_lag").set((header_rev - applied.0).max(0) as f64);
-    }
-}
-
-fn to_change(ev: &etcd_client::Event) -> Option<KvChange> {
-    let kv = ev.kv()?;
-    let prev = ev.prev_kv();
-    // The previous value is read only for a deletion (the last state of an object the
-    // cache never held): a put does not copy it.
-    let (value, prev_value) = match ev.event_type() {
-        EtcdEventType::Put => (Some(kv.value().to_vec()), None),
-        EtcdEventType::Delete => (None, prev.map(|p| p.value().to_vec())),
-    };
-    Some(KvChange {
-        key: kv.key().to_vec(),
-        value,
-        revision: Revision(kv.mod_revision()),
-        prev_value,
-        prev_revision: Revision(prev.map_or(0, |p| p.mod_revision())),
-    })
-}
-
-/// Asks etcd for its current revision with a linearizable read: what a consistent read
-/// must wait for.
-pub async fn current_revision(client: &mut EtcdClient) -> Result<Revision, etcd_client::Error> {
-    // Any key works; the header carries the store revision. count_only keeps it cheap.
-    let resp = client
-        .kv
-        .get(
-            vec![0u8],
-            Some(GetOptions::new().with_count_only().with_limit(1)),
-        )
-        .await?;
-    Ok(Revision(resp.header().map_or(0, |h| h.revision())))
+    /// Keys in [`start`, `end`) at `revision` (None: the current one), at most `limit`
+    /// (0: all): reads of a resource whose cache is not ready, as kube-apiserver reads
+    /// etcd then. A source that cannot answers [`ReadError::Unsupported`].
+    fn range(
+        &self,
+        start: Vec<u8>,
+        end: Vec<u8>,
+        limit: i64,
+        revision: Option<Revision>,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<RangePage, ReadError>>;
 }
 
 /// One page of a range read.
@@ -226,7 +76,7 @@ pub struct RangePage {
     pub revision: Revision,
 }
 
-/// Why a read of etcd failed.
+/// Why a read of the source failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReadError {
     /// The revision asked for was compacted.
@@ -235,119 +85,24 @@ pub enum ReadError {
     /// The revision asked for is ahead of etcd.
     #[error("required revision is a future revision")]
     Future,
-    /// etcd did not answer, or answered an error.
+    /// The source did not answer, or answered an error.
     #[error("{0}")]
     Failed(String),
+    /// The source cannot answer this kind of read.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
-/// Reads of etcd for request handlers: its current revision (what a consistent read
-/// waits for), and ranges and keys for the resources whose cache is not ready (kube-
-/// apiserver reads etcd for those too). The read path asks these questions of a source,
-/// not of an etcd client.
-#[derive(Clone)]
-pub struct EtcdReader {
-    config: EtcdConfig,
-    client: Arc<tokio::sync::Mutex<Option<EtcdClient>>>,
-}
-
-impl EtcdReader {
-    /// A reader connecting lazily with `config`.
-    pub fn new(config: EtcdConfig) -> Self {
-        EtcdReader {
-            config,
-            client: Arc::new(tokio::sync::Mutex::new(None)),
+/// The smallest key after every key starting with `prefix`.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
         }
     }
-
-    async fn client(&self) -> Result<EtcdClient, ReadError> {
-        let mut guard = self.client.lock().await;
-        if let Some(c) = guard.as_ref() {
-            return Ok(c.clone());
-        }
-        let c = self
-            .config
-            .connect()
-            .await
-            .map_err(|e| ReadError::Failed(e.to_string()))?;
-        *guard = Some(c.clone());
-        Ok(c)
-    }
-
-    /// Runs `read` with a client, bounded by `timeout`; a failed connection is dropped so
-    /// the next read reconnects.
-    async fn with_client<T, F, Fut>(&self, timeout: Duration, read: F) -> Result<T, ReadError>
-    where
-        F: FnOnce(EtcdClient) -> Fut,
-        Fut: std::future::Future<Output = Result<T, etcd_client::Error>>,
-    {
-        let fut = async {
-            let client = self.client().await?;
-            match read(client).await {
-                Ok(v) => Ok(v),
-                Err(e) => {
-                    let text = e.to_string();
-                    if text.contains("required revision has been compacted") {
-                        return Err(ReadError::Compacted);
-                    }
-                    if text.contains("required revision is a future revision") {
-                        return Err(ReadError::Future);
-                    }
-                    *self.client.lock().await = None;
-                    Err(ReadError::Failed(text))
-                }
-            }
-        };
-        tokio::time::timeout(timeout, fut)
-            .await
-            .unwrap_or_else(|_| Err(ReadError::Failed("etcd did not answer in time".into())))
-    }
-
-    /// etcd's current revision, via one linearizable range request (bounded by `timeout`).
-    pub async fn current(&self, timeout: Duration) -> Result<Revision, String> {
-        self.with_client(
-            timeout,
-            |mut c| async move { current_revision(&mut c).await },
-        )
-        .await
-        .map_err(|e| e.to_string())
-    }
-
-    /// Keys in [`start`, `end`) at `revision` (None: the current one, read
-    /// linearizably), at most `limit` (0: all).
-    pub async fn range(
-        &self,
-        start: Vec<u8>,
-        end: Vec<u8>,
-        limit: i64,
-        revision: Option<Revision>,
-        timeout: Duration,
-    ) -> Result<RangePage, ReadError> {
-        self.with_client(timeout, |mut c| async move {
-            let mut opts = GetOptions::new().with_range(end).with_limit(limit);
-            if let Some(r) = revision {
-                opts = opts.with_revision(r.0);
-            }
-            let mut resp = c.kv.get(start, Some(opts)).await?;
-            let revision = Revision(resp.header().map_or(0, |h| h.revision()));
-            let (more, count) = (resp.more(), resp.count());
-            let kvs = resp
-                .take_kvs()
-                .into_iter()
-                .map(|kv| {
-                    let rev = Revision(kv.mod_revision());
-                    let (k, v) = kv.into_key_value();
-                    (k, v, rev)
-                })
-                .collect();
-            Ok(RangePage {
-                kvs,
-                more,
-                count,
-                revision,
-            })
-        })
-        .await
-    }
+    vec![0]
 }
 
 #[cfg(test)]

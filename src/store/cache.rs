@@ -10,6 +10,7 @@ use tokio::sync::watch;
 
 use super::resource::{ResourceStore, StoreConfig};
 use crate::codec::encryption::{EncryptionConfig, ValueTransformer};
+use crate::codec::DecodeSpec;
 use crate::registry::{builtin, ResourceInfo};
 use crate::Revision;
 
@@ -106,6 +107,9 @@ pub struct Cache {
     encryption: Option<EncryptionConfig>,
     index: ArcSwap<ResourceIndex>,
     applied: watch::Sender<Revision>,
+    /// Whether each resource has its own applied revision (a source with one stream per
+    /// resource), rather than the cache's one.
+    per_resource: bool,
     epoch: AtomicU64,
     synced: AtomicBool,
     watch_live: AtomicBool,
@@ -126,12 +130,29 @@ impl Cache {
         config: StoreConfig,
         encryption: Option<EncryptionConfig>,
     ) -> Arc<Cache> {
+        Cache::build(prefix, config, encryption, false)
+    }
+
+    /// An empty, not-yet-synced cache of every built-in resource, fed one resource at a
+    /// time by an upstream API server: values arrive as JSON in the served version (no
+    /// decryption or conversion), and each resource has its own applied revision.
+    pub fn per_resource(prefix: &str, config: StoreConfig) -> Arc<Cache> {
+        Cache::build(prefix, config, None, true)
+    }
+
+    fn build(
+        prefix: &str,
+        config: StoreConfig,
+        encryption: Option<EncryptionConfig>,
+        per_resource: bool,
+    ) -> Arc<Cache> {
         let cache = Cache {
             prefix: prefix.trim_end_matches('/').to_string(),
             config,
             encryption,
             index: ArcSwap::from_pointee(ResourceIndex::default()),
             applied: watch::channel(Revision::ZERO).0,
+            per_resource,
             epoch: AtomicU64::new(0),
             synced: AtomicBool::new(false),
             watch_live: AtomicBool::new(false),
@@ -168,7 +189,11 @@ impl Cache {
             }
         }
         let epoch = self.epoch.load(Ordering::Acquire);
-        let decode = info.decode_spec(self.transformer_of(&info));
+        let decode = if self.per_resource {
+            DecodeSpec::plain(info.fields.clone())
+        } else {
+            info.decode_spec(self.transformer_of(&info))
+        };
         let store = Arc::new(ResourceStore::new(
             Arc::new(info),
             revision,
@@ -190,8 +215,9 @@ impl Cache {
                 .collect();
             store.reset(revision.max(old.snapshot().revision), epoch, objects);
         }
-        if self.is_synced() {
-            // Added while watching etcd (a new CRD): what it holds is current.
+        if self.is_synced() && !self.per_resource {
+            // Added while watching etcd (a new CRD): what it holds is current. (A
+            // per-resource source loads it from its own list first.)
             store.health.loaded(imbl::OrdMap::new());
         }
         self.index.store(Arc::new(index.with(store.clone())));
@@ -213,6 +239,21 @@ impl Cache {
         enc.transformer(&info.group, &info.resource)
     }
 
+    /// Stops serving one resource (an upstream does not serve it); its watchers are
+    /// ended.
+    pub fn unregister_store(&self, store: &Arc<ResourceStore>) {
+        let index = self.index.load_full();
+        let stores: Vec<_> = index
+            .stores()
+            .iter()
+            .filter(|s| !Arc::ptr_eq(s, store))
+            .cloned()
+            .collect();
+        self.index
+            .store(Arc::new(ResourceIndex::from_stores(stores)));
+        store.retire();
+    }
+
     /// Stops serving the resources stored under `etcd_dir` (its CRD was deleted); its
     /// watchers are ended.
     pub fn unregister(&self, etcd_dir: &str) -> Vec<Arc<ResourceStore>> {
@@ -227,9 +268,48 @@ impl Cache {
         old
     }
 
-    /// The newest etcd revision fully applied.
+    /// The newest etcd revision fully applied (per-resource sources: the newest any
+    /// resource applied; see [`Cache::applied_for`]).
     pub fn applied(&self) -> Revision {
         *self.applied.borrow()
+    }
+
+    /// Whether each resource has its own applied revision.
+    pub fn is_per_resource(&self) -> bool {
+        self.per_resource
+    }
+
+    /// The newest revision fully applied to `store`: the cache's, or the resource's own
+    /// when each resource is fed by its own stream. What views, bookmarks and watches
+    /// without a resourceVersion start from.
+    pub fn applied_for(&self, store: &ResourceStore) -> Revision {
+        if self.per_resource {
+            store.progress()
+        } else {
+            self.applied()
+        }
+    }
+
+    /// Waits until `revision` is applied to `store`; false if `timeout` passed first. A
+    /// per-resource source is told the revision is wanted, so that it can prove a quiet
+    /// resource has nothing before it.
+    pub async fn wait_applied_for(
+        &self,
+        store: &ResourceStore,
+        revision: Revision,
+        timeout: Duration,
+    ) -> bool {
+        if !self.per_resource {
+            return self.wait_applied(revision, timeout).await;
+        }
+        if store.progress() >= revision {
+            return true;
+        }
+        store.want(revision);
+        let mut rx = store.subscribe_progress();
+        tokio::time::timeout(timeout, rx.wait_for(|r| *r >= revision))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
     /// Records that every change up to `revision` is applied, and wakes waiting readers.

@@ -41,6 +41,21 @@ pub struct KvChange {
     pub prev_revision: Revision,
 }
 
+/// One change of one resource, from a source with a stream per resource (an upstream API
+/// server): the object's key in its store (`namespace/name` or `name`) and its value in
+/// the served version, at the object's resourceVersion.
+#[derive(Debug, Clone)]
+pub struct ObjectChange {
+    /// `namespace/name`, or `name` for a cluster-scoped object.
+    pub object_key: String,
+    /// The new value; None for a deletion.
+    pub value: Option<Vec<u8>>,
+    /// For a deletion, the object's last state (a DELETED event's object).
+    pub prev_value: Option<Vec<u8>>,
+    /// The object's resourceVersion (for a deletion, the delete revision).
+    pub revision: Revision,
+}
+
 /// Applies etcd data to a [`Cache`].
 pub struct Ingestor {
     cache: Arc<Cache>,
@@ -215,6 +230,139 @@ impl Ingestor {
         self.cache.set_applied(revision);
         metrics::gauge!("watchd_epoch").set(epoch as f64);
         tracing::info!(%revision, epoch, resources = stores.len(), "cache loaded");
+    }
+
+    /// The etcd key an object of `store` would have: what decoding and CRD routing read,
+    /// for values that come from elsewhere.
+    fn key_of(&self, store: &ResourceStore, object_key: &str) -> String {
+        format!(
+            "{}/{}/{object_key}",
+            self.cache.prefix(),
+            store.info.etcd_dir
+        )
+    }
+
+    /// Replaces one resource's state with `objects` (object key, value, revision) as of
+    /// `revision`, in a new epoch (its old watchers are ended and re-list): a per-resource
+    /// source's list. Loading the CustomResourceDefinitions also serves the resources
+    /// they define and stops serving those whose definition is gone.
+    pub fn load_resource(
+        &mut self,
+        store: &Arc<ResourceStore>,
+        revision: Revision,
+        objects: Vec<(String, Vec<u8>, Revision)>,
+    ) {
+        let is_crds = store.info.etcd_dir == crd::CRD_DIR;
+        let mut map = ObjectMap::new();
+        let mut bad = imbl::OrdMap::new();
+        let mut defined = HashSet::new();
+        for (object_key, value, rev) in objects {
+            let key = self.key_of(store, &object_key).into_bytes();
+            if is_crds {
+                self.register_crd(&key, &value, rev);
+                defined.insert(object_key.clone());
+            }
+            match self.decode(store, &object_key, &key, &value, rev) {
+                Decoded::Object(obj) => {
+                    map.insert(obj.key().clone(), obj);
+                }
+                Decoded::Unreadable(u) => {
+                    bad.insert(Arc::from(object_key.as_str()), u);
+                }
+                Decoded::NotAnObject => {}
+            }
+        }
+        if is_crds {
+            let gone: Vec<String> = self
+                .cache
+                .resources()
+                .stores()
+                .iter()
+                .filter(|s| s.info.origin == registry::Origin::CustomResource)
+                .filter(|s| !defined.contains(&format!("{}.{}", s.info.resource, s.info.group)))
+                .map(|s| s.info.etcd_dir.clone())
+                .collect();
+            for dir in gone {
+                for old in self.cache.unregister(&dir) {
+                    tracing::info!(resource = %old.info.qualified_name(), "custom resource definition gone; no longer served");
+                }
+            }
+        }
+        let epoch = self.cache.next_epoch();
+        let count = map.len();
+        store.reset(revision, epoch, map);
+        store.health.loaded(bad);
+        self.cache.set_applied(revision);
+        tracing::info!(resource = %store.info.qualified_name(), %revision, epoch, objects = count, "resource loaded");
+    }
+
+    /// Applies one resource's changes (in revision order), raises its applied revision to
+    /// `progress` (at least the last change's), and wakes the watchers they concern.
+    pub fn apply_resource(
+        &mut self,
+        store: &Arc<ResourceStore>,
+        changes: Vec<ObjectChange>,
+        progress: Revision,
+    ) {
+        let is_crds = store.info.etcd_dir == crd::CRD_DIR;
+        let mut keys = HashSet::new();
+        let mut batch: Vec<Change> = Vec::new();
+        let mut current = Revision::ZERO;
+        for change in changes {
+            if change.revision != current {
+                self.flush_resource(store, current, &mut batch, &mut keys);
+                current = change.revision;
+            }
+            let key = self.key_of(store, &change.object_key);
+            if is_crds {
+                match &change.value {
+                    Some(v) => self.register_crd(key.as_bytes(), v, change.revision),
+                    None => self.unregister_crd(&key),
+                }
+            }
+            let kv = KvChange {
+                key: key.into_bytes(),
+                value: change.value,
+                revision: change.revision,
+                prev_revision: change.revision,
+                prev_value: change.prev_value,
+            };
+            if let Some(c) = self.change_for(store, &change.object_key, &kv) {
+                batch.push(c);
+            }
+        }
+        self.flush_resource(store, current, &mut batch, &mut keys);
+        store.set_progress(progress.max(current));
+        self.cache.set_applied(progress.max(current));
+        if !keys.is_empty() {
+            store.wake.wake(&keys);
+        }
+    }
+
+    fn flush_resource(
+        &mut self,
+        store: &Arc<ResourceStore>,
+        revision: Revision,
+        batch: &mut Vec<Change>,
+        keys: &mut HashSet<WakeKey>,
+    ) {
+        if revision == Revision::ZERO || batch.is_empty() {
+            return;
+        }
+        match store.apply(revision, std::mem::take(batch), keys) {
+            Transition::Same => {}
+            Transition::Broke => {
+                tracing::warn!(resource = %store.info.qualified_name(), %revision,
+                    "resource not ready: the upstream sent a value that cannot be read; its watchers were ended")
+            }
+            Transition::Healed => {
+                let objects = store.snapshot().objects.clone();
+                store.reset(revision, self.cache.next_epoch(), objects);
+                tracing::info!(resource = %store.info.qualified_name(), %revision,
+                    "resource ready again: every value can be read");
+            }
+        }
+        store.set_progress(revision);
     }
 
     /// Applies watch changes (in revision order), then wakes the watchers they concern.

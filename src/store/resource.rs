@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use tokio::sync::watch;
 
 use super::event_log::{EventLog, WatchEvent};
 use super::health::{Health, Transition, Unreadable};
@@ -80,6 +81,11 @@ pub struct ResourceStore {
     /// Writer-only: the kept snapshots, oldest first, for trimming.
     ring: Mutex<VecDeque<(Instant, Arc<Snapshot>)>>,
     metric_name: String,
+    /// Per-resource sources: the newest revision of this resource fully applied (the
+    /// cache's applied revision stands for every resource otherwise).
+    progress: watch::Sender<Revision>,
+    /// Per-resource sources: the newest revision a reader waits for.
+    wanted: watch::Sender<Revision>,
 }
 
 impl ResourceStore {
@@ -116,7 +122,47 @@ impl ResourceStore {
             config,
             ring: Mutex::new(VecDeque::from([(Instant::now(), snapshot)])),
             metric_name,
+            progress: watch::channel(revision).0,
+            wanted: watch::channel(Revision::ZERO).0,
         }
+    }
+
+    /// The newest revision of this resource fully applied (per-resource sources).
+    pub fn progress(&self) -> Revision {
+        *self.progress.borrow()
+    }
+
+    /// Records that every change of this resource up to `revision` is applied (it never
+    /// goes back), and wakes readers waiting for it.
+    pub fn set_progress(&self, revision: Revision) {
+        self.progress.send_if_modified(|r| {
+            let newer = revision > *r;
+            if newer {
+                *r = revision;
+            }
+            newer
+        });
+    }
+
+    /// Follows [`ResourceStore::progress`].
+    pub fn subscribe_progress(&self) -> watch::Receiver<Revision> {
+        self.progress.subscribe()
+    }
+
+    /// Says a reader waits for `revision` of this resource.
+    pub fn want(&self, revision: Revision) {
+        self.wanted.send_if_modified(|r| {
+            let newer = revision > *r;
+            if newer {
+                *r = revision;
+            }
+            newer
+        });
+    }
+
+    /// Follows the newest revision readers wait for (see [`ResourceStore::want`]).
+    pub fn subscribe_wanted(&self) -> watch::Receiver<Revision> {
+        self.wanted.subscribe()
     }
 
     /// The newest snapshot.
@@ -266,6 +312,7 @@ impl ResourceStore {
             ring.clear();
         }
         self.publish(snap);
+        self.progress.send_replace(revision);
         self.wake.wake_all();
     }
 
