@@ -139,6 +139,10 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(total)
 }
 
+/// Largest upstream `/apis` answer merged with the cache's groups (a cluster with
+/// hundreds of aggregated and custom groups is well under a megabyte).
+pub const MAX_DISCOVERY_BYTES: usize = 16 << 20;
+
 #[cfg(test)]
 mod tests {
     use super::*;

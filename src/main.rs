@@ -9,10 +9,12 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use watchd::api::grpc;
+use watchd::api::http::proxy::Proxy;
 use watchd::api::http::{self, ApiState};
 use watchd::api::read::ReadContext;
 use watchd::codec::encryption::EncryptionConfig;
-use watchd::source::{EtcdConfig, EtcdReader, EtcdSource, Source};
+use watchd::source::upstream::{UpstreamReader, UpstreamSource};
+use watchd::source::{EtcdConfig, EtcdReader, EtcdSource, Source, SourceReader};
 use watchd::store::{Cache, StoreConfig};
 use watchd::{config, metrics};
 
@@ -40,9 +42,25 @@ enum LogFormat {
 
 #[derive(clap::Args)]
 struct ServeArgs {
-    /// etcd endpoints, comma separated (as kube-apiserver's flag).
-    #[arg(long, value_delimiter = ',', required = true)]
+    /// etcd endpoints, comma separated (as kube-apiserver's flag): the data source.
+    /// Without them, the upstream API server is the data source.
+    #[arg(long, value_delimiter = ',')]
     etcd_servers: Vec<String>,
+    /// The Kubernetes API server watchd stands in front of (kube-apiserver, or another
+    /// watchd for a tier): requests the cache does not answer pass through to it, and
+    /// without --etcd-servers it is the data source too. A URL (http://, or https://
+    /// verified with the system's CAs); use --upstream-kubeconfig for a CA and
+    /// credentials.
+    #[arg(long, value_name = "URL", conflicts_with = "upstream_kubeconfig")]
+    upstream_url: Option<String>,
+    /// A kubeconfig for the upstream, read as client-go reads it: its current context's
+    /// server, CA, client certificate or token (watchd's own identity upstream).
+    #[arg(long, value_name = "FILE")]
+    upstream_kubeconfig: Option<std::path::PathBuf>,
+    /// Pass requests the cache does not answer (writes, subresources, exec, logs, APIs
+    /// it does not cache) through to the upstream; false answers them 405 or 404.
+    #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    proxy: bool,
     /// Key prefix kube-apiserver stores objects under.
     #[arg(long, default_value = "/registry")]
     etcd_prefix: String,
@@ -137,8 +155,37 @@ fn init_logging(format: LogFormat) {
     }
 }
 
+/// The upstream API server's client, if one is given.
+fn upstream_client(
+    args: &ServeArgs,
+) -> Result<Option<Arc<watchd::client::upstream::UpstreamClient>>, String> {
+    let endpoint = match (&args.upstream_url, &args.upstream_kubeconfig) {
+        (Some(url), _) => watchd::client::Endpoint {
+            server: url.clone(),
+            ..Default::default()
+        },
+        (None, Some(path)) => watchd::client::kubeconfig::load(path)
+            .map_err(|e| format!("--upstream-kubeconfig {e}"))?,
+        (None, None) => return Ok(None),
+    };
+    let client = watchd::client::upstream::UpstreamClient::new(&endpoint)
+        .map_err(|e| format!("upstream: {e}"))?;
+    Ok(Some(Arc::new(client)))
+}
+
 async fn serve(args: ServeArgs) -> Result<(), String> {
     init_logging(args.log_format);
+    let upstream = upstream_client(&args)?;
+    if args.etcd_servers.is_empty() && upstream.is_none() {
+        return Err(
+            "no data source: give --etcd-servers, or --upstream-url or --upstream-kubeconfig"
+                .into(),
+        );
+    }
+    let from_upstream = args.etcd_servers.is_empty();
+    if from_upstream && args.encryption_provider_config.is_some() {
+        return Err("--encryption-provider-config applies to values read from etcd: it needs --etcd-servers".into());
+    }
     let prometheus = metrics::install().map_err(|e| format!("metrics: {e}"))?;
     metrics::spawn_upkeep(prometheus.clone());
     let etcd = EtcdConfig {
@@ -151,15 +198,16 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         Some(path) => Some(load_encryption_config(path)?),
         None => None,
     };
-    let cache = Cache::with_encryption(
-        &args.etcd_prefix,
-        StoreConfig {
-            history_window: args.history_window,
-            max_events: args.history_max_events.max(1),
-            snapshot_ring: args.snapshot_ring.max(1),
-        },
-        encryption,
-    );
+    let store_config = StoreConfig {
+        history_window: args.history_window,
+        max_events: args.history_max_events.max(1),
+        snapshot_ring: args.snapshot_ring.max(1),
+    };
+    let cache = if from_upstream {
+        Cache::per_resource(&args.etcd_prefix, store_config)
+    } else {
+        Cache::with_encryption(&args.etcd_prefix, store_config, encryption)
+    };
     let (stop_tx, stop_rx) = watch::channel(false);
     // Before binding: a refused configuration never opens a port.
     let (security, tls) = watchd::auth::setup::configure(
@@ -172,14 +220,28 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let address = listener.local_addr().map_err(|e| e.to_string())?;
     let grpc_listener = listen(args.grpc_address)?;
     let grpc_address = grpc_listener.local_addr().map_err(|e| e.to_string())?;
-    tracing::info!(http = %address, grpc = %grpc_address, etcd = ?args.etcd_servers, prefix = %args.etcd_prefix, batch_window = ?args.watch_batch_window, "watchd starting");
+    tracing::info!(http = %address, grpc = %grpc_address, etcd = ?args.etcd_servers, upstream = ?upstream.as_ref().map(|u| u.server().to_string()), proxy = upstream.is_some() && args.proxy, prefix = %args.etcd_prefix, batch_window = ?args.watch_batch_window, "watchd starting");
     raise_fd_limit();
     if watchd::dispatch::thread::start() {
         tracing::info!("dispatch thread started: wake passes run off ingestion");
     }
+    let (source, reader): (Box<dyn Source>, Arc<dyn SourceReader>) = match &upstream {
+        Some(client) if from_upstream => (
+            Box::new(UpstreamSource::new(client.clone())),
+            Arc::new(UpstreamReader::new(client.clone())),
+        ),
+        _ => (
+            Box::new(EtcdSource(etcd.clone())),
+            Arc::new(EtcdReader::new(etcd)),
+        ),
+    };
+    let proxy = match &upstream {
+        Some(client) if args.proxy => Some(Proxy::new(client.clone(), security.is_some())),
+        _ => None,
+    };
     let read = Arc::new(ReadContext {
         cache: cache.clone(),
-        source: Arc::new(EtcdReader::new(etcd.clone())),
+        source: reader,
         bookmark_interval: args.bookmark_interval.max(Duration::from_millis(100)),
         watch_batch_window: args.watch_batch_window,
     });
@@ -193,8 +255,8 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
             None => None,
         },
         write_timeout: args.write_timeout,
+        proxy,
     });
-    let source: Box<dyn Source> = Box::new(EtcdSource(etcd));
     let ingest = tokio::spawn(source.run(cache, stop_rx.clone()));
     let grpc = tokio::spawn(grpc::serve(
         grpc_listener,

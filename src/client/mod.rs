@@ -8,6 +8,7 @@
 //! (500 ms × 1.5, jittered, five attempts in all).
 
 pub mod kubeconfig;
+pub mod upstream;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -12,6 +12,7 @@
 
 pub mod client;
 pub mod etcd;
+pub mod upstream;
 
 use std::future::Future;
 use std::pin::Pin;

@@ -10,7 +10,10 @@
 //! - [`storage_tests!`]: runs each scenario once per storage format;
 //! - [`clients`]: real Kubernetes client programs (`tests/clients/`) run as child processes;
 //! - [`proxy`]: a loopback proxy that records what a client sends;
-//! - [`pki`]: certificates and kubeconfigs for TLS, and the kubectl and curl clients.
+//! - [`pki`]: certificates and kubeconfigs for TLS, and the kubectl and curl clients;
+//! - [`upstream`]: a fake kube-apiserver that records what watchd passes through to it
+//!   (writes to etcd or echoed, streamed pod logs, exec/attach/portforward upgrades,
+//!   discovery and an aggregated API).
 //!
 //! Everything here talks to 127.0.0.1 only, bounds every wait with a timeout and
 //! kills the processes it started (by PID) when its handle is dropped, so several
@@ -25,6 +28,7 @@ pub mod http;
 pub mod kube;
 pub mod pki;
 pub mod proxy;
+pub mod upstream;
 pub mod watchd;
 
 pub use self::etcd::Etcd;

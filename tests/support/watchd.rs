@@ -1,7 +1,8 @@
 //! The `watchd` binary under test, run as `watchd serve` against a test etcd.
 //!
 //! [`Watchd::start`] runs `watchd serve --etcd-servers=URL
-//! --http-address=127.0.0.1:P1 --grpc-address=127.0.0.1:P2 [extra args]` with
+//! --http-address=127.0.0.1:P1 --grpc-address=127.0.0.1:P2 [extra args]`
+//! ([`Watchd::start_upstream`]: `--upstream-url=URL` instead of etcd) with
 //! stdout and stderr appended to `watchd.log` in a temp dir, and returns once
 //! `GET /readyz` answers 200 (panicking with the log's tail otherwise).
 //! Dropping the handle kills the process by PID and reaps it.
@@ -46,6 +47,15 @@ pub struct Watchd {
 pub type Probe = std::sync::Arc<dyn Fn(SocketAddr) -> bool + Send + Sync>;
 
 impl Watchd {
+    /// Starts `watchd serve` fed by the upstream API server at `upstream_url` (no etcd)
+    /// with `extra_args`, and waits until `/readyz` is 200.
+    pub fn start_upstream(upstream_url: &str, extra_args: &[&str]) -> Watchd {
+        let upstream = format!("--upstream-url={upstream_url}");
+        let mut args = vec![upstream.as_str()];
+        args.extend_from_slice(extra_args);
+        Watchd::start_with_probe("", &args, None)
+    }
+
     /// Starts `watchd serve` against `etcd_url` with `extra_args` and waits until `/readyz` is 200.
     ///
     /// Panics with the log's tail if it exits or is not ready within [`READY_TIMEOUT`].
@@ -211,7 +221,7 @@ impl Watchd {
         let _ = writeln!(log, "{RUN_MARKER} on {} ---", self.base_url());
         let child = Command::new(env!("CARGO_BIN_EXE_watchd"))
             .arg("serve")
-            .arg(format!("--etcd-servers={}", self.etcd_url))
+            .args((!self.etcd_url.is_empty()).then(|| format!("--etcd-servers={}", self.etcd_url)))
             .arg(format!("--http-address={}", self.http_addr()))
             .arg(format!("--grpc-address={}", self.grpc_addr()))
             .args(&self.extra_args)

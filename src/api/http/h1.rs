@@ -353,7 +353,8 @@ async fn hyper_h1(io: Rewind<Io>, state: Arc<ApiState>, conn: Arc<Connection>) {
         .timer(TokioTimer::new())
         .header_read_timeout(crate::config::HTTP1_IDLE_TIMEOUT)
         .max_buf_size(crate::config::MAX_REQUEST_HEAD)
-        .serve_connection(TokioIo::new(io), svc);
+        .serve_connection(TokioIo::new(io), svc)
+        .with_upgrades();
     if let Err(e) = served.await {
         tracing::debug!(error = %e, %peer, "connection ended with an error");
     }

@@ -13,6 +13,7 @@ pub mod encode_table;
 pub mod h1;
 pub mod health;
 pub mod negotiate;
+pub mod proxy;
 pub mod query;
 pub mod server;
 pub mod table;
@@ -38,6 +39,7 @@ use crate::api::read::{self, ReadContext};
 use crate::api::status::ApiError;
 use crate::api::watch::{WatchSession, WatchStart};
 use crate::auth::{Attributes, Security, UserInfo};
+use crate::config;
 use crate::store::ResourceStore;
 
 pub use self::server::{serve, Connection};
@@ -57,6 +59,8 @@ pub struct ApiState {
     /// `--write-timeout`: a connection whose peer reads nothing for this long is closed
     /// (zero: never).
     pub write_timeout: std::time::Duration,
+    /// The pass-through to the upstream API server, if there is one and `--proxy`.
+    pub proxy: Option<proxy::Proxy>,
 }
 
 fn json_response(code: u16, body: impl Into<Bytes>) -> Response<Body> {
@@ -108,8 +112,13 @@ fn text_response(code: u16, body: String) -> Response<Body> {
     r
 }
 
-/// Answers one request. The body is not read (every request served here is a read).
-async fn handle<B>(state: &ApiState, mut req: Request<B>, conn: &Connection) -> Response<Body> {
+/// Answers one request: from the cache (whose requests are reads: the body is not
+/// read), or, with a pass-through, from the upstream.
+async fn handle<B: proxy::ForwardBody>(
+    state: &ApiState,
+    mut req: Request<B>,
+    conn: &Connection,
+) -> Response<Body> {
     let started = Instant::now();
     let peer = conn.peer;
     let user = match &state.security {
@@ -140,12 +149,119 @@ async fn handle<B>(state: &ApiState, mut req: Request<B>, conn: &Connection) -> 
         },
     };
     let audit_user = state.audit.as_ref().and(user.clone());
+    if let Some(proxy) = &state.proxy {
+        let pass = proxy::Proxy::decide(&req, &state.read.cache.resources());
+        if pass != proxy::Pass::No {
+            let mut head = Request::new(());
+            *head.method_mut() = req.method().clone();
+            *head.uri_mut() = req.uri().clone();
+            *head.version_mut() = req.version();
+            *head.headers_mut() = req.headers().clone();
+            let forwarded = proxy.forward(req, user.as_ref(), peer, pass).await;
+            let forwarded = match forwarded {
+                Some(r) if pass == proxy::Pass::Discovery => {
+                    merge_discovery(state, head.uri().path(), r).await
+                }
+                r => r,
+            };
+            if let Some(response) = forwarded {
+                if let Some(audit) = &state.audit {
+                    audit::audit_request(audit, &head, audit_user, &response, conn, started);
+                }
+                record(&head, "proxy", String::new(), &response, started, peer);
+                return response;
+            }
+            // Discovery the upstream cannot answer: the cache's own.
+            let (verb, resource, response) = route_request(state, &head, user).await;
+            if let Some(audit) = &state.audit {
+                audit::audit_request(audit, &head, audit_user, &response, conn, started);
+            }
+            record(&head, verb, resource, &response, started, peer);
+            return response;
+        }
+    }
     let (verb, resource, response) = route_request(state, &req, user).await;
     if let Some(audit) = &state.audit {
         audit::audit_request(audit, &req, audit_user, &response, conn, started);
     }
     record(&req, verb, resource, &response, started, peer);
     response
+}
+
+/// The upstream's discovery, with what only the cache serves added: `/apis` gains the
+/// groups the upstream does not list (in either format). Anything but a 200 is
+/// replaced by the cache's own answer (None).
+async fn merge_discovery(
+    state: &ApiState,
+    path: &str,
+    response: Response<Body>,
+) -> Option<Response<Body>> {
+    use futures_util::StreamExt;
+    if response.status() != StatusCode::OK {
+        return None;
+    }
+    if path.trim_end_matches('/') != "/apis" {
+        return Some(response);
+    }
+    let (mut parts, body) = response.into_parts();
+    let mut bytes = Vec::new();
+    match body.into_stream() {
+        Ok(mut frames) => {
+            while let Some(frame) = frames.next().await {
+                for seg in frame.into_segments() {
+                    bytes.extend_from_slice(&seg);
+                }
+                if bytes.len() > config::MAX_DISCOVERY_BYTES {
+                    return None;
+                }
+            }
+        }
+        Err(full) => {
+            for seg in full.into_segments()? {
+                bytes.extend_from_slice(&seg);
+            }
+        }
+    }
+    let mut upstream: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let index = state.read.cache.resources();
+    type NameOf = fn(&serde_json::Value) -> Option<&str>;
+    let (list, ours, name_of): (&str, serde_json::Value, NameOf) =
+        if content_type.contains("apidiscovery.k8s.io") {
+            let version = if content_type.contains("v=v2beta1") {
+                "v2beta1"
+            } else {
+                "v2"
+            };
+            (
+                "items",
+                discovery::aggregated(&index, version, false),
+                |g| g["metadata"]["name"].as_str(),
+            )
+        } else {
+            ("groups", discovery::api_group_list(&index), |g| {
+                g["name"].as_str()
+            })
+        };
+    let theirs = upstream.get_mut(list)?.as_array_mut()?;
+    let known: std::collections::HashSet<String> = theirs
+        .iter()
+        .filter_map(|g| name_of(g).map(str::to_string))
+        .collect();
+    for g in ours[list].as_array().into_iter().flatten() {
+        if name_of(g).is_some_and(|n| !known.contains(n)) {
+            theirs.push(g.clone());
+        }
+    }
+    let merged = serde_json::to_vec(&upstream).ok()?;
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.remove(header::ETAG);
+    Some(Response::from_parts(parts, Body::full(merged)))
 }
 
 fn record<B>(

@@ -130,7 +130,8 @@ where
             .timer(TokioTimer::new())
             .header_read_timeout(crate::config::HTTP1_IDLE_TIMEOUT)
             .max_buf_size(crate::config::MAX_REQUEST_HEAD)
-            .serve_connection(TokioIo::new(io), svc);
+            .serve_connection(TokioIo::new(io), svc)
+            .with_upgrades();
         served.await.map_err(Into::into)
     };
     if let Err(e) = result {

@@ -1,0 +1,882 @@
+//! The upstream source: a Kubernetes API server (kube-apiserver, or another watchd) read
+//! through its API, for clusters whose etcd is out of reach, and for tiers of watchd.
+//!
+//! Each resource the cache serves is followed on its own: a streaming list (a watch with
+//! `sendInitialEvents=true`, ended by the `k8s.io/initial-events-end` bookmark) where the
+//! upstream offers it, else a paged list; then a watch from the list's resourceVersion
+//! with bookmarks, resumed from the last resourceVersion seen after a disconnect or the
+//! end of its `timeoutSeconds`, re-listed (a new epoch of that resource) on 410. Objects
+//! are the upstream's JSON, and resourceVersions the upstream's, so a client can move
+//! between watchd and the upstream with its last resourceVersion. A resource the
+//! upstream does not serve (404, 403, 405 on its first list) is dropped from the cache,
+//! so its requests pass through. CustomResourceDefinitions are followed like any
+//! resource, and the resources they define are followed as they appear and dropped as
+//! they go.
+//!
+//! Each resource has its own applied revision (events of different resources arrive on
+//! different streams, in no common order). A consistent read asks the upstream for its
+//! current list resourceVersion (`limit=1`) and waits until the resource's watch passed
+//! it. A quiet resource's watch says nothing, so when a reader waits, a short probe
+//! watch from the resource's applied revision (with bookmarks, `timeoutSeconds=3`, whose
+//! bookmark both kube-apiserver and watchd send two seconds before its end) proves which
+//! events lie before the upstream's current revision; once the main watch applied them,
+//! the resource's applied revision moves to the bookmark's.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::sync::watch;
+
+use super::{BoxFuture, RangePage, ReadError, Source, SourceReader};
+use crate::client::upstream::UpstreamClient;
+use crate::config;
+use crate::registry::ResourceInfo;
+use crate::store::ingest::{Ingestor, ObjectChange};
+use crate::store::{Cache, ResourceStore};
+use crate::Revision;
+
+/// Items per page of a list (client-go's reflector pages by 500).
+const LIST_PAGE: usize = 500;
+/// Largest list page or error body read.
+const MAX_BODY: usize = 512 << 20;
+/// How long one list page may take.
+const LIST_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a streaming list may send nothing before its end bookmark: an upstream that
+/// ignores `sendInitialEvents` sends nothing at all.
+const STREAM_LIST_SILENCE: Duration = Duration::from_secs(15);
+/// How often the supervisor looks for resources added or removed.
+const SUPERVISE_EVERY: Duration = Duration::from_millis(100);
+/// How long a reader's wait may go unanswered by the main watch before a probe starts.
+const PROBE_GRACE: Duration = Duration::from_millis(20);
+/// A probe watch's `timeoutSeconds`: the shortest whose pre-timeout bookmark both
+/// kube-apiserver and watchd send (two seconds before the end).
+const PROBE_TIMEOUT_SECONDS: u64 = 3;
+/// The accept header of every read: JSON, which the cache keeps and splices.
+const JSON: &str = "application/json";
+
+/// The path of a resource's collection across all namespaces.
+pub fn collection_path(info: &ResourceInfo) -> String {
+    if info.group.is_empty() {
+        format!("/api/{}/{}", info.version, info.resource)
+    } else {
+        format!("/apis/{}/{}/{}", info.group, info.version, info.resource)
+    }
+}
+
+/// Feeds a per-resource cache ([`Cache::per_resource`]) from the upstream.
+pub struct UpstreamSource {
+    client: Arc<UpstreamClient>,
+}
+
+impl UpstreamSource {
+    /// A source reading `client`'s server.
+    pub fn new(client: Arc<UpstreamClient>) -> UpstreamSource {
+        UpstreamSource { client }
+    }
+}
+
+impl Source for UpstreamSource {
+    fn run(
+        self: Box<Self>,
+        cache: Arc<Cache>,
+        shutdown: watch::Receiver<bool>,
+    ) -> BoxFuture<'static, ()> {
+        Box::pin(supervise(self.client, cache, shutdown))
+    }
+}
+
+/// What the supervisor sees of one follower.
+#[derive(Default)]
+struct FollowState {
+    /// Its first list was loaded (or the resource was dropped).
+    loaded: AtomicBool,
+    /// Its watch is established.
+    live: AtomicBool,
+}
+
+struct Running {
+    store: Arc<ResourceStore>,
+    state: Arc<FollowState>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Runs one follower per served resource, starting them for resources added (a new
+/// CRD) and stopping them for resources removed; marks the cache synced once every
+/// resource was loaded, and the watch live while every follower's watch is up.
+async fn supervise(
+    client: Arc<UpstreamClient>,
+    cache: Arc<Cache>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    tracing::info!(upstream = %client.server(), "reading from the upstream API server");
+    let ingestor = Arc::new(Mutex::new(Ingestor::new(cache.clone())));
+    let streaming = Arc::new(AtomicBool::new(true));
+    let mut running: Vec<Running> = Vec::new();
+    loop {
+        let index = cache.resources();
+        running.retain(|r| {
+            let served = index.stores().iter().any(|s| Arc::ptr_eq(s, &r.store));
+            if !served {
+                r.task.abort();
+            }
+            served
+        });
+        for store in index.stores() {
+            if running.iter().any(|r| Arc::ptr_eq(&r.store, store)) {
+                continue;
+            }
+            let state = Arc::new(FollowState::default());
+            let follower = Follower {
+                client: client.clone(),
+                cache: cache.clone(),
+                store: store.clone(),
+                ingestor: ingestor.clone(),
+                state: state.clone(),
+                streaming: streaming.clone(),
+            };
+            running.push(Running {
+                store: store.clone(),
+                state,
+                task: tokio::spawn(follower.run()),
+            });
+        }
+        if !cache.is_synced()
+            && running
+                .iter()
+                .all(|r| r.state.loaded.load(Ordering::Acquire))
+        {
+            cache.set_synced(true);
+            tracing::info!(
+                resources = running.len(),
+                "initial sync from the upstream done"
+            );
+        }
+        cache.set_watch_live(
+            running
+                .iter()
+                .all(|r| r.state.live.load(Ordering::Acquire) || r.task.is_finished()),
+        );
+        tokio::select! {
+            _ = tokio::time::sleep(SUPERVISE_EVERY) => {}
+            _ = shutdown.changed() => break,
+        }
+    }
+    for r in running {
+        r.task.abort();
+    }
+}
+
+/// How a list or watch ended.
+#[derive(Debug)]
+enum End {
+    /// The watch's time was up: resume from the last resourceVersion.
+    Closed,
+    /// 410: the resourceVersion to resume from is gone; re-list.
+    Expired,
+    /// The upstream does not serve the resource to watchd (404, 403, 405).
+    NotServed(u16, String),
+    /// The upstream does not offer streaming lists.
+    NoStreamingList(String),
+    /// A connection or protocol failure: resume after a backoff.
+    Failed(String),
+}
+
+/// Follows one resource.
+struct Follower {
+    client: Arc<UpstreamClient>,
+    cache: Arc<Cache>,
+    store: Arc<ResourceStore>,
+    ingestor: Arc<Mutex<Ingestor>>,
+    state: Arc<FollowState>,
+    /// Shared by every follower: whether to try streaming lists.
+    streaming: Arc<AtomicBool>,
+}
+
+impl Follower {
+    fn name(&self) -> String {
+        self.store.info.qualified_name()
+    }
+
+    async fn run(self) {
+        let probe = probe_loop(self.client.clone(), self.store.clone());
+        tokio::select! {
+            _ = self.follow() => {}
+            _ = probe => {}
+        }
+    }
+
+    async fn follow(&self) {
+        let path = collection_path(&self.store.info);
+        let mut resume: Option<Revision> = None;
+        let mut backoff = config::RECONNECT_BACKOFF_MIN;
+        loop {
+            let end = match resume {
+                Some(rv) => self.watch(&path, rv, &mut resume).await,
+                None if self.streaming.load(Ordering::Acquire) => {
+                    self.stream_list(&path, &mut resume).await
+                }
+                None => match self.list(&path).await {
+                    Ok(rv) => {
+                        resume = Some(rv);
+                        self.watch(&path, rv, &mut resume).await
+                    }
+                    Err(end) => end,
+                },
+            };
+            self.state.live.store(false, Ordering::Release);
+            let resource = self.name();
+            match end {
+                End::Closed => {
+                    backoff = config::RECONNECT_BACKOFF_MIN;
+                    continue;
+                }
+                End::Expired => {
+                    tracing::info!(%resource, resume = ?resume, "the upstream no longer has the resourceVersion to resume from; re-listing");
+                    metrics::counter!("watchd_upstream_relists_total", "resource" => resource)
+                        .increment(1);
+                    resume = None;
+                    continue;
+                }
+                End::NoStreamingList(why) => {
+                    if self.streaming.swap(false, Ordering::AcqRel) {
+                        tracing::info!(reason = %why, "the upstream does not offer streaming lists; listing and watching");
+                    }
+                    continue;
+                }
+                End::NotServed(code, message) if !self.state.loaded.load(Ordering::Acquire) => {
+                    tracing::warn!(%resource, code, %message, "the upstream does not serve this resource to watchd: not cached; its requests pass through");
+                    self.cache.unregister_store(&self.store);
+                    self.state.loaded.store(true, Ordering::Release);
+                    return;
+                }
+                End::NotServed(code, e) => {
+                    tracing::warn!(%resource, code, error = %e, retry_in = ?backoff, "upstream read refused");
+                }
+                End::Failed(e) => {
+                    tracing::warn!(%resource, error = %e, retry_in = ?backoff, resume = ?resume, "upstream watch lost");
+                }
+            }
+            metrics::counter!("watchd_upstream_reconnects_total", "resource" => resource)
+                .increment(1);
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(config::RECONNECT_BACKOFF_MAX);
+        }
+    }
+
+    /// A paged list: loads the resource at the first page's resourceVersion.
+    async fn list(&self, path: &str) -> Result<Revision, End> {
+        let mut items = Vec::new();
+        let mut revision = None;
+        let mut token = String::new();
+        loop {
+            let mut q = format!("{path}?limit={LIST_PAGE}");
+            if !token.is_empty() {
+                q.push_str("&continue=");
+                q.push_str(&percent_encode(&token));
+            }
+            let (status, body) = self
+                .client
+                .get_body(&q, JSON, MAX_BODY, LIST_TIMEOUT)
+                .await
+                .map_err(End::Failed)?;
+            if status != 200 {
+                return Err(status_end(status, &body));
+            }
+            let page: ListBody =
+                serde_json::from_slice(&body).map_err(|e| End::Failed(format!("list: {e}")))?;
+            if revision.is_none() {
+                revision = Some(parse_rv(&page.metadata.resource_version)?);
+            }
+            for item in page.items {
+                let head: ObjectHead = serde_json::from_str(item.get())
+                    .map_err(|e| End::Failed(format!("list item: {e}")))?;
+                let rv = parse_rv(&head.metadata.resource_version)?;
+                let key = self.object_key(&head.metadata);
+                items.push((key, with_type_meta(item.get(), &head, &self.store.info), rv));
+            }
+            token = page.metadata.cont;
+            if token.is_empty() {
+                break;
+            }
+        }
+        let revision = revision.unwrap_or_default();
+        self.load(revision, items);
+        Ok(revision)
+    }
+
+    fn load(&self, revision: Revision, items: Vec<(String, Vec<u8>, Revision)>) {
+        let mut ingestor = self.ingestor.lock().unwrap_or_else(|e| e.into_inner());
+        ingestor.load_resource(&self.store, revision, items);
+        drop(ingestor);
+        self.state.loaded.store(true, Ordering::Release);
+    }
+
+    /// A streaming list, then the same stream as the watch.
+    async fn stream_list(&self, path: &str, resume: &mut Option<Revision>) -> End {
+        let q = format!(
+            "{path}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds={}",
+            watch_timeout_seconds()
+        );
+        let mut lines = match self.open(&q).await {
+            Ok(l) => l,
+            Err(End::Failed(e)) => return End::Failed(e),
+            Err(End::NotServed(code, m)) => return End::NotServed(code, m),
+            Err(End::Expired) => return End::Expired,
+            // 400 or 422: an upstream that does not know the parameters refuses them.
+            Err(other) => return End::NoStreamingList(format!("{other:?}")),
+        };
+        let mut items = Vec::new();
+        loop {
+            let batch = match tokio::time::timeout(STREAM_LIST_SILENCE, lines.next_lines()).await {
+                Err(_) => {
+                    return End::NoStreamingList("no initial events and no end bookmark".into())
+                }
+                Ok(Err(e)) => return End::Failed(e),
+                Ok(Ok(None)) => {
+                    return End::NoStreamingList("the stream ended before its end bookmark".into())
+                }
+                Ok(Ok(Some(b))) => b,
+            };
+            let mut rest = batch.into_iter();
+            for line in rest.by_ref() {
+                match self.event(&line) {
+                    Ok(Event::Change(c)) if c.value.is_some() => {
+                        if let Some(v) = c.value {
+                            items.push((c.object_key, v, c.revision));
+                        }
+                    }
+                    Ok(Event::Bookmark(rv, true)) => {
+                        self.load(rv, std::mem::take(&mut items));
+                        *resume = Some(rv);
+                        self.state.live.store(true, Ordering::Release);
+                        break;
+                    }
+                    Ok(Event::Bookmark(..)) => {}
+                    Ok(Event::Change(_)) => {
+                        return End::Failed("a deletion among the initial events".into())
+                    }
+                    Ok(Event::Error(code, message)) => return error_end(code, message),
+                    Err(e) => return End::Failed(e),
+                }
+            }
+            if resume.is_some() {
+                // What followed the end bookmark in the same read.
+                let left: Vec<Bytes> = rest.collect();
+                if let Some(end) = self.apply_lines(left, resume) {
+                    return end;
+                }
+                return self.pump(lines, resume).await;
+            }
+        }
+    }
+
+    /// A watch from `from`.
+    async fn watch(&self, path: &str, from: Revision, resume: &mut Option<Revision>) -> End {
+        let q = format!(
+            "{path}?watch=1&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds={}",
+            from.0,
+            watch_timeout_seconds()
+        );
+        let lines = match self.open(&q).await {
+            Ok(l) => l,
+            Err(e) => return e,
+        };
+        self.state.live.store(true, Ordering::Release);
+        self.pump(lines, resume).await
+    }
+
+    /// Opens a watch: the line reader of its body, or how it was refused.
+    async fn open(&self, q: &str) -> Result<LineReader, End> {
+        let resp = self.client.get(q, JSON).await.map_err(End::Failed)?;
+        let status = resp.status().as_u16();
+        if status != 200 {
+            let body = http_body_util::Limited::new(resp.into_body(), 1 << 20)
+                .collect()
+                .await
+                .map(|c| c.to_bytes())
+                .unwrap_or_default();
+            return Err(status_end(status, &body));
+        }
+        Ok(LineReader::new(resp.into_body()))
+    }
+
+    /// Applies a watch's events until it ends.
+    async fn pump(&self, mut lines: LineReader, resume: &mut Option<Revision>) -> End {
+        loop {
+            let batch = match lines.next_lines().await {
+                Ok(Some(b)) => b,
+                Ok(None) => return End::Closed,
+                Err(e) => return End::Failed(e),
+            };
+            if let Some(end) = self.apply_lines(batch, resume) {
+                return end;
+            }
+        }
+    }
+
+    /// Applies the events of one read, in order; an ERROR event ends the watch (after
+    /// the events before it are applied).
+    fn apply_lines(&self, lines: Vec<Bytes>, resume: &mut Option<Revision>) -> Option<End> {
+        let mut changes = Vec::new();
+        let mut progress = Revision::ZERO;
+        let mut end = None;
+        for line in lines {
+            match self.event(&line) {
+                Ok(Event::Change(c)) => {
+                    progress = progress.max(c.revision);
+                    changes.push(c);
+                }
+                Ok(Event::Bookmark(rv, _)) => progress = progress.max(rv),
+                Ok(Event::Error(code, message)) => {
+                    end = Some(error_end(code, message));
+                    break;
+                }
+                Err(e) => {
+                    end = Some(End::Failed(e));
+                    break;
+                }
+            }
+        }
+        if progress > Revision::ZERO {
+            let mut ingestor = self.ingestor.lock().unwrap_or_else(|e| e.into_inner());
+            ingestor.apply_resource(&self.store, changes, progress);
+            *resume = Some(resume.unwrap_or_default().max(progress));
+        }
+        end
+    }
+
+    fn object_key(&self, meta: &Meta) -> String {
+        if self.store.info.namespaced {
+            format!("{}/{}", meta.namespace, meta.name)
+        } else {
+            meta.name.clone()
+        }
+    }
+
+    /// One line of a watch.
+    fn event(&self, line: &[u8]) -> Result<Event, String> {
+        let ev: EventLine =
+            serde_json::from_slice(line).map_err(|e| format!("watch event: {e}"))?;
+        let head: ObjectHead = serde_json::from_str(ev.object.get())
+            .map_err(|e| format!("watch event object: {e}"))?;
+        if ev.kind == "ERROR" {
+            return Ok(Event::Error(head.code, head.message));
+        }
+        let rv = parse_rv(&head.metadata.resource_version).map_err(|e| format!("{e:?}"))?;
+        if ev.kind == "BOOKMARK" {
+            let end = head
+                .metadata
+                .annotations
+                .get("k8s.io/initial-events-end")
+                .is_some_and(|v| v == "true");
+            return Ok(Event::Bookmark(rv, end));
+        }
+        let value = with_type_meta(ev.object.get(), &head, &self.store.info);
+        let object_key = self.object_key(&head.metadata);
+        Ok(Event::Change(match ev.kind.as_str() {
+            "ADDED" | "MODIFIED" => ObjectChange {
+                object_key,
+                value: Some(value),
+                prev_value: None,
+                revision: rv,
+            },
+            "DELETED" => ObjectChange {
+                object_key,
+                value: None,
+                prev_value: Some(value),
+                revision: rv,
+            },
+            other => return Err(format!("unknown watch event type {other:?}")),
+        }))
+    }
+}
+
+/// One watch line, understood.
+enum Event {
+    Change(ObjectChange),
+    /// A bookmark's resourceVersion, and whether it ends the initial events.
+    Bookmark(Revision, bool),
+    /// An ERROR event's Status code and message.
+    Error(u16, String),
+}
+
+#[derive(Deserialize)]
+struct EventLine<'a> {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(borrow)]
+    object: &'a RawValue,
+}
+
+#[derive(Deserialize, Default)]
+struct Meta {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: String,
+    #[serde(default, rename = "resourceVersion")]
+    resource_version: String,
+    #[serde(default)]
+    annotations: HashMap<String, String>,
+    #[serde(default, rename = "continue")]
+    cont: String,
+}
+
+/// What is read of an object (or a Status): enough to route and order it.
+#[derive(Deserialize)]
+struct ObjectHead {
+    #[serde(default)]
+    kind: String,
+    #[serde(default)]
+    metadata: Meta,
+    #[serde(default)]
+    code: u16,
+    #[serde(default)]
+    message: String,
+}
+
+#[derive(Deserialize)]
+struct ListBody {
+    #[serde(default)]
+    metadata: Meta,
+    #[serde(default)]
+    items: Vec<Box<RawValue>>,
+}
+
+fn parse_rv(rv: &str) -> Result<Revision, End> {
+    rv.parse::<i64>()
+        .ok()
+        .filter(|n| *n > 0)
+        .map(Revision)
+        .ok_or_else(|| End::Failed(format!("resourceVersion {rv:?} is not a revision")))
+}
+
+/// The value as the cache keeps it: list items of built-in kinds come without `kind`
+/// and `apiVersion`, which the object in etcd (and every watch event) has.
+fn with_type_meta(object: &str, head: &ObjectHead, info: &ResourceInfo) -> Vec<u8> {
+    let object = object.trim();
+    if !head.kind.is_empty() || !object.starts_with('{') {
+        return object.as_bytes().to_vec();
+    }
+    let rest = object[1..].trim_start();
+    let mut out = Vec::with_capacity(object.len() + 64);
+    out.extend_from_slice(b"{\"kind\":");
+    out.extend_from_slice(&serde_json::to_vec(&info.kind).unwrap_or_default());
+    out.extend_from_slice(b",\"apiVersion\":");
+    out.extend_from_slice(&serde_json::to_vec(&info.api_version()).unwrap_or_default());
+    if !rest.starts_with('}') {
+        out.push(b',');
+    }
+    out.extend_from_slice(rest.as_bytes());
+    out
+}
+
+/// How a refusal ends a read, from its status and Status body.
+fn status_end(status: u16, body: &[u8]) -> End {
+    let message = serde_json::from_slice::<ObjectHead>(body)
+        .map(|h| h.message)
+        .unwrap_or_else(|_| String::from_utf8_lossy(&body[..body.len().min(256)]).into_owned());
+    match status {
+        410 => End::Expired,
+        403..=405 => End::NotServed(status, message),
+        400 | 422 => End::NoStreamingList(format!("{status}: {message}")),
+        _ => End::Failed(format!("{status}: {message}")),
+    }
+}
+
+fn error_end(code: u16, message: String) -> End {
+    match code {
+        410 => End::Expired,
+        _ => End::Failed(format!("ERROR event {code}: {message}")),
+    }
+}
+
+/// A watch's `timeoutSeconds`: five to ten minutes, spread as client-go spreads them.
+fn watch_timeout_seconds() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    300 + u64::from(nanos % 300)
+}
+
+/// Percent-encodes a query value (continue tokens are URL-safe base64, but may be padded).
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Splits a streamed body into lines (watch events are one JSON object per line).
+struct LineReader {
+    body: Incoming,
+    buf: BytesMut,
+}
+
+impl LineReader {
+    fn new(body: Incoming) -> LineReader {
+        LineReader {
+            body,
+            buf: BytesMut::new(),
+        }
+    }
+
+    /// The complete lines of the next read (at least one), or None at the end.
+    async fn next_lines(&mut self) -> Result<Option<Vec<Bytes>>, String> {
+        loop {
+            let mut lines = Vec::new();
+            while let Some(i) = memchr::memchr(b'\n', &self.buf) {
+                let line = self.buf.split_to(i + 1).freeze();
+                let line = line.slice(..i);
+                if !line.iter().all(u8::is_ascii_whitespace) {
+                    lines.push(line);
+                }
+            }
+            if !lines.is_empty() {
+                return Ok(Some(lines));
+            }
+            match self.body.frame().await {
+                None => return Ok(None),
+                Some(Err(e)) => return Err(format!("watch stream: {e}")),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.buf.extend_from_slice(&data);
+                        if self.buf.len() > MAX_BODY {
+                            return Err("a watch event larger than 512 MiB".into());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Proves progress of a quiet resource while readers wait for it (see the module docs).
+async fn probe_loop(client: Arc<UpstreamClient>, store: Arc<ResourceStore>) {
+    let mut wanted = store.subscribe_wanted();
+    let path = collection_path(&store.info);
+    loop {
+        if wanted.changed().await.is_err() {
+            return;
+        }
+        loop {
+            let want = *wanted.borrow_and_update();
+            if store.progress() >= want || store.progress() == Revision::ZERO {
+                break;
+            }
+            tokio::time::sleep(PROBE_GRACE).await;
+            let from = store.progress();
+            if from >= want {
+                break;
+            }
+            let bound = Duration::from_secs(PROBE_TIMEOUT_SECONDS + 2);
+            let proof = tokio::time::timeout(bound, prove(&client, &path, from)).await;
+            let Ok(Some((last_event, bookmark))) = proof else {
+                metrics::counter!("watchd_upstream_progress_probes_total", "result" => "unproven")
+                    .increment(1);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                continue;
+            };
+            // The events before the bookmark are the main watch's to apply; once it has,
+            // nothing lies between them and the bookmark.
+            let mut progress = store.subscribe_progress();
+            // (The guard `wait_for` returns is a read lock of the progress: dropped here,
+            // before the progress is written.)
+            let applied = matches!(
+                tokio::time::timeout(bound, progress.wait_for(|p| *p >= last_event)).await,
+                Ok(Ok(_))
+            );
+            if applied {
+                store.set_progress(bookmark);
+                metrics::counter!("watchd_upstream_progress_probes_total", "result" => "proven")
+                    .increment(1);
+            }
+        }
+    }
+}
+
+/// A short watch from `from` until its bookmark: the last event's resourceVersion before
+/// it (or `from`) and the bookmark's.
+async fn prove(
+    client: &UpstreamClient,
+    path: &str,
+    from: Revision,
+) -> Option<(Revision, Revision)> {
+    let q = format!(
+        "{path}?watch=1&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds={PROBE_TIMEOUT_SECONDS}",
+        from.0
+    );
+    let resp = client.get(&q, JSON).await.ok()?;
+    if resp.status() != 200 {
+        return None;
+    }
+    let mut lines = LineReader::new(resp.into_body());
+    let mut last = from;
+    while let Some(batch) = lines.next_lines().await.ok()? {
+        for line in batch {
+            let ev: EventLine = serde_json::from_slice(&line).ok()?;
+            let head: ObjectHead = serde_json::from_str(ev.object.get()).ok()?;
+            if ev.kind == "ERROR" {
+                return None;
+            }
+            let rv = parse_rv(&head.metadata.resource_version).ok()?;
+            if ev.kind == "BOOKMARK" {
+                return Some((last, rv));
+            }
+            last = last.max(rv);
+        }
+    }
+    None
+}
+
+/// What the read path asks of the upstream.
+pub struct UpstreamReader {
+    client: Arc<UpstreamClient>,
+}
+
+impl UpstreamReader {
+    /// A reader of `client`'s server.
+    pub fn new(client: Arc<UpstreamClient>) -> UpstreamReader {
+        UpstreamReader { client }
+    }
+}
+
+impl SourceReader for UpstreamReader {
+    /// The resourceVersion of a one-item list of the resource: the upstream's current
+    /// revision as a consistent list sees it.
+    fn current_revision<'a>(
+        &'a self,
+        store: &'a ResourceStore,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Revision, ReadError>> {
+        Box::pin(async move {
+            let q = format!("{}?limit=1", collection_path(&store.info));
+            let accept =
+                "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json";
+            let (status, body) = self
+                .client
+                .get_body(&q, accept, MAX_BODY, timeout)
+                .await
+                .map_err(ReadError::Failed)?;
+            if status != 200 {
+                return Err(ReadError::Failed(format!(
+                    "the upstream answered {status}: {}",
+                    String::from_utf8_lossy(&body[..body.len().min(256)])
+                )));
+            }
+            let list: ListBody = serde_json::from_slice(&body)
+                .map_err(|e| ReadError::Failed(format!("the upstream's list: {e}")))?;
+            parse_rv(&list.metadata.resource_version)
+                .map_err(|e| ReadError::Failed(format!("{e:?}")))
+        })
+    }
+
+    fn range(
+        &self,
+        _start: Vec<u8>,
+        _end: Vec<u8>,
+        _limit: i64,
+        _revision: Option<Revision>,
+        _timeout: Duration,
+    ) -> BoxFuture<'_, Result<RangePage, ReadError>> {
+        Box::pin(async {
+            Err(ReadError::Unsupported(
+                "storage is (re)initializing: the resource is being loaded from the upstream API server".into(),
+            ))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::builtin;
+
+    fn info(group: &str, resource: &str) -> ResourceInfo {
+        builtin::builtin_resources()
+            .into_iter()
+            .find(|i| i.group == group && i.resource == resource)
+            .expect("a built-in resource")
+    }
+
+    fn head(object: &str) -> ObjectHead {
+        serde_json::from_str(object).unwrap()
+    }
+
+    #[test]
+    fn collections_are_addressed_as_the_api_addresses_them() {
+        assert_eq!(collection_path(&info("", "pods")), "/api/v1/pods");
+        assert_eq!(
+            collection_path(&info("apps", "deployments")),
+            "/apis/apps/v1/deployments"
+        );
+    }
+
+    #[test]
+    fn list_items_get_the_type_meta_their_watch_events_have() {
+        let pods = info("", "pods");
+        let item = r#"{"metadata":{"name":"a","resourceVersion":"5"},"spec":{}}"#;
+        let v = with_type_meta(item, &head(item), &pods);
+        let parsed: serde_json::Value = serde_json::from_slice(&v).unwrap();
+        assert_eq!(parsed["kind"], "Pod");
+        assert_eq!(parsed["apiVersion"], "v1");
+        assert_eq!(parsed["metadata"]["name"], "a");
+        let deployments = info("apps", "deployments");
+        let typed = r#"{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"d"}}"#;
+        assert_eq!(
+            with_type_meta(typed, &head(typed), &deployments),
+            typed.as_bytes()
+        );
+        let empty = "{}";
+        let v = with_type_meta(empty, &head(empty), &pods);
+        assert_eq!(v, br#"{"kind":"Pod","apiVersion":"v1"}"#.to_vec());
+    }
+
+    #[test]
+    fn refusals_end_reads_as_their_status_says() {
+        let status = br#"{"kind":"Status","code":410,"message":"too old"}"#;
+        assert!(matches!(status_end(410, status), End::Expired));
+        assert!(matches!(
+            status_end(404, b"not json"),
+            End::NotServed(404, _)
+        ));
+        assert!(matches!(status_end(403, status), End::NotServed(403, _)));
+        assert!(matches!(status_end(422, status), End::NoStreamingList(_)));
+        assert!(matches!(status_end(500, status), End::Failed(m) if m.contains("too old")));
+        assert!(matches!(error_end(410, String::new()), End::Expired));
+        assert!(matches!(error_end(500, "x".into()), End::Failed(_)));
+    }
+
+    #[test]
+    fn resource_versions_must_be_revisions() {
+        assert_eq!(parse_rv("42").ok(), Some(Revision(42)));
+        for bad in ["", "0", "-3", "abc", "1.5"] {
+            assert!(parse_rv(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn continue_tokens_survive_the_query() {
+        assert_eq!(percent_encode("eyJ2Ijoi_-=="), "eyJ2Ijoi_-%3D%3D");
+    }
+
+    #[test]
+    fn watch_timeouts_are_spread_over_five_minutes() {
+        for _ in 0..100 {
+            let t = watch_timeout_seconds();
+            assert!((300..600).contains(&t), "{t}");
+        }
+    }
+}

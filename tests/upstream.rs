@@ -1,0 +1,601 @@
+//! watchd in front of an upstream API server (`--upstream-url`, `--upstream-kubeconfig`):
+//! what the cache does not answer passes through unchanged and streamed (checked against
+//! a fake kube-apiserver that records every request), identities are carried as
+//! impersonation, and a watchd fed by another watchd (a tier) serves the same objects at
+//! the same resourceVersions, at the cost of one watch per resource on the tier above.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use support::http;
+use support::kube::{configmap, pod, put_json};
+use support::pki::{self, Pki};
+use support::upstream::{FakeUpstream, MARKER_HEADER};
+use support::{Etcd, Watchd};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+fn from_upstream(r: &http::Response) -> bool {
+    r.header(MARKER_HEADER) == Some("yes")
+}
+
+/// etcd with one pod and one ConfigMap, a fake upstream writing to it, and watchd
+/// reading etcd and passing the rest through.
+async fn fronted(extra: &[&str]) -> (Etcd, FakeUpstream, Watchd) {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_json(
+        &mut kv,
+        "/registry/pods/default/web",
+        &pod("default", "web", &[]),
+    )
+    .await;
+    put_json(
+        &mut kv,
+        "/registry/configmaps/default/settings",
+        &configmap("default", "settings", "a"),
+    )
+    .await;
+    let up = FakeUpstream::start(Some(etcd.client_url())).await;
+    let upstream = format!("--upstream-url={}", up.url());
+    let mut args = vec![upstream.as_str()];
+    args.extend_from_slice(extra);
+    let watchd = Watchd::start(&etcd.client_url(), &args);
+    (etcd, up, watchd)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_pass_through_unchanged_and_are_read_back_from_the_cache() {
+    let (_etcd, up, watchd) = fronted(&[]).await;
+    let base = watchd.base_url();
+    let body = json!({
+        "kind": "ConfigMap", "apiVersion": "v1",
+        "metadata": {"name": "created", "namespace": "default"},
+        "data": {"k": "v"},
+    })
+    .to_string();
+    let r = http::request(
+        "POST",
+        &format!("{base}/api/v1/namespaces/default/configmaps?fieldManager=t%20m&dryRun=All"),
+        &[
+            ("Content-Type", "application/json"),
+            ("Authorization", "Bearer the-clients-own"),
+            ("X-Custom", "one"),
+            ("User-Agent", "test-client/1.0"),
+        ],
+        body.clone(),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert!(from_upstream(&r), "the upstream answered the dry run");
+    let seen = up.requests_to("/api/v1/namespaces/default/configmaps");
+    let post = seen.last().expect("the POST reached the upstream");
+    assert_eq!(post.method, "POST");
+    assert_eq!(post.query.as_deref(), Some("fieldManager=t%20m&dryRun=All"));
+    assert_eq!(post.body, body.as_bytes(), "the body arrives unchanged");
+    // No authentication here: the client's own credentials go upstream, and nothing of
+    // watchd's.
+    assert_eq!(post.header("authorization"), Some("Bearer the-clients-own"));
+    assert_eq!(post.header("x-custom"), Some("one"));
+    assert_eq!(post.header("user-agent"), Some("test-client/1.0"));
+    assert_eq!(post.header("content-type"), Some("application/json"));
+    assert_eq!(post.header("x-forwarded-for"), Some("127.0.0.1"));
+
+    // A real create, then a consistent read: the cache answers with the write in it.
+    let r = http::request(
+        "POST",
+        &format!("{base}/api/v1/namespaces/default/configmaps"),
+        &[("Content-Type", "application/json")],
+        body,
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let written_rv = r.json()["metadata"]["resourceVersion"].clone();
+    let got = http::get(
+        &format!("{base}/api/v1/namespaces/default/configmaps/created"),
+        &[],
+    )
+    .await;
+    assert_eq!(got.status, 200, "read-your-writes: {}", got.text());
+    assert!(
+        !from_upstream(&got),
+        "reads of cached resources are the cache's"
+    );
+    assert_eq!(got.json()["metadata"]["resourceVersion"], written_rv);
+    assert_eq!(got.json()["data"]["k"], "v");
+    // PUT, PATCH (server-side apply) and DELETE of the object, and of a subresource.
+    let patched = http::request(
+        "PATCH",
+        &format!("{base}/api/v1/namespaces/default/configmaps/created?fieldManager=t"),
+        &[("Content-Type", "application/merge-patch+json")],
+        r#"{"data":{"k":"w"}}"#,
+    )
+    .await;
+    assert_eq!(patched.status, 200, "{}", patched.text());
+    let got = http::get(
+        &format!("{base}/api/v1/namespaces/default/configmaps/created"),
+        &[],
+    )
+    .await;
+    assert_eq!(got.json()["data"]["k"], "w", "the patch is read back");
+    let deleted = http::request(
+        "DELETE",
+        &format!("{base}/api/v1/namespaces/default/configmaps/created"),
+        &[],
+        "",
+    )
+    .await;
+    assert_eq!(deleted.status, 200, "{}", deleted.text());
+    let gone = http::get(
+        &format!("{base}/api/v1/namespaces/default/configmaps/created"),
+        &[],
+    )
+    .await;
+    assert_eq!(gone.status, 404, "the delete is read back");
+    assert!(!from_upstream(&gone));
+    let methods: Vec<String> = up
+        .requests_to("/api/v1/namespaces/default/configmaps")
+        .iter()
+        .map(|r| r.method.clone())
+        .collect();
+    assert_eq!(
+        methods,
+        ["POST", "POST", "PATCH", "DELETE"],
+        "{}",
+        up.describe()
+    );
+    let eviction = http::request(
+        "POST",
+        &format!("{base}/api/v1/namespaces/default/pods/web/eviction"),
+        &[("Content-Type", "application/json")],
+        r#"{"kind":"Eviction"}"#,
+    )
+    .await;
+    assert!(from_upstream(&eviction), "subresources go upstream");
+    assert_eq!(
+        up.requests_to("/api/v1/namespaces/default/pods/web/eviction")
+            .len(),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_the_cache_does_not_hold_go_upstream_and_its_own_do_not() {
+    let (_etcd, up, watchd) = fronted(&[]).await;
+    let base = watchd.base_url();
+    for path in [
+        "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods",
+        "/apis/metrics.k8s.io/v1beta1/nodes",
+        "/openapi/v2",
+        "/version",
+        "/some/unknown/path",
+    ] {
+        let r = http::get(
+            &format!("{base}{path}?x=1"),
+            &[("Accept", "application/json")],
+        )
+        .await;
+        assert!(from_upstream(&r), "{path} is the upstream's: {}", r.text());
+        let seen = up.requests_to(path);
+        assert_eq!(seen.len(), 1, "{path}: {}", up.describe());
+        assert_eq!(seen[0].query.as_deref(), Some("x=1"));
+        assert_eq!(seen[0].header("accept"), Some("application/json"));
+    }
+    let metrics = http::get(&format!("{base}/apis/metrics.k8s.io/v1beta1/nodes"), &[]).await;
+    assert_eq!(metrics.json()["kind"], "NodeMetricsList");
+    let version = http::get(&format!("{base}/version"), &[]).await;
+    assert_eq!(version.json()["gitVersion"], "v1.34.0-fake");
+    // The cache's own: reads, watches, status, health and metrics.
+    for path in [
+        "/api/v1/pods",
+        "/api/v1/namespaces/default/pods/web",
+        "/api/v1/namespaces/default/pods/web/status",
+        "/api/v1/namespaces/default/configmaps?limit=1",
+        "/readyz",
+        "/metrics",
+    ] {
+        let r = http::get(&format!("{base}{path}"), &[]).await;
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+        assert!(!from_upstream(&r), "{path} is the cache's");
+    }
+    let mut w = http::watch(&format!("{base}/api/v1/pods?watch=1"), &[]).await;
+    assert_eq!(w.status(), 200);
+    let ev = w.next_event(WAIT).await.expect("the initial ADDED");
+    assert_eq!(ev["object"]["metadata"]["name"], "web");
+    assert!(
+        up.requests_to("/api/v1/pods").is_empty()
+            && up.requests_to("/api/v1/namespaces").is_empty(),
+        "{}",
+        up.describe()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followed_log_streams_line_by_line() {
+    let (_etcd, up, watchd) = fronted(&[]).await;
+    let url = format!(
+        "{}/api/v1/namespaces/default/pods/web/log?follow=true&container=main",
+        watchd.base_url()
+    );
+    let mut log = http::watch(&url, &[]).await;
+    assert_eq!(log.status(), 200);
+    assert_eq!(
+        log.headers()
+            .get(MARKER_HEADER)
+            .and_then(|v| v.to_str().ok()),
+        Some("yes")
+    );
+    let first = log.next_line(WAIT).await.expect("the first line");
+    assert_eq!(&first[..], b"line 1");
+    // Not buffered: the first line arrived while the upstream was still writing (it
+    // writes one line every 100 ms, 20 in all).
+    assert!(
+        !log.is_ended(),
+        "the stream is still open after its first line"
+    );
+    let mut lines = vec![first];
+    while let Some(l) = log.next_line(WAIT).await {
+        lines.push(l);
+    }
+    assert_eq!(lines.len(), 20);
+    assert_eq!(&lines[19][..], b"line 20");
+    let seen = up.requests_to("/api/v1/namespaces/default/pods/web/log");
+    assert_eq!(seen[0].query.as_deref(), Some("follow=true&container=main"));
+}
+
+/// Sends an upgrade request on a raw connection; the head of the answer, and the stream.
+async fn upgrade(base: &str, path: &str, headers: &[&str]) -> (String, TcpStream) {
+    let addr = base.trim_start_matches("http://");
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: Upgrade\r\n");
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        let n = tokio::time::timeout(WAIT, s.read(&mut byte))
+            .await
+            .expect("an answer to the upgrade")
+            .unwrap();
+        assert_eq!(
+            n,
+            1,
+            "closed before the head ended: {}",
+            String::from_utf8_lossy(&head)
+        );
+        head.push(byte[0]);
+    }
+    (String::from_utf8_lossy(&head).to_lowercase(), s)
+}
+
+async fn echoes(s: &mut TcpStream, payload: &[u8]) {
+    s.write_all(payload).await.unwrap();
+    let mut got = vec![0u8; payload.len()];
+    tokio::time::timeout(WAIT, s.read_exact(&mut got))
+        .await
+        .expect("the echo in time")
+        .unwrap();
+    assert_eq!(got, payload);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_and_port_forward_upgrades_are_carried_both_ways() {
+    let (_etcd, up, watchd) = fronted(&[]).await;
+    let base = watchd.base_url();
+    let (head, mut s) = upgrade(
+        &base,
+        "/api/v1/namespaces/default/pods/web/exec?command=sh&stdin=true",
+        &[
+            "Upgrade: SPDY/3.1",
+            "X-Stream-Protocol-Version: v4.channel.k8s.io",
+        ],
+    )
+    .await;
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    assert!(head.contains("upgrade: spdy/3.1"), "{head}");
+    assert!(
+        head.contains("x-stream-protocol-version: v4.channel.k8s.io"),
+        "{head}"
+    );
+    echoes(&mut s, b"spdy frames, opaque to watchd").await;
+    echoes(&mut s, &[0u8, 1, 2, 255]).await;
+
+    let key = "dGhlIHNhbXBsZSBub25jZQ==";
+    let (head, mut s) = upgrade(
+        &base,
+        "/api/v1/namespaces/default/pods/web/portforward?ports=80",
+        &[
+            "Upgrade: websocket",
+            &format!("Sec-WebSocket-Key: {key}"),
+            "Sec-WebSocket-Version: 13",
+            "Sec-WebSocket-Protocol: v4.channel.k8s.io, portforward.k8s.io",
+        ],
+    )
+    .await;
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    assert!(
+        head.contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo="),
+        "{head}"
+    );
+    assert!(
+        head.contains("sec-websocket-protocol: v4.channel.k8s.io"),
+        "{head}"
+    );
+    echoes(&mut s, b"\x82\x05hello").await;
+    let seen = up.requests_to("/api/v1/namespaces/default/pods/web/portforward");
+    assert_eq!(seen[0].header("sec-websocket-key"), Some(key));
+    assert_eq!(seen[0].header("upgrade"), Some("websocket"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_is_the_upstreams_with_the_caches_groups_added() {
+    let (_etcd, up, watchd) = fronted(&[]).await;
+    let base = watchd.base_url();
+    let groups = http::get(&format!("{base}/apis"), &[]).await;
+    assert_eq!(groups.status, 200);
+    let names: Vec<String> = groups.json()["groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        names[0], "metrics.k8s.io",
+        "the upstream's first: {names:?}"
+    );
+    assert!(names.iter().any(|n| n == "apps"), "{names:?}");
+    assert_eq!(up.requests_to("/apis").len(), 1);
+    // A group only the upstream serves, and one it does not answer (the fake serves no
+    // /apis/apps/v1: watchd's own).
+    let metrics = http::get(&format!("{base}/apis/metrics.k8s.io/v1beta1"), &[]).await;
+    assert_eq!(metrics.json()["resources"][0]["kind"], "PodMetrics");
+    let apps = http::get(&format!("{base}/apis/apps/v1"), &[]).await;
+    assert_eq!(apps.status, 200);
+    assert!(apps.text().contains("\"deployments\""), "{}", apps.text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_proxy_off_writes_are_refused_and_nothing_goes_upstream() {
+    let (_etcd, up, watchd) = fronted(&["--proxy=false"]).await;
+    let base = watchd.base_url();
+    let r = http::request(
+        "POST",
+        &format!("{base}/api/v1/namespaces/default/configmaps"),
+        &[("Content-Type", "application/json")],
+        "{}",
+    )
+    .await;
+    assert_eq!(r.status, 405, "{}", r.text());
+    let log = http::get(
+        &format!("{base}/api/v1/namespaces/default/pods/web/log"),
+        &[],
+    )
+    .await;
+    assert_eq!(log.status, 404);
+    assert!(up.requests().is_empty(), "{}", up.describe());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authenticated_users_are_impersonated_under_watchds_own_credentials() {
+    let pki = Pki::new();
+    pki.issue("admin", "root", Some("system:masters"), false);
+    std::fs::write(
+        pki.path("tokens.csv"),
+        "bob-token,bob,uid-bob,\"viewers,dev\"\n",
+    )
+    .unwrap();
+    let etcd = Etcd::start();
+    let up = FakeUpstream::start(None).await;
+    let upstream_kubeconfig = pki.path("upstream.kubeconfig");
+    std::fs::write(
+        &upstream_kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: up\n  cluster:\n    server: {}\nusers:\n- name: watchd\n  user:\n    token: watchds-own-token\ncontexts:\n- name: c\n  context:\n    cluster: up\n    user: watchd\ncurrent-context: c\n",
+            up.url()
+        ),
+    )
+    .unwrap();
+    let args = [
+        pki.arg("tls-cert-file", "server.crt"),
+        pki.arg("tls-private-key-file", "server.key"),
+        pki.arg("client-ca-file", "ca.crt"),
+        pki.arg("token-auth-file", "tokens.csv"),
+        "--authorization-mode=RBAC".to_string(),
+        format!("--upstream-kubeconfig={}", upstream_kubeconfig.display()),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let watchd = Watchd::start_with_probe(&etcd.client_url(), &args, Some(pki::admin_probe(&pki)));
+    let server = format!("https://127.0.0.1:{}", watchd.http_addr().port());
+    let ca = pki.path("ca.crt");
+    let ca = ca.to_str().unwrap();
+    let url = format!("{server}/api/v1/namespaces/default/configmaps");
+    let out = pki::curl(&[
+        "--cacert",
+        ca,
+        "-X",
+        "POST",
+        "-H",
+        "Authorization: Bearer bob-token",
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        "{}",
+        &url,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let echoed: Value = serde_json::from_slice(&out.stdout).expect("the upstream's echo");
+    assert_eq!(echoed["echo"]["method"], "POST");
+    let seen = up.requests_to("/api/v1/namespaces/default/configmaps");
+    assert_eq!(seen.len(), 1, "{}", up.describe());
+    let r = &seen[0];
+    assert_eq!(r.header("authorization"), Some("Bearer watchds-own-token"));
+    assert_eq!(r.header("impersonate-user"), Some("bob"));
+    assert_eq!(r.header("impersonate-uid"), Some("uid-bob"));
+    assert_eq!(
+        r.headers_named("impersonate-group"),
+        ["viewers", "dev", "system:authenticated"]
+    );
+    assert!(
+        r.headers.iter().all(|(_, v)| !v.contains("bob-token")),
+        "the client's credential never goes upstream: {:?}",
+        r.headers
+    );
+    // A request that impersonates itself is refused here: its impersonation could not be
+    // checked, and watchd's credentials must not lend it rights.
+    let out = pki::curl(&[
+        "--cacert",
+        ca,
+        "-X",
+        "POST",
+        "-H",
+        "Authorization: Bearer bob-token",
+        "-H",
+        "Impersonate-User: root",
+        "-d",
+        "{}",
+        "-w",
+        "\n%{http_code}",
+        &url,
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.ends_with("\n403"), "{text}");
+    assert!(
+        text.contains("impersonation is not supported through watchd"),
+        "{text}"
+    );
+    // Without credentials: 401 here, nothing upstream.
+    let out = pki::curl(&[
+        "--cacert",
+        ca,
+        "-X",
+        "POST",
+        "-d",
+        "{}",
+        "-w",
+        "\n%{http_code}",
+        &url,
+    ]);
+    assert!(String::from_utf8_lossy(&out.stdout).ends_with("\n401"));
+    assert_eq!(
+        up.requests_to("/api/v1/namespaces/default/configmaps")
+            .len(),
+        1
+    );
+}
+
+fn gauge(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_tier_serves_the_same_objects_at_the_same_versions_with_one_watch_upstream() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    for i in 0..5 {
+        let name = format!("cm-{i}");
+        put_json(
+            &mut kv,
+            &format!("/registry/configmaps/default/{name}"),
+            &configmap("default", &name, "0"),
+        )
+        .await;
+    }
+    let tier1 = Watchd::start(&etcd.client_url(), &[]);
+    let tier2 = Watchd::start_upstream(&tier1.base_url(), &[]);
+    let (b1, b2) = (tier1.base_url(), tier2.base_url());
+    let list = |b: String| async move {
+        let r = http::get(&format!("{b}/api/v1/namespaces/default/configmaps"), &[]).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()
+    };
+    let (l1, l2) = (list(b1.clone()).await, list(b2.clone()).await);
+    assert_eq!(
+        l1["items"], l2["items"],
+        "the same objects, byte for byte as JSON"
+    );
+
+    // Many watchers below cost the tier above one watch of the resource.
+    let rv = l2["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut watchers = Vec::new();
+    for _ in 0..200 {
+        let w = http::watch(
+            &format!("{b2}/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}"),
+            &[],
+        )
+        .await;
+        assert_eq!(w.status(), 200);
+        watchers.push(w);
+    }
+    let written = put_json(
+        &mut kv,
+        "/registry/configmaps/default/cm-2",
+        &configmap("default", "cm-2", "1"),
+    )
+    .await;
+    for w in &mut watchers {
+        let ev = w.next_event(WAIT).await.expect("the change reaches tier 2");
+        assert_eq!(ev["type"], "MODIFIED");
+        assert_eq!(
+            ev["object"]["metadata"]["resourceVersion"],
+            written.to_string()
+        );
+        assert_eq!(ev["object"]["data"]["value"], "1");
+    }
+    let m1 = http::get(&format!("{b1}/metrics"), &[]).await.text();
+    let m2 = http::get(&format!("{b2}/metrics"), &[]).await.text();
+    assert_eq!(
+        gauge(&m2, "watchd_watchers{resource=\"configmaps\"}"),
+        200.0
+    );
+    assert_eq!(
+        gauge(&m1, "watchd_watchers{resource=\"configmaps\"}"),
+        1.0,
+        "tier 1 serves tier 2 one watch:\n{m1}"
+    );
+
+    // A resourceVersion moves between tiers: a watch on tier 1 from tier 2's list.
+    let mut w1 = http::watch(
+        &format!("{b1}/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={rv}"),
+        &[],
+    )
+    .await;
+    let ev = w1
+        .next_event(WAIT)
+        .await
+        .expect("the same change on tier 1");
+    assert_eq!(
+        ev["object"]["metadata"]["resourceVersion"],
+        written.to_string()
+    );
+
+    // A consistent read on tier 2 of a resource nobody changed waits for tier 2 to prove
+    // it has what tier 1 has, and answers.
+    let r = http::get(&format!("{b2}/api/v1/namespaces"), &[]).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let ns_rv: i64 = r.json()["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(ns_rv >= written, "{ns_rv} < {written}");
+}
