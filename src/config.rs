@@ -143,6 +143,12 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// hundreds of aggregated and custom groups is well under a megabyte).
 pub const MAX_DISCOVERY_BYTES: usize = 16 << 20;
 
+/// How many etcd revisions the first list goes back, as far as etcd still has them, to
+/// replay into the event log: a watch opened before watchd restarted resumes rather than
+/// re-lists (kube-apiserver's default compaction keeps about 5 minutes, which a busy
+/// cluster fills with tens of thousands of revisions).
+pub const STARTUP_REPLAY_REVISIONS: i64 = 100_000;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,8 @@
 //! past watchd's resume revision (which ends old watchers with 410 and forces a re-list).
 //!
 //! The expected history is etcd's own: an etcd watch over the same prefix from the same
-//! start revision. Each test runs with the ConfigMaps stored as JSON and as protobuf (as
+//! start revision. The same holds for watchers of a second tier (a watchd fed by a
+//! watchd), across a restart of the middle tier. Each test runs with the ConfigMaps stored as JSON and as protobuf (as
 //! kube-apiserver stores built-in kinds).
 
 mod support;
@@ -308,6 +309,73 @@ async fn history_across_an_etcd_restart(format: Format) {
     assert!(
         reconnects >= 1.0,
         "watchd never lost etcd, so the restart was not exercised"
+    );
+}
+
+fn counter(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix(name))
+        .filter_map(|v| v.trim().rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Two tiers, etcd → watchd → watchd: every watcher of the second tier sees exactly
+/// etcd's history, across a kill -9 and restart of the middle tier while the writer goes
+/// on (the restarted tier replays etcd's history, so the second tier resumes its watches
+/// instead of re-listing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn second_tier_watchers_see_exactly_etcds_history_across_a_restart_of_the_middle_tier() {
+    let etcd = Etcd::start();
+    let mut client = etcd.client().await;
+    let mut writer = Writer::new(0x5eed_0003, Format::Protobuf);
+    writer.run(&mut client, 100).await;
+    let mut tier1 = Watchd::start(&etcd.client_url(), &[]);
+    let tier2 = Watchd::start_upstream(&tier1.base_url(), &[]);
+    let base = tier2.base_url();
+    let start = list_rv(&base).await;
+    let mut watchers = open_watchers(&base, start).await;
+
+    writer.run(&mut client, 800).await;
+    tier1.kill9();
+    writer.run(&mut client, 300).await;
+    tier1.restart();
+    writer.run(&mut client, 800).await;
+    let end = current_revision(&mut client).await;
+
+    let history = etcd_history(&mut client, start, end).await;
+    assert!(
+        history.len() >= 1900,
+        "etcd history has {} events",
+        history.len()
+    );
+    for (i, w) in watchers.iter_mut().enumerate() {
+        let expected: Vec<Seen> = history.iter().filter(|s| w.wants(s)).cloned().collect();
+        let (got, error) = w.collect(expected.len()).await;
+        assert!(
+            error.is_none(),
+            "tier-2 watcher {i} got an error: {error:?}"
+        );
+        assert_eq!(
+            got, expected,
+            "tier-2 watcher {i} ({:?}) saw a different history",
+            w.namespace
+        );
+    }
+    assert_list_equals_etcd(&base, &mut client).await;
+    let metrics = http::get(&format!("{base}/metrics"), &[]).await.text();
+    assert!(
+        counter(
+            &metrics,
+            "watchd_upstream_reconnects_total{resource=\"configmaps\"}"
+        ) >= 1.0,
+        "tier 2 never lost tier 1, so the restart was not exercised:\n{}",
+        tier2.log()
+    );
+    assert_eq!(
+        counter(&metrics, "watchd_upstream_relists_total"),
+        0.0,
+        "tier 2 resumed rather than re-listed"
     );
 }
 

@@ -35,6 +35,7 @@ storage_tests! {
     kube_rs_reflector_with_paginated_initial_list_equals_etcd_after_random_changes,
     kube_rs_streaming_list_reflector_store_equals_etcd_after_random_changes,
     kube_rs_watcher_relists_after_410_for_changes_made_while_watchd_was_down,
+    kube_rs_watcher_resumes_across_a_watchd_restart,
     kube_rs_metadata_watcher_lists_and_watches_partial_object_metadata,
 }
 
@@ -379,10 +380,12 @@ async fn kube_rs_watcher_relists_after_410_for_changes_made_while_watchd_was_dow
         vec![format!("Apply(c@{c})")]
     );
 
-    // watchd goes away; etcd changes meanwhile; a new watchd has no history of them.
+    // watchd goes away; etcd changes meanwhile and compacts them away, so a new watchd
+    // has no history of them (it replays only what etcd still has).
     watchd.kill9();
     let d = put_object(&mut kv, &pod_key("kr", "d"), &pod("kr", "d", &[])).await;
-    delete_key(&mut kv, &pod_key("kr", "a")).await;
+    let gone = delete_key(&mut kv, &pod_key("kr", "a")).await;
+    kv.compact(gone, None).await.expect("etcd compact");
     watchd.restart();
 
     // The watcher resumes from its last resourceVersion, gets 410, and lists again.
@@ -423,6 +426,69 @@ async fn kube_rs_watcher_relists_after_410_for_changes_made_while_watchd_was_dow
     assert_eq!(
         next_events(&mut stream, 1, &proxy).await,
         vec![format!("Apply(e@{e})")]
+    );
+}
+
+async fn kube_rs_watcher_resumes_across_a_watchd_restart() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let (a, b) = seed(&mut kv, "kr").await;
+    let mut watchd = Watchd::start(&etcd.client_url(), &[]);
+    let proxy = RecordingProxy::start(watchd.http_addr()).await;
+    let api: Api<Pod> = Api::namespaced(client(&proxy.base_url()), "kr");
+    let mut stream = pin!(watcher(api, watcher::Config::default()).default_backoff());
+    assert_eq!(
+        next_events(&mut stream, 4, &proxy).await,
+        vec![
+            "Init".to_string(),
+            format!("InitApply(a@{a})"),
+            format!("InitApply(b@{b})"),
+            "InitDone".to_string(),
+        ]
+    );
+
+    // watchd goes away and etcd changes meanwhile; the new watchd replays etcd's history
+    // into its event log, so the watcher resumes from its resourceVersion: the changes
+    // arrive as events, without a re-list.
+    watchd.kill9();
+    let c = put_object(&mut kv, &pod_key("kr", "c"), &pod("kr", "c", &[])).await;
+    let gone = delete_key(&mut kv, &pod_key("kr", "a")).await;
+    watchd.restart();
+    let mut events = Vec::new();
+    let mut errors = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while events.len() < 2 {
+        match tokio::time::timeout_at(deadline, stream.next()).await {
+            Ok(Some(Ok(event))) => events.push(describe(&event)),
+            Ok(Some(Err(e))) => errors.push(format!("{e}")),
+            Ok(None) | Err(_) => panic!(
+                "no events after the restart: events {events:?}, errors {errors:?}\nrequests:\n{}",
+                proxy.describe()
+            ),
+        }
+    }
+    assert_eq!(
+        events,
+        vec![format!("Apply(c@{c})"), format!("Delete(a@{gone})")],
+        "errors: {errors:?}\nrequests:\n{}",
+        proxy.describe()
+    );
+    assert!(
+        errors
+            .iter()
+            .all(|e| !e.contains("410") && !e.contains("too old")),
+        "the watch resumed without 410: {errors:?}"
+    );
+    let lists = proxy
+        .requests()
+        .iter()
+        .filter(|r| r.query("watch").is_none())
+        .count();
+    assert_eq!(
+        lists,
+        1,
+        "one list, before the restart\nrequests:\n{}",
+        proxy.describe()
     );
 }
 

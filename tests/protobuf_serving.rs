@@ -121,6 +121,9 @@ async fn start_with_pods() -> Option<(Etcd, etcd_client::Client, Watchd, i64, i6
     let pb = std::fs::read(dir.join("core.v1.Pod.pb")).unwrap();
     let pod_rv = put_raw(&mut kv, POD_KEY, pb).await;
     let json_rv = put_pod(&mut kv, "default", "web", &[("app", "web")]).await;
+    // etcd's history before the pods is gone, so watchd's (replayed from etcd's oldest
+    // revision) starts at them: a watch from resourceVersion 1 is too old.
+    kv.compact(json_rv, None).await.expect("etcd compact");
     let w = Watchd::start(&etcd.client_url(), &[]);
     Some((etcd, kv, w, pod_rv, json_rv))
 }

@@ -49,6 +49,10 @@ pub async fn run(config: EtcdConfig, cache: Arc<Cache>, mut shutdown: watch::Rec
     let mut ingestor = Ingestor::new(cache.clone());
     let mut resume: Option<Revision> = None;
     let mut backoff = config::RECONNECT_BACKOFF_MIN;
+    // The first list replays etcd's recent history (so watches from before a restart
+    // resume); the cache is synced once the replay reached the revision etcd had.
+    let mut replay = true;
+    let mut sync_at: Option<Revision> = None;
     loop {
         if *shutdown.borrow() {
             return;
@@ -59,12 +63,18 @@ pub async fn run(config: EtcdConfig, cache: Arc<Cache>, mut shutdown: watch::Rec
                 .await
                 .map_err(|e| format!("connect: {e}"))?;
             if resume.is_none() {
-                let rev = initial_list(&mut client, &mut ingestor).await?;
-                resume = Some(rev);
-                cache.set_synced(true);
+                let (listed, current) = initial_list(&mut client, &mut ingestor, replay).await?;
+                replay = false;
+                resume = Some(listed);
+                if listed >= current {
+                    cache.set_synced(true);
+                } else {
+                    sync_at = Some(current);
+                }
             }
             let from = resume.unwrap_or_default().next();
-            Ok::<_, String>(watch(&mut client, from, &mut ingestor, &mut resume).await)
+            let end = watch(&mut client, from, &mut ingestor, &mut resume, &mut sync_at).await;
+            Ok::<_, String>(end)
         };
         let end = tokio::select! {
             r = attempt => r.unwrap_or_else(WatchEnd::Failed),
@@ -93,31 +103,39 @@ pub async fn run(config: EtcdConfig, cache: Arc<Cache>, mut shutdown: watch::Rec
 }
 
 /// Reads everything under the prefix at one revision, page by page, and loads it as a
-/// new epoch. Returns the revision.
+/// new epoch. With `replay`, that revision is up to [`config::STARTUP_REPLAY_REVISIONS`]
+/// back, as far as etcd still has history, so that the watch that follows replays the
+/// changes since into the event log: a watch a client opened on a watchd that restarted
+/// (or on the watchd below this one, in a tier) resumes instead of re-listing. Returns
+/// the revision listed and etcd's current one.
 async fn initial_list(
     client: &mut EtcdClient,
     ingestor: &mut Ingestor,
-) -> Result<Revision, String> {
+    replay: bool,
+) -> Result<(Revision, Revision), String> {
+    let current = current_revision(client)
+        .await
+        .map_err(|e| format!("list: {e}"))?;
+    let revision = if replay {
+        replay_start(client, current).await
+    } else {
+        current
+    };
+    let revision = revision.0;
     let prefix = format!("{}/", ingestor.cache().prefix());
     let end = super::prefix_end(prefix.as_bytes());
     let mut start = prefix.as_bytes().to_vec();
-    let mut revision = 0i64;
     let mut kvs = Vec::new();
     loop {
-        let mut opts = GetOptions::new()
+        let opts = GetOptions::new()
             .with_range(end.clone())
-            .with_limit(config::INITIAL_LIST_PAGE);
-        if revision > 0 {
-            opts = opts.with_revision(revision);
-        }
+            .with_limit(config::INITIAL_LIST_PAGE)
+            .with_revision(revision);
         let mut resp = client
             .kv
             .get(start.clone(), Some(opts))
             .await
             .map_err(|e| format!("list: {e}"))?;
-        if revision == 0 {
-            revision = resp.header().map_or(0, |h| h.revision());
-        }
         let more = resp.more();
         let page = resp.take_kvs();
         let Some(last) = page.last() else { break };
@@ -134,8 +152,45 @@ async fn initial_list(
     }
     let count = kvs.len();
     ingestor.load_epoch(Revision(revision), kvs);
-    tracing::info!(revision, keys = count, prefix = %prefix, "initial list done");
-    Ok(Revision(revision))
+    tracing::info!(revision, current = %current, keys = count, prefix = %prefix, "initial list done");
+    if revision < current.0 {
+        tracing::info!(from = revision, to = %current, "replaying etcd's history since the list into the event log");
+    }
+    Ok((Revision(revision), current))
+}
+
+/// Where a replaying list starts: [`config::STARTUP_REPLAY_REVISIONS`] before `current`,
+/// or etcd's oldest revision if it compacted later. A watch of every key from there
+/// tells which: every revision up to `current` changed some key, so it either sends
+/// events (the history is there) or is cancelled with the compaction revision. `current`
+/// if etcd does not say in time.
+async fn replay_start(client: &mut EtcdClient, current: Revision) -> Revision {
+    let floor = (current.0 - config::STARTUP_REPLAY_REVISIONS).max(1);
+    if floor >= current.0 {
+        return current;
+    }
+    let probe = async {
+        let opts = WatchOptions::new()
+            .with_all_keys()
+            .with_start_revision(floor);
+        let mut stream = client.watch.watch(vec![0u8], Some(opts)).await.ok()?;
+        loop {
+            let resp = stream.message().await.ok()??;
+            if resp.compact_revision() > 0 {
+                return Some(Revision(resp.compact_revision().max(floor)));
+            }
+            if resp.canceled() {
+                return None;
+            }
+            if !resp.events().is_empty() {
+                return Some(Revision(floor));
+            }
+        }
+    };
+    match tokio::time::timeout(std::time::Duration::from_secs(5), probe).await {
+        Ok(Some(start)) => start.min(current),
+        _ => current,
+    }
 }
 
 async fn watch(
@@ -143,6 +198,7 @@ async fn watch(
     from: Revision,
     ingestor: &mut Ingestor,
     resume: &mut Option<Revision>,
+    sync_at: &mut Option<Revision>,
 ) -> WatchEnd {
     let opts = WatchOptions::new()
         .with_all_keys()
@@ -176,6 +232,11 @@ async fn watch(
         }
         ingestor.apply(changes);
         let applied = cache.applied();
+        if sync_at.is_some_and(|at| applied >= at) {
+            *sync_at = None;
+            cache.set_synced(true);
+            tracing::info!(%applied, "history replayed: the cache is synced");
+        }
         metrics::gauge!("watchd_etcd_revision").set(header_rev as f64);
         metrics::gauge!("watchd_revision_lag").set((header_rev - applied.0).max(0) as f64);
     }

@@ -215,9 +215,10 @@ impl Cache {
                 .collect();
             store.reset(revision.max(old.snapshot().revision), epoch, objects);
         }
-        if self.is_synced() && !self.per_resource {
-            // Added while watching etcd (a new CRD): what it holds is current. (A
-            // per-resource source loads it from its own list first.)
+        if self.epoch() > 0 && !self.per_resource {
+            // Added while watching etcd (a new CRD, also while history is replayed after
+            // the first list): what it holds is current. (A per-resource source loads it
+            // from its own list first.)
             store.health.loaded(imbl::OrdMap::new());
         }
         self.index.store(Arc::new(index.with(store.clone())));
