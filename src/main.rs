@@ -28,7 +28,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Read etcd and serve the Kubernetes read API.
+    /// Read etcd (or an upstream API server) and serve the Kubernetes read API, passing
+    /// everything else through to the upstream if there is one.
     Serve(Box<ServeArgs>),
     /// Print the version.
     Version,

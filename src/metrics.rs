@@ -166,6 +166,31 @@ fn describe() {
         "watchd_relists_total",
         "Full re-lists after etcd compacted past the resume revision."
     );
+    describe_counter!(
+        "watchd_upstream_relists_total",
+        "Re-lists of one resource from the upstream API server (it answered 410 to the resume), per resource."
+    );
+    describe_counter!(
+        "watchd_upstream_reconnects_total",
+        "Lists or watches of the upstream API server that failed and were retried after a backoff, per resource."
+    );
+    describe_counter!(
+        "watchd_upstream_progress_probes_total",
+        "Probe watches of the upstream that proved a quiet resource current for a consistent read (result: proven, unproven)."
+    );
+    describe_counter!(
+        "watchd_proxy_requests_total",
+        "Requests passed through to the upstream API server, by the upstream's status code (<error>: not reached)."
+    );
+    describe_histogram!(
+        "watchd_proxy_response_head_seconds",
+        Unit::Seconds,
+        "Time until the upstream answered a passed-through request's head."
+    );
+    describe_gauge!(
+        "watchd_proxy_upgraded_connections",
+        "Upgraded connections (exec, attach, port-forward) being carried to the upstream."
+    );
     describe_gauge!("watchd_cached_objects", "Objects cached, per resource.");
     describe_gauge!(
         "watchd_cached_bytes",
