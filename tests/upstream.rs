@@ -471,7 +471,11 @@ async fn authenticated_users_are_impersonated_under_watchds_own_credentials() {
         &url,
     ]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.ends_with("\n403"), "{text}");
+    assert!(
+        text.ends_with("\n403"),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         text.contains("impersonation is not supported through watchd"),
         "{text}"
@@ -598,4 +602,144 @@ async fn a_second_tier_serves_the_same_objects_at_the_same_versions_with_one_wat
         .parse()
         .unwrap();
     assert!(ns_rv >= written, "{ns_rv} < {written}");
+}
+
+/// A CRD as kube-apiserver 1.34 stores it (apiextensions.k8s.io/v1, JSON).
+fn gadget_crd() -> Value {
+    json!({
+        "kind": "CustomResourceDefinition", "apiVersion": "apiextensions.k8s.io/v1",
+        "metadata": {"name": "gadgets.example.org", "uid": "crd-gadgets",
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"group": "example.org",
+                 "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+                 "scope": "Namespaced",
+                 "versions": [{"name": "v1", "served": true, "storage": true,
+                               "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+        "status": {"storedVersions": ["v1"]}
+    })
+}
+
+/// Polls `url` until it answers `code` (at most 15 s); the last answer.
+async fn until_status(url: &str, code: u16) -> http::Response {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = http::get(url, &[]).await;
+        if r.status == code || std::time::Instant::now() > deadline {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn custom_resources_come_and_go_on_a_second_tier_with_their_definitions() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let tier1 = Watchd::start(&etcd.client_url(), &[]);
+    let tier2 = Watchd::start_upstream(&tier1.base_url(), &["--proxy=false"]);
+    let gadgets = format!(
+        "{}/apis/example.org/v1/namespaces/a/gadgets",
+        tier2.base_url()
+    );
+    assert_eq!(
+        http::get(&gadgets, &[]).await.status,
+        404,
+        "not defined yet"
+    );
+
+    let crd_key = "/registry/apiextensions.k8s.io/customresourcedefinitions/gadgets.example.org";
+    put_json(&mut kv, crd_key, &gadget_crd()).await;
+    let g = json!({"apiVersion": "example.org/v1", "kind": "Gadget",
+        "metadata": {"name": "g1", "namespace": "a", "uid": "g1",
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"size": 1}});
+    let rv = put_json(&mut kv, "/registry/example.org/gadgets/a/g1", &g).await;
+    let r = until_status(&format!("{gadgets}?resourceVersion={rv}"), 200).await;
+    assert_eq!(
+        r.status,
+        200,
+        "tier 2 serves the new resource: {}",
+        tier2.log()
+    );
+    let items = r.json()["items"].clone();
+    assert_eq!(items.as_array().map(Vec::len), Some(1), "{items}");
+    assert_eq!(items[0]["metadata"]["resourceVersion"], rv.to_string());
+    let discovery = http::get(&format!("{}/apis/example.org/v1", tier2.base_url()), &[]).await;
+    assert!(
+        discovery.text().contains("\"gadgets\""),
+        "{}",
+        discovery.text()
+    );
+
+    support::kube::delete_key(&mut kv, crd_key).await;
+    let r = until_status(&gadgets, 404).await;
+    assert_eq!(r.status, 404, "gone with its definition: {}", r.text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_controller_writing_through_watchd_sees_its_own_writes() {
+    use futures_util::StreamExt;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, Patch, PatchParams};
+    use kube::runtime::watcher::{self, watcher, Event};
+
+    let (etcd, up, watchd) = fronted(&[]).await;
+    let mut kv = etcd.client().await;
+    for i in 0..3 {
+        let mut cm = configmap("ctl", &format!("src-{i}"), &format!("v{i}"));
+        cm["metadata"]["labels"] = json!({"role": "source"});
+        put_json(&mut kv, &format!("/registry/configmaps/ctl/src-{i}"), &cm).await;
+    }
+    let url = watchd.base_url().parse().unwrap();
+    let client = kube::Client::try_from(kube::Config::new(url)).unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client, "ctl");
+    // The controller: for every source ConfigMap it sees, apply a copy (server-side
+    // apply, through watchd to the upstream); it is done when it has seen every copy.
+    let mut events = std::pin::pin!(watcher(api.clone(), watcher::Config::default()));
+    let mut copies_seen = std::collections::BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while copies_seen.len() < 3 {
+        let ev = tokio::time::timeout_at(deadline, events.next())
+            .await
+            .unwrap_or_else(|_| panic!("copies seen: {copies_seen:?}\n{}", up.describe()))
+            .expect("the watch goes on")
+            .expect("no watcher error");
+        let objects = match ev {
+            Event::Apply(o) | Event::InitApply(o) => vec![o],
+            _ => continue,
+        };
+        for cm in objects {
+            let name = cm.metadata.name.clone().unwrap_or_default();
+            if let Some(source) = name.strip_prefix("src-") {
+                let copy = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("copy-{source}"), "namespace": "ctl"},
+                    "data": cm.data.clone()});
+                api.patch(
+                    &format!("copy-{source}"),
+                    &PatchParams::apply("copier"),
+                    &Patch::Apply(copy),
+                )
+                .await
+                .expect("apply through watchd");
+            } else if name.starts_with("copy-") {
+                copies_seen.insert(name);
+            }
+        }
+    }
+    let copy = api
+        .get("copy-1")
+        .await
+        .expect("a copy read back from the cache");
+    assert_eq!(copy.data.unwrap()["value"], "v1");
+    let applies = up.requests_to("/api/v1/namespaces/ctl/configmaps/copy-");
+    assert_eq!(applies.len(), 3, "{}", up.describe());
+    assert!(applies
+        .iter()
+        .all(|r| r.method == "PATCH"
+            && r.header("content-type") == Some("application/apply-patch+yaml")));
+    assert!(
+        up.requests().iter().all(|r| r.method != "GET"),
+        "every read was the cache's: {}",
+        up.describe()
+    );
 }

@@ -440,7 +440,8 @@ impl<E: WatchEncoder> WatchSession<E> {
                         self.done = true;
                         self.end = EndReason::Reinitializing;
                     } else if self.log.is_closed() {
-                        let msg = "the cache was re-listed from etcd; re-list and watch again";
+                        let msg =
+                            "the cache was re-listed from its source; re-list and watch again";
                         self.end_with(ApiError::Expired(msg.into()), EndReason::Relist);
                     }
                     return;

@@ -144,6 +144,7 @@ async fn handle<B: proxy::ForwardBody>(
                     audit::audit_request(audit, &req, None, &response, conn, started);
                 }
                 record(&req, "unknown", String::new(), &response, started, peer);
+                req.into_body().discard().await;
                 return response;
             }
         },
@@ -185,6 +186,9 @@ async fn handle<B: proxy::ForwardBody>(
         audit::audit_request(audit, &req, audit_user, &response, conn, started);
     }
     record(&req, verb, resource, &response, started, peer);
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        req.into_body().discard().await;
+    }
     response
 }
 

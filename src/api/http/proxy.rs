@@ -31,10 +31,34 @@ use crate::client::upstream::{empty_body, Credentials, StreamBody, UpstreamClien
 use crate::store::ResourceIndex;
 
 /// A request body the proxy can forward.
-pub trait ForwardBody {
+pub trait ForwardBody: Sized {
     /// The body as a stream for the upstream request.
     fn into_stream_body(self) -> StreamBody;
+
+    /// Reads and drops what the client sends of a body it will not be asked for (at
+    /// most 1 MiB, for at most a second): an HTTP/2 stream whose body is dropped unread
+    /// is reset, which some clients (curl) take as a failure of the answer sent before.
+    fn discard(self) -> impl std::future::Future<Output = ()> + Send {
+        let mut body = self.into_stream_body();
+        async move {
+            let read = async {
+                let mut seen = 0usize;
+                while let Some(Ok(frame)) = body.frame().await {
+                    seen += frame.data_ref().map_or(0, |d| d.len());
+                    if seen > DISCARD_LIMIT {
+                        break;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(DISCARD_WAIT, read).await;
+        }
+    }
 }
+
+/// Most of an unwanted request body read before it is dropped.
+const DISCARD_LIMIT: usize = 1 << 20;
+/// Longest wait for an unwanted request body.
+const DISCARD_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl ForwardBody for () {
     fn into_stream_body(self) -> StreamBody {
@@ -136,9 +160,10 @@ impl Proxy {
         let uri = match self.client.uri(&target) {
             Ok(u) => u,
             Err(e) => {
+                body.discard().await;
                 return Some(error(&ApiError::BadRequest(format!(
                     "bad request target: {e}"
-                ))))
+                ))));
             }
         };
         let mut headers = parts.headers;
@@ -149,15 +174,18 @@ impl Proxy {
                 .keys()
                 .any(|n| n.as_str().starts_with("impersonate-"))
             {
+                body.discard().await;
                 return Some(error(&forbidden(
                     "impersonation is not supported through watchd: send requests that impersonate to the API server itself".into(),
                 )));
             }
             headers.remove(header::AUTHORIZATION);
             let Some(user) = user else {
+                body.discard().await;
                 return Some(error(&ApiError::Unauthorized));
             };
             if let Err(e) = impersonate(&mut headers, user) {
+                body.discard().await;
                 return Some(error(&e));
             }
             Credentials::Own
