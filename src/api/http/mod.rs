@@ -151,7 +151,7 @@ async fn handle<B: proxy::ForwardBody>(
     };
     let audit_user = state.audit.as_ref().and(user.clone());
     if let Some(proxy) = &state.proxy {
-        let pass = proxy::Proxy::decide(&req, &state.read.cache.resources());
+        let pass = proxy::Proxy::decide(&req, &state.read.cache);
         if pass != proxy::Pass::No {
             let mut head = Request::new(());
             *head.method_mut() = req.method().clone();

@@ -28,7 +28,7 @@ use super::query::{self as route, Route};
 use crate::api::status::ApiError;
 use crate::auth::UserInfo;
 use crate::client::upstream::{empty_body, Credentials, StreamBody, UpstreamClient};
-use crate::store::ResourceIndex;
+use crate::store::Cache;
 
 /// A request body the proxy can forward.
 pub trait ForwardBody: Sized {
@@ -113,8 +113,11 @@ impl Proxy {
         }
     }
 
-    /// Whether the cache answers a request, or the upstream does.
-    pub fn decide<B>(req: &Request<B>, index: &ResourceIndex) -> Pass {
+    /// Whether the cache answers a request, or the upstream does. A cache fed by the
+    /// upstream passes through reads of a resource it is still loading (the upstream is
+    /// its source: the same answer, sooner than a 429).
+    pub fn decide<B>(req: &Request<B>, cache: &Cache) -> Pass {
+        let index = cache.resources();
         let read = req.method() == Method::GET || req.method() == Method::HEAD;
         if !read || req.headers().contains_key(header::UPGRADE) {
             return Pass::Yes;
@@ -131,7 +134,9 @@ impl Proxy {
                 let other_sub = path.subresource.as_deref().is_some_and(|s| s != "status");
                 let scope = store.info.namespaced != path.namespace.is_some()
                     && !(store.info.namespaced && path.name.is_none());
-                if other_sub || scope {
+                let loading = cache.is_per_resource()
+                    && !matches!(store.health.readiness(), crate::store::Readiness::Ready);
+                if other_sub || scope || loading {
                     Pass::Yes
                 } else {
                     Pass::No
@@ -386,16 +391,29 @@ mod tests {
             .unwrap()
     }
 
-    fn index() -> Arc<ResourceIndex> {
-        let cache = crate::store::Cache::new(
-            "/registry",
-            crate::store::StoreConfig {
-                history_window: std::time::Duration::from_secs(60),
-                max_events: 100,
-                snapshot_ring: 4,
-            },
-        );
-        cache.resources()
+    fn config() -> crate::store::StoreConfig {
+        crate::store::StoreConfig {
+            history_window: std::time::Duration::from_secs(60),
+            max_events: 100,
+            snapshot_ring: 4,
+        }
+    }
+
+    fn index() -> Arc<Cache> {
+        Cache::new("/registry", config())
+    }
+
+    #[test]
+    fn resources_still_loading_from_the_upstream_are_read_upstream() {
+        let cache = Cache::per_resource("/registry", config());
+        let pods = req(Method::GET, "/api/v1/pods");
+        assert_eq!(Proxy::decide(&pods, &cache), Pass::Yes, "not loaded yet");
+        let store = cache.resources().by_api("", "v1", "pods").unwrap().clone();
+        store.health.loaded(imbl::OrdMap::new());
+        assert_eq!(Proxy::decide(&pods, &cache), Pass::No, "loaded");
+        // A cache fed by etcd answers itself while it loads (reading etcd).
+        let etcd_fed = index();
+        assert_eq!(Proxy::decide(&pods, &etcd_fed), Pass::No);
     }
 
     #[test]
