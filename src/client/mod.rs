@@ -106,19 +106,7 @@ impl ApiClient {
             .server
             .parse()
             .map_err(|e| format!("server {:?}: {e}", endpoint.server))?;
-        let tls = tls_config(endpoint)?;
-        let builder = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http();
-        let builder = match &endpoint.tls_server_name {
-            Some(name) => {
-                let name = ServerName::try_from(name.clone())
-                    .map_err(|e| format!("tls-server-name {name:?}: {e}"))?;
-                builder.with_server_name_resolver(FixedServerNameResolver::new(name))
-            }
-            None => builder,
-        };
-        let connector = builder.enable_all_versions().build();
+        let connector = connector(endpoint, false, HttpConnector::new())?;
         let http = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
             .build(connector);
@@ -208,6 +196,34 @@ impl ApiClient {
             .await
             .map_err(|_| CallError::Timeout(ATTEMPT_TIMEOUT))?
     }
+}
+
+/// The connector of `endpoint` (http:// or https:// with its TLS and server name) over
+/// `tcp`: HTTP/2 by ALPN as well as HTTP/1.1, or HTTP/1.1 alone with `http1_only`.
+pub fn connector(
+    endpoint: &Endpoint,
+    http1_only: bool,
+    mut tcp: HttpConnector,
+) -> Result<HttpsConnector<HttpConnector>, String> {
+    // TLS is layered on top: the TCP connector must take https:// URLs too.
+    tcp.enforce_http(false);
+    // ALPN is set by the builder: HTTP/1.1 alone, or h2 first.
+    let builder = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls_config(endpoint)?)
+        .https_or_http();
+    let builder = match &endpoint.tls_server_name {
+        Some(name) => {
+            let name = ServerName::try_from(name.clone())
+                .map_err(|e| format!("tls-server-name {name:?}: {e}"))?;
+            builder.with_server_name_resolver(FixedServerNameResolver::new(name))
+        }
+        None => builder,
+    };
+    Ok(if http1_only {
+        builder.enable_http1().wrap_connector(tcp)
+    } else {
+        builder.enable_all_versions().wrap_connector(tcp)
+    })
 }
 
 /// A number in [0, 1) that differs from call to call; jitter needs no better.

@@ -15,13 +15,12 @@ use http::{header, HeaderValue, Request, Response, Uri};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
-use hyper_rustls::{FixedServerNameResolver, HttpsConnector};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use rustls::pki_types::ServerName;
 
-use super::{error_chain, tls_config, Endpoint, TokenSource};
+use super::{error_chain, Endpoint, TokenSource};
 
 /// A request or response body of any origin, streamed.
 pub type StreamBody = UnsyncBoxBody<Bytes, Box<dyn StdError + Send + Sync>>;
@@ -51,28 +50,10 @@ struct Pools {
 impl Pools {
     fn new(endpoint: &Endpoint) -> Result<Pools, String> {
         let build = |http1_only: bool| -> Result<HttpClient, String> {
-            // ALPN is set by the builder: HTTP/1.1 alone, or h2 first.
-            let tls = tls_config(endpoint)?;
-            let builder = hyper_rustls::HttpsConnectorBuilder::new()
-                .with_tls_config(tls)
-                .https_or_http();
-            let builder = match &endpoint.tls_server_name {
-                Some(name) => {
-                    let name = ServerName::try_from(name.clone())
-                        .map_err(|e| format!("tls-server-name {name:?}: {e}"))?;
-                    builder.with_server_name_resolver(FixedServerNameResolver::new(name))
-                }
-                None => builder,
-            };
-            let mut http = HttpConnector::new();
-            http.enforce_http(false);
-            http.set_nodelay(true);
-            http.set_connect_timeout(Some(CONNECT_TIMEOUT));
-            let connector = if http1_only {
-                builder.enable_http1().wrap_connector(http)
-            } else {
-                builder.enable_all_versions().wrap_connector(http)
-            };
+            let mut tcp = HttpConnector::new();
+            tcp.set_nodelay(true);
+            tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
+            let connector = super::connector(endpoint, http1_only, tcp)?;
             Ok(Client::builder(TokioExecutor::new())
                 .pool_idle_timeout(Duration::from_secs(90))
                 .build(connector))

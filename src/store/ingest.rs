@@ -349,19 +349,8 @@ impl Ingestor {
         if revision == Revision::ZERO || batch.is_empty() {
             return;
         }
-        match store.apply(revision, std::mem::take(batch), keys) {
-            Transition::Same => {}
-            Transition::Broke => {
-                tracing::warn!(resource = %store.info.qualified_name(), %revision,
-                    "resource not ready: the upstream sent a value that cannot be read; its watchers were ended")
-            }
-            Transition::Healed => {
-                let objects = store.snapshot().objects.clone();
-                store.reset(revision, self.cache.next_epoch(), objects);
-                tracing::info!(resource = %store.info.qualified_name(), %revision,
-                    "resource ready again: every value can be read");
-            }
-        }
+        let moved = store.apply(revision, std::mem::take(batch), keys);
+        self.settle(store, revision, moved, "the upstream sent");
         store.set_progress(revision);
     }
 
@@ -457,22 +446,29 @@ impl Ingestor {
                     woken.len() - 1
                 }
             };
-            match store.apply(revision, changes, &mut woken[i].1) {
-                Transition::Same => {}
-                Transition::Broke => {
-                    tracing::warn!(resource = %store.info.qualified_name(), %revision,
-                    "resource not ready: etcd holds a value that cannot be read; its watchers were ended")
-                }
-                Transition::Healed => {
-                    // Watchers that were ended may resume from before: start a new epoch,
-                    // so resumes from before the bad value get 410 and re-list.
-                    let objects = store.snapshot().objects.clone();
-                    store.reset(revision, self.cache.next_epoch(), objects);
-                    tracing::info!(resource = %store.info.qualified_name(), %revision,
-                        "resource ready again: every value can be read");
-                }
-            }
+            let moved = store.apply(revision, changes, &mut woken[i].1);
+            self.settle(&store, revision, moved, "etcd holds");
         }
         self.cache.set_applied(revision);
+    }
+
+    /// Acts on how a resource's health moved at `revision` (`source` says where the bad
+    /// value came from, for the log).
+    fn settle(&self, store: &ResourceStore, revision: Revision, moved: Transition, source: &str) {
+        match moved {
+            Transition::Same => {}
+            Transition::Broke => {
+                tracing::warn!(resource = %store.info.qualified_name(), %revision,
+                    "resource not ready: {source} a value that cannot be read; its watchers were ended")
+            }
+            Transition::Healed => {
+                // Watchers that were ended may resume from before: start a new epoch, so
+                // resumes from before the bad value get 410 and re-list.
+                let objects = store.snapshot().objects.clone();
+                store.reset(revision, self.cache.next_epoch(), objects);
+                tracing::info!(resource = %store.info.qualified_name(), %revision,
+                    "resource ready again: every value can be read");
+            }
+        }
     }
 }
