@@ -1,6 +1,11 @@
 //! watchd's native gRPC API (`proto/watchd.proto`): get, list and watch with the same
 //! queries, validation and watch sessions as the HTTP API, objects as Kubernetes JSON
-//! sent from the cache's shared bytes.
+//! sent from the cache's shared bytes. Beside it, the standard health service
+//! (`grpc.health.v1.Health`: SERVING once the cache is synced and its source's watch is
+//! live, NOT_SERVING before and while the server drains) and server reflection (v1 and
+//! v1alpha), so generic tools (grpcurl, grpc-health-probe, kubelet's gRPC probes) work
+//! without the `.proto` file. Neither needs credentials, as kube-apiserver's `/readyz`
+//! and discovery need none.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -28,6 +33,47 @@ use crate::Revision;
 #[allow(missing_docs, clippy::all)]
 pub mod pb {
     tonic::include_proto!("watchd.v1");
+
+    /// The encoded descriptors of `watchd.proto`, for server reflection.
+    pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("watchd_descriptor");
+}
+
+/// How often the health service looks at the cache's readiness.
+const HEALTH_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Keeps the health service's statuses (the server's, "", and the API's) equal to the
+/// cache's readiness until `shutdown`; then NOT_SERVING.
+async fn report_health(
+    reporter: tonic_health::server::HealthReporter,
+    cache: Arc<crate::store::Cache>,
+    mut shutdown: signal::Receiver<bool>,
+) {
+    use tonic_health::ServingStatus;
+    let mut last = None;
+    loop {
+        let ready = !*shutdown.borrow() && cache.is_synced() && cache.is_watch_live();
+        if last != Some(ready) {
+            let status = if ready {
+                ServingStatus::Serving
+            } else {
+                ServingStatus::NotServing
+            };
+            for name in [
+                "",
+                <WatchdServer<GrpcApi> as tonic::server::NamedService>::NAME,
+            ] {
+                reporter.set_service_status(name, status).await;
+            }
+            last = Some(ready);
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(HEALTH_EVERY) => {}
+            _ = shutdown.changed() => {}
+        }
+    }
 }
 
 use pb::watchd_server::{Watchd, WatchdServer};
@@ -53,12 +99,37 @@ pub async fn serve(
         .as_ref()
         .map(|t| t.verifiers.clone())
         .unwrap_or_default();
+    let (reporter, health) = tonic_health::server::health_reporter();
+    tokio::spawn(report_health(
+        reporter,
+        read.cache.clone(),
+        shutdown.clone(),
+    ));
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let (reflection_v1, reflection_v1alpha) = match (
+        reflection().build_v1(),
+        reflection().build_v1alpha(),
+    ) {
+        (Ok(v1), Ok(v1alpha)) => (v1, v1alpha),
+        (Err(e), _) | (_, Err(e)) => {
+            tracing::error!(error = %e, "gRPC reflection cannot be built; the gRPC API is not served");
+            return;
+        }
+    };
     let service = WatchdServer::new(GrpcApi {
         read,
         security,
         verifiers,
     });
-    let server = tonic::transport::Server::builder().add_service(service);
+    let server = tonic::transport::Server::builder()
+        .add_service(health)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
+        .add_service(service);
     let stop = async move {
         let _ = shutdown.changed().await;
     };

@@ -1,0 +1,173 @@
+//! watchd's gRPC endpoint seen by generic tools: the standard health service
+//! (`grpc.health.v1.Health`) answers SERVING once the cache is synced and NOT_SERVING
+//! when the server drains, and server reflection (v1 and v1alpha) lists the services and
+//! hands out their descriptors, so a client needs no `.proto` file. Checked with the
+//! generated clients of both standard services, as grpcurl and grpc-health-probe use
+//! them, against a real etcd.
+
+mod support;
+
+use std::time::Duration;
+
+use prost::Message;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+use tonic_reflection::pb::v1::ServerReflectionRequest;
+use tonic_reflection::pb::v1alpha::server_reflection_client::ServerReflectionClient as AlphaClient;
+use tonic_reflection::pb::v1alpha::server_reflection_request::MessageRequest as AlphaRequest;
+use tonic_reflection::pb::v1alpha::server_reflection_response::MessageResponse as AlphaResponse;
+use tonic_reflection::pb::v1alpha::ServerReflectionRequest as AlphaReflectionRequest;
+
+use support::kube::{configmap, put_json};
+use support::{Etcd, Watchd};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+async fn channel(w: &Watchd) -> tonic::transport::Channel {
+    tokio::time::timeout(
+        WAIT,
+        tonic::transport::Endpoint::from_shared(w.grpc_url())
+            .unwrap()
+            .connect(),
+    )
+    .await
+    .expect("connect in time")
+    .expect("connect")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_is_serving_once_synced_and_not_serving_while_draining() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_json(
+        &mut kv,
+        "/registry/configmaps/default/a",
+        &configmap("default", "a", "1"),
+    )
+    .await;
+    let mut w = Watchd::start(&etcd.client_url(), &[]);
+    let mut health = HealthClient::new(channel(&w).await);
+    // The health service looks at readiness a few times a second: it follows /readyz
+    // (which is 200 now) within a moment.
+    for service in ["", "watchd.v1.Watchd"] {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let status = loop {
+            let r = health
+                .check(HealthCheckRequest {
+                    service: service.into(),
+                })
+                .await
+                .unwrap_or_else(|e| panic!("check {service:?}: {e}"))
+                .into_inner();
+            if r.status() == ServingStatus::Serving || std::time::Instant::now() > deadline {
+                break r.status();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(status, ServingStatus::Serving, "{service:?}");
+    }
+    let unknown = health
+        .check(HealthCheckRequest {
+            service: "no.such.Service".into(),
+        })
+        .await
+        .expect_err("an unknown service is NOT_FOUND");
+    assert_eq!(unknown.code(), tonic::Code::NotFound);
+
+    // A watch of the health sees NOT_SERVING when the server starts draining.
+    let mut stream = health
+        .watch(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .expect("health watch")
+        .into_inner();
+    let first = tokio::time::timeout(WAIT, stream.message())
+        .await
+        .expect("the current status")
+        .expect("a message")
+        .expect("not ended");
+    assert_eq!(first.status(), ServingStatus::Serving);
+    let stopping = std::thread::spawn(move || w.terminate(Duration::from_secs(15)));
+    let next = tokio::time::timeout(WAIT, stream.message()).await;
+    let exited = stopping.join().expect("terminate");
+    assert!(exited.is_some(), "watchd exited after SIGTERM");
+    match next {
+        Ok(Ok(Some(m))) => assert_eq!(m.status(), ServingStatus::NotServing),
+        other => panic!("expected NOT_SERVING before the stream ended, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reflection_lists_the_services_and_serves_their_descriptors() {
+    let etcd = Etcd::start();
+    let w = Watchd::start(&etcd.client_url(), &[]);
+    let ch = channel(&w).await;
+
+    let mut v1 = ServerReflectionClient::new(ch.clone());
+    let requests = tokio_stream::iter([
+        ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::ListServices(String::new())),
+        },
+        ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::FileContainingSymbol(
+                "watchd.v1.Watchd".into(),
+            )),
+        },
+    ]);
+    let mut answers = v1
+        .server_reflection_info(requests)
+        .await
+        .expect("reflection v1")
+        .into_inner();
+    let listed = match answers.message().await.unwrap().unwrap().message_response {
+        Some(MessageResponse::ListServicesResponse(l)) => l,
+        other => panic!("not a service list: {other:?}"),
+    };
+    let names: Vec<String> = listed.service.into_iter().map(|s| s.name).collect();
+    for wanted in [
+        "watchd.v1.Watchd",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
+    ] {
+        assert!(names.iter().any(|n| n == wanted), "{wanted} in {names:?}");
+    }
+    let files = match answers.message().await.unwrap().unwrap().message_response {
+        Some(MessageResponse::FileDescriptorResponse(f)) => f.file_descriptor_proto,
+        other => panic!("not descriptors: {other:?}"),
+    };
+    let file = prost_types::FileDescriptorProto::decode(files[0].as_slice()).expect("a descriptor");
+    assert_eq!(file.package(), "watchd.v1");
+    let service = file
+        .service
+        .iter()
+        .find(|s| s.name() == "Watchd")
+        .expect("the Watchd service");
+    let methods: Vec<&str> = service.method.iter().map(|m| m.name()).collect();
+    for m in ["Get", "List", "Watch"] {
+        assert!(methods.contains(&m), "{m} in {methods:?}");
+    }
+
+    // grpcurl asks v1alpha first on older versions: it answers too.
+    let mut alpha = AlphaClient::new(ch);
+    let mut answers = alpha
+        .server_reflection_info(tokio_stream::iter([AlphaReflectionRequest {
+            host: String::new(),
+            message_request: Some(AlphaRequest::ListServices(String::new())),
+        }]))
+        .await
+        .expect("reflection v1alpha")
+        .into_inner();
+    match answers.message().await.unwrap().unwrap().message_response {
+        Some(AlphaResponse::ListServicesResponse(l)) => {
+            assert!(l.service.iter().any(|s| s.name == "watchd.v1.Watchd"))
+        }
+        other => panic!("not a service list: {other:?}"),
+    }
+}
