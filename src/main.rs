@@ -85,6 +85,10 @@ struct ServeArgs {
     /// Address of watchd's gRPC API (loopback unless told otherwise).
     #[arg(long, default_value = "127.0.0.1:9090")]
     grpc_address: SocketAddr,
+    /// Largest gRPC message: List pages end early (with a continue token) to stay under
+    /// it, and larger requests are refused. The default is what gRPC clients accept.
+    #[arg(long, value_name = "BYTES", default_value_t = grpc::DEFAULT_MAX_MESSAGE_BYTES, value_parser = parse_message_bytes)]
+    grpc_max_message_bytes: usize,
     /// How far back watches can resume (e.g. 300s, 5m, 1h).
     #[arg(long, default_value = "5m", value_parser = watchd::config::parse_duration)]
     history_window: Duration,
@@ -111,6 +115,16 @@ struct ServeArgs {
     log_format: LogFormat,
     #[command(flatten)]
     secure: watchd::auth::setup::SecureArgs,
+}
+
+/// `--grpc-max-message-bytes`: at least 64 KiB (room for a List page's envelope and an
+/// object of a usual size).
+fn parse_message_bytes(s: &str) -> Result<usize, String> {
+    let n: usize = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    if n < 64 << 10 {
+        return Err(format!("{n} is less than 65536, the smallest message size"));
+    }
+    Ok(n)
 }
 
 /// `--watch-batch-window`: a duration of at most a second (a longer hold would be
@@ -264,6 +278,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         read,
         tls.as_ref().map(|t| t.grpc.clone()),
         security,
+        args.grpc_max_message_bytes,
         stop_rx.clone(),
     ));
     let server = tokio::spawn(http::serve(listener, state, tls.map(|t| t.http), stop_rx));

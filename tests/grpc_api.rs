@@ -216,3 +216,110 @@ async fn grpc_watch_streams_initial_state_then_changes_in_order() {
     assert_eq!(events[3].resource_version, deleted);
     assert_eq!(json(&events[3].object)["data"]["v"], "9");
 }
+
+/// Every page of a list, following continue tokens (at most 100 pages); each response
+/// with its encoded size.
+async fn all_pages(
+    c: &mut WatchdClient<tonic::transport::Channel>,
+    limit: i64,
+) -> Vec<(pb::ListResponse, usize)> {
+    use prost::Message;
+    let mut pages = Vec::new();
+    let mut token = String::new();
+    for _ in 0..100 {
+        let page = c
+            .list(ListRequest {
+                collection: configmaps("big"),
+                limit,
+                r#continue: token.clone(),
+                ..Default::default()
+            })
+            .await
+            .expect("list page")
+            .into_inner();
+        token = page.r#continue.clone();
+        let size = page.encoded_len();
+        pages.push((page, size));
+        if token.is_empty() {
+            break;
+        }
+    }
+    pages
+}
+
+// Single: about message sizes, not decoding (the objects are JSON).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_lists_are_paged_by_default_and_every_message_fits_the_limit() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let filler = "x".repeat(2000);
+    for i in 0..520 {
+        let name = format!("cm-{i:04}");
+        kv.put(
+            format!("/registry/configmaps/big/{name}"),
+            configmap("big", &name, &filler),
+            None,
+        )
+        .await
+        .expect("put");
+    }
+    let max = 65536;
+    let w = Watchd::start(
+        &etcd.client_url(),
+        &[&format!("--grpc-max-message-bytes={max}")],
+    );
+    let mut c = client(&w).await;
+
+    // No limit: pages of at most 500 objects, each message under the limit, together
+    // every object once, in key order, at one resourceVersion.
+    for limit in [0, 1000] {
+        let pages = all_pages(&mut c, limit).await;
+        assert!(
+            pages.len() > 1,
+            "one page of 520 objects of 2 KB in 64 KiB?"
+        );
+        let names: Vec<String> = pages
+            .iter()
+            .flat_map(|(p, _)| p.items.iter())
+            .map(|o| json(o)["metadata"]["name"].as_str().unwrap().to_string())
+            .collect();
+        let expected: Vec<String> = (0..520).map(|i| format!("cm-{i:04}")).collect();
+        assert_eq!(names, expected, "limit {limit}");
+        for (p, size) in &pages {
+            assert!(*size <= max, "a {size}-byte message with limit {limit}");
+            assert!(p.items.len() <= 500);
+            assert_eq!(p.resource_version, pages[0].0.resource_version);
+        }
+        let first = &pages[0].0;
+        assert_eq!(
+            first.remaining_item_count,
+            Some(520 - first.items.len() as i64)
+        );
+    }
+    // A client's own small limit is kept.
+    let small = all_pages(&mut c, 7).await;
+    assert_eq!(small[0].0.items.len(), 7);
+    // A request larger than the limit is refused before it is read.
+    let err = c
+        .list(ListRequest {
+            collection: configmaps("big"),
+            label_selector: "y".repeat(max + 1),
+            ..Default::default()
+        })
+        .await
+        .expect_err("a request over the limit");
+    assert!(
+        matches!(
+            err.code(),
+            tonic::Code::OutOfRange | tonic::Code::ResourceExhausted
+        ),
+        "{err:?}"
+    );
+
+    // With the default message size, a list without limit is 500 objects, then 20.
+    let w = Watchd::start(&etcd.client_url(), &[]);
+    let mut c = client(&w).await;
+    let pages = all_pages(&mut c, 0).await;
+    let sizes: Vec<usize> = pages.iter().map(|(p, _)| p.items.len()).collect();
+    assert_eq!(sizes, [500, 20]);
+}

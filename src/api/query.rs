@@ -211,6 +211,22 @@ pub struct ListQuery {
     pub continue_from: Option<ContinueToken>,
     /// Selectors.
     pub selectors: Selectors,
+    /// A bound the server puts on a page whatever the client asked (the gRPC API's
+    /// message size): the page ends early, with a continue token, like a `limit`, but
+    /// the resourceVersion semantics stay those of the request.
+    pub bound: Option<PageBound>,
+}
+
+/// The most a page may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageBound {
+    /// Most objects.
+    pub items: usize,
+    /// Most bytes of objects (as JSON, each counted with `per_item` more); a page
+    /// always holds at least one object.
+    pub bytes: usize,
+    /// What each object costs besides its bytes.
+    pub per_item: usize,
 }
 
 fn invalid(violations: Vec<FieldViolation>) -> ApiError {
@@ -295,6 +311,7 @@ impl ListQuery {
             limit,
             continue_from,
             selectors: Selectors::parse(p, info)?,
+            bound: None,
         })
     }
 }

@@ -195,18 +195,29 @@ pub async fn list_page(
         Err(r) => return Err(not_ready(&r)),
     };
     let start = q.continue_from.as_ref().map(|t| t.start.as_str());
-    let limit = q.limit.unwrap_or(usize::MAX);
+    let limit = q
+        .limit
+        .unwrap_or(usize::MAX)
+        .min(q.bound.map_or(usize::MAX, |b| b.items));
+    let byte_bound = q.bound.map_or(usize::MAX, |b| b.bytes);
     let mut items = Vec::new();
     let mut count = 0usize;
+    let mut bytes = 0usize;
     let mut more = false;
     let mut iter = snapshot
         .range(namespace, start)
         .filter(|o| matches(o, &q.selectors));
     for obj in iter.by_ref() {
-        if count == limit {
+        // Only a bounded page measures its objects (JSON rendered on first use).
+        let size = match q.bound {
+            Some(b) if byte_bound < usize::MAX => obj.json().len() + b.per_item,
+            _ => 0,
+        };
+        if count == limit || (count > 0 && bytes.saturating_add(size) > byte_bound) {
             more = true;
             break;
         }
+        bytes += size;
         items.push(obj.clone());
         count += 1;
     }

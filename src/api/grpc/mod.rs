@@ -18,7 +18,7 @@ use tonic::{Request, Response, Status};
 
 use crate::api::access;
 use crate::api::guarded::Guarded;
-use crate::api::query::{GetQuery, ListQuery, Params, WatchQuery};
+use crate::api::query::{GetQuery, ListQuery, PageBound, Params, WatchQuery};
 use crate::api::read::{self, ReadContext};
 use crate::api::status::ApiError;
 use crate::api::watch::{WatchEncoder, WatchSession, WatchStart};
@@ -83,16 +83,43 @@ pub struct GrpcApi {
     read: Arc<ReadContext>,
     security: Option<Arc<Security>>,
     verifiers: ClientCertVerifiers,
+    max_message_bytes: usize,
+}
+
+/// Objects in a List page when the client gives no limit (client-go pages by 500).
+pub const DEFAULT_LIST_LIMIT: usize = 500;
+/// The default `--grpc-max-message-bytes`: what gRPC clients accept by default.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 << 20;
+/// What a List response holds besides its objects (resourceVersion, continue token,
+/// remaining count), bounded generously.
+const LIST_ENVELOPE_BYTES: usize = 4096;
+/// What each object adds to a List response besides its bytes (field tag and length).
+const LIST_ITEM_OVERHEAD: usize = 6;
+
+/// The bound a List page is held to: `limit` objects if the client gave none, and a
+/// message under `max_message_bytes`.
+fn list_bound(client_limit: i64, max_message_bytes: usize) -> PageBound {
+    PageBound {
+        items: if client_limit > 0 {
+            usize::MAX
+        } else {
+            DEFAULT_LIST_LIMIT
+        },
+        bytes: max_message_bytes.saturating_sub(LIST_ENVELOPE_BYTES),
+        per_item: LIST_ITEM_OVERHEAD,
+    }
 }
 
 /// Serves the gRPC API on `listener` until `shutdown` turns true: over TLS when `tls` is
 /// given; authenticating and authorizing every call as the HTTP API does when `security`
 /// is given (credentials: a client certificate, or `authorization: Bearer` metadata).
+/// List responses and requests stay under `max_message_bytes`.
 pub async fn serve(
     listener: TcpListener,
     read: Arc<ReadContext>,
     tls: Option<TlsServing>,
     security: Option<Arc<Security>>,
+    max_message_bytes: usize,
     mut shutdown: signal::Receiver<bool>,
 ) {
     let verifiers = tls
@@ -124,7 +151,9 @@ pub async fn serve(
         read,
         security,
         verifiers,
-    });
+        max_message_bytes,
+    })
+    .max_decoding_message_size(max_message_bytes);
     let server = tonic::transport::Server::builder()
         .add_service(health)
         .add_service(reflection_v1)
@@ -340,6 +369,10 @@ impl Watchd for GrpcApi {
                     ("fieldSelector", &r.field_selector),
                 ]),
             )?;
+            let q = ListQuery {
+                bound: Some(list_bound(r.limit, self.max_message_bytes)),
+                ..q
+            };
             read::list_page(&self.read, &store, ns.as_deref(), &q).await
         };
         match result.await {
