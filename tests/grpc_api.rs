@@ -299,6 +299,45 @@ async fn grpc_lists_are_paged_by_default_and_every_message_fits_the_limit() {
     // A client's own small limit is kept.
     let small = all_pages(&mut c, 7).await;
     assert_eq!(small[0].0.items.len(), 7);
+    // A streaming list's initial events come in messages under the limit too.
+    {
+        use prost::Message;
+        let mut stream = c
+            .watch(WatchRequest {
+                collection: configmaps("big"),
+                send_initial_events: Some(true),
+                resource_version_match: "NotOlderThan".into(),
+                allow_watch_bookmarks: true,
+                ..Default::default()
+            })
+            .await
+            .expect("watch")
+            .into_inner();
+        let (mut added, mut messages) = (0, 0);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        'read: loop {
+            let msg = tokio::time::timeout_at(deadline, stream.message())
+                .await
+                .expect("initial events in time")
+                .expect("a message")
+                .expect("not ended");
+            messages += 1;
+            assert!(
+                msg.encoded_len() <= max,
+                "a {}-byte watch message",
+                msg.encoded_len()
+            );
+            for ev in &msg.events {
+                if ev.r#type() == EventType::Added {
+                    added += 1;
+                } else if ev.initial_events_end {
+                    break 'read;
+                }
+            }
+        }
+        assert_eq!(added, 520);
+        assert!(messages > 520 * 2000 / max, "{messages} messages");
+    }
     // A request larger than the limit is refused before it is read.
     let err = c
         .list(ListRequest {

@@ -52,6 +52,12 @@ pub trait WatchEncoder: Send + 'static {
     fn pending(&self) -> usize;
     /// Bytes written since the last `take` (for the bytes-sent metric).
     fn pending_bytes(&self) -> usize;
+    /// Whether the frame being built should be sent before more is added (a frontend
+    /// whose messages are bounded in size); at most [`config::WATCH_BATCH_MAX`] events
+    /// go in a frame whatever it says.
+    fn full(&self) -> bool {
+        false
+    }
     /// The frame of everything written since the last `take`.
     fn take(&mut self) -> Self::Frame;
 }
@@ -416,7 +422,7 @@ impl<E: WatchEncoder> WatchSession<E> {
     /// Encodes ready events, up to a batch; ends the watch if its cursor expired.
     fn drain(&mut self) {
         let mut events = 0;
-        while events < config::WATCH_BATCH_MAX {
+        while events < config::WATCH_BATCH_MAX && !self.encoder.full() {
             match self.log.read(self.cursor) {
                 Read::Event(ev) => {
                     self.cursor += 1;
@@ -493,7 +499,7 @@ impl<E: WatchEncoder> WatchSession<E> {
         let mut next = None;
         let snapshot = init.snapshot.clone();
         for obj in snapshot.range(self.namespace.as_deref(), init.next_key.as_deref()) {
-            if sent == config::WATCH_BATCH_MAX {
+            if sent == config::WATCH_BATCH_MAX || self.encoder.full() {
                 next = Some(obj.key().clone());
                 break;
             }

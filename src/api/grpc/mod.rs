@@ -420,11 +420,18 @@ impl Watchd for GrpcApi {
                     ("timeoutSeconds", &timeout),
                 ]),
             )?;
-            WatchSession::start(&self.read, store, ns, q, GrpcEvents::default()).await
+            WatchSession::start(
+                &self.read,
+                store,
+                ns,
+                q,
+                GrpcEvents::new(self.max_message_bytes),
+            )
+            .await
         };
         let stream: WatchStream = match result.await.map_err(|e| to_status(&e))? {
             WatchStart::Error(e) => {
-                let mut enc = GrpcEvents::default();
+                let mut enc = GrpcEvents::new(DEFAULT_MAX_MESSAGE_BYTES);
                 enc.error(&e);
                 Box::pin(futures_util::stream::iter([Ok(enc.take())]))
             }
@@ -438,7 +445,7 @@ impl Watchd for GrpcApi {
         let stream: WatchStream = match (admitted, &self.security) {
             (Some((attrs, permit)), Some(sec)) => {
                 let on_revoked = |e: &ApiError| {
-                    let mut enc = GrpcEvents::default();
+                    let mut enc = GrpcEvents::new(DEFAULT_MAX_MESSAGE_BYTES);
                     enc.error(e);
                     Ok(enc.take())
                 };
@@ -450,14 +457,27 @@ impl Watchd for GrpcApi {
     }
 }
 
-/// Watch events as gRPC messages: one message per poll, objects as shared bytes.
-#[derive(Default)]
+/// Watch events as gRPC messages: one message per poll, objects as shared bytes, a
+/// message closed once it holds `budget` bytes (half the largest message, so that one
+/// more object of any usual size still fits).
 pub struct GrpcEvents {
     events: Vec<pb::WatchEvent>,
+    bytes: usize,
+    budget: usize,
 }
 
 impl GrpcEvents {
+    /// Messages of at most about `max_message_bytes`.
+    pub fn new(max_message_bytes: usize) -> GrpcEvents {
+        GrpcEvents {
+            events: Vec::new(),
+            bytes: 0,
+            budget: max_message_bytes / 2,
+        }
+    }
+
     fn push_object(&mut self, t: pb::EventType, obj: &ObjectRef) {
+        self.bytes += obj.json().len() + 8;
         self.events.push(pb::WatchEvent {
             r#type: t as i32,
             resource_version: obj.revision.0,
@@ -513,7 +533,12 @@ impl WatchEncoder for GrpcEvents {
         self.events.iter().map(|e| e.object.len() + 8).sum()
     }
 
+    fn full(&self) -> bool {
+        !self.events.is_empty() && self.bytes >= self.budget
+    }
+
     fn take(&mut self) -> pb::WatchResponse {
+        self.bytes = 0;
         pb::WatchResponse {
             events: std::mem::take(&mut self.events),
         }
