@@ -89,6 +89,10 @@ struct ServeArgs {
     /// it, and larger requests are refused. The default is what gRPC clients accept.
     #[arg(long, value_name = "BYTES", default_value_t = grpc::DEFAULT_MAX_MESSAGE_BYTES, value_parser = parse_message_bytes)]
     grpc_max_message_bytes: usize,
+    /// Most gRPC calls (watches) one connection carries at once; more wait for one to
+    /// end (as the HTTP/2 API's limit per connection).
+    #[arg(long, value_name = "N", default_value_t = config::HTTP2_MAX_STREAMS, value_parser = clap::value_parser!(u32).range(1..))]
+    grpc_max_concurrent_streams: u32,
     /// How far back watches can resume (e.g. 300s, 5m, 1h).
     #[arg(long, default_value = "5m", value_parser = watchd::config::parse_duration)]
     history_window: Duration,
@@ -279,6 +283,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         tls.as_ref().map(|t| t.grpc.clone()),
         security,
         args.grpc_max_message_bytes,
+        args.grpc_max_concurrent_streams,
         stop_rx.clone(),
     ));
     let server = tokio::spawn(http::serve(listener, state, tls.map(|t| t.http), stop_rx));

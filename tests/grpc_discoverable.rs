@@ -1,7 +1,8 @@
 //! watchd's gRPC endpoint seen by generic tools: the standard health service
 //! (`grpc.health.v1.Health`) answers SERVING once the cache is synced and NOT_SERVING
-//! when the server drains, and server reflection (v1 and v1alpha) lists the services and
-//! hands out their descriptors, so a client needs no `.proto` file. Checked with the
+//! when the server drains, server reflection (v1 and v1alpha) lists the services and
+//! hands out their descriptors, so a client needs no `.proto` file, and a connection
+//! carries no more calls at once than `--grpc-max-concurrent-streams`. Checked with the
 //! generated clients of both standard services, as grpcurl and grpc-health-probe use
 //! them, against a real etcd.
 
@@ -170,4 +171,38 @@ async fn reflection_lists_the_services_and_serves_their_descriptors() {
         }
         other => panic!("not a service list: {other:?}"),
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_carries_at_most_the_configured_calls_at_once() {
+    use watchd::api::grpc::pb::watchd_client::WatchdClient;
+    use watchd::api::grpc::pb::{Collection, WatchRequest};
+    let etcd = Etcd::start();
+    let w = Watchd::start(&etcd.client_url(), &["--grpc-max-concurrent-streams=2"]);
+    let mut c = WatchdClient::new(channel(&w).await);
+    let watch = || WatchRequest {
+        collection: Some(Collection {
+            group: String::new(),
+            version: "v1".into(),
+            resource: "configmaps".into(),
+            namespace: String::new(),
+        }),
+        resource_version: "0".into(),
+        ..Default::default()
+    };
+    let first = c.watch(watch()).await.expect("first watch").into_inner();
+    let _second = c.watch(watch()).await.expect("second watch").into_inner();
+    // A third call on the same connection waits for one of the two to end.
+    let mut third_client = c.clone();
+    let third = tokio::spawn(async move { third_client.watch(watch()).await.map(|_| ()) });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !third.is_finished(),
+        "a third call ran beside two on one connection"
+    );
+    drop(first);
+    let answered = tokio::time::timeout(WAIT, third)
+        .await
+        .expect("the third call runs once the first ended");
+    answered.expect("join").expect("third watch");
 }

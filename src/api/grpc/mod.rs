@@ -113,13 +113,16 @@ fn list_bound(client_limit: i64, max_message_bytes: usize) -> PageBound {
 /// Serves the gRPC API on `listener` until `shutdown` turns true: over TLS when `tls` is
 /// given; authenticating and authorizing every call as the HTTP API does when `security`
 /// is given (credentials: a client certificate, or `authorization: Bearer` metadata).
-/// List responses and requests stay under `max_message_bytes`.
+/// List responses and requests stay under `max_message_bytes`; a connection carries at
+/// most `max_streams` calls at once (more wait for one to end) and is pinged as the
+/// HTTP/2 API's are, so a dead peer's watches end.
 pub async fn serve(
     listener: TcpListener,
     read: Arc<ReadContext>,
     tls: Option<TlsServing>,
     security: Option<Arc<Security>>,
     max_message_bytes: usize,
+    max_streams: u32,
     mut shutdown: signal::Receiver<bool>,
 ) {
     let verifiers = tls
@@ -155,6 +158,9 @@ pub async fn serve(
     })
     .max_decoding_message_size(max_message_bytes);
     let server = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(crate::config::HTTP2_PING_INTERVAL))
+        .http2_keepalive_timeout(Some(crate::config::HTTP2_PING_TIMEOUT))
+        .max_concurrent_streams(Some(max_streams))
         .add_service(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
