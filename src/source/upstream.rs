@@ -462,10 +462,7 @@ impl Follower {
 
     /// One line of a watch.
     fn event(&self, line: &[u8]) -> Result<Event, String> {
-        let ev: EventLine =
-            serde_json::from_slice(line).map_err(|e| format!("watch event: {e}"))?;
-        let head: ObjectHead = serde_json::from_str(ev.object.get())
-            .map_err(|e| format!("watch event object: {e}"))?;
+        let (ev, head) = read_event(line)?;
         if ev.kind == "ERROR" {
             return Ok(Event::Error(head.code, head.message));
         }
@@ -548,6 +545,14 @@ struct ListBody {
     metadata: Meta,
     #[serde(default)]
     items: Vec<Box<RawValue>>,
+}
+
+/// One watch line and the head of its object (the follower and the probe read alike).
+fn read_event(line: &[u8]) -> Result<(EventLine<'_>, ObjectHead), String> {
+    let ev: EventLine = serde_json::from_slice(line).map_err(|e| format!("watch event: {e}"))?;
+    let head: ObjectHead =
+        serde_json::from_str(ev.object.get()).map_err(|e| format!("watch event object: {e}"))?;
+    Ok((ev, head))
 }
 
 fn parse_rv(rv: &str) -> Result<Revision, End> {
@@ -726,8 +731,7 @@ async fn prove(
     let mut last = from;
     while let Some(batch) = lines.next_lines().await.ok()? {
         for line in batch {
-            let ev: EventLine = serde_json::from_slice(&line).ok()?;
-            let head: ObjectHead = serde_json::from_str(ev.object.get()).ok()?;
+            let (ev, head) = read_event(&line).ok()?;
             if ev.kind == "ERROR" {
                 return None;
             }

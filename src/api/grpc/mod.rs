@@ -468,9 +468,13 @@ impl Watchd for GrpcApi {
 /// more object of any usual size still fits).
 pub struct GrpcEvents {
     events: Vec<pb::WatchEvent>,
+    /// The events' objects plus their framing, counted as they are added.
     bytes: usize,
     budget: usize,
 }
+
+/// What an event adds to a message besides its object (type, revision, framing).
+const EVENT_OVERHEAD: usize = 8;
 
 impl GrpcEvents {
     /// Messages of at most about `max_message_bytes`.
@@ -483,13 +487,17 @@ impl GrpcEvents {
     }
 
     fn push_object(&mut self, t: pb::EventType, obj: &ObjectRef) {
-        self.bytes += obj.json().len() + 8;
-        self.events.push(pb::WatchEvent {
+        self.push(pb::WatchEvent {
             r#type: t as i32,
             resource_version: obj.revision.0,
             object: obj.json().clone(),
             initial_events_end: false,
         });
+    }
+
+    fn push(&mut self, event: pb::WatchEvent) {
+        self.bytes += event.object.len() + EVENT_OVERHEAD;
+        self.events.push(event);
     }
 }
 
@@ -512,7 +520,7 @@ impl WatchEncoder for GrpcEvents {
     }
 
     fn bookmark(&mut self, _info: &ResourceInfo, rv: Revision, initial_events_end: bool) {
-        self.events.push(pb::WatchEvent {
+        self.push(pb::WatchEvent {
             r#type: pb::EventType::Bookmark as i32,
             resource_version: rv.0,
             object: Default::default(),
@@ -521,7 +529,7 @@ impl WatchEncoder for GrpcEvents {
     }
 
     fn error(&mut self, err: &ApiError) {
-        self.events.push(pb::WatchEvent {
+        self.push(pb::WatchEvent {
             r#type: pb::EventType::Error as i32,
             resource_version: 0,
             object: serde_json::to_vec(&err.to_status())
@@ -536,7 +544,7 @@ impl WatchEncoder for GrpcEvents {
     }
 
     fn pending_bytes(&self) -> usize {
-        self.events.iter().map(|e| e.object.len() + 8).sum()
+        self.bytes
     }
 
     fn full(&self) -> bool {
