@@ -7,7 +7,7 @@
 //!
 //! Two sources implement them: etcd (`etcd.rs`: kube-apiserver's storage, one watch of
 //! the whole keyspace, so one applied revision for every resource) and an upstream
-//! Kubernetes API server (`upstream.rs`: kube-apiserver or another watchd, one list and
+//! Kubernetes API server (`upstream/`: kube-apiserver or another watchd, one list and
 //! watch per resource, so each resource has its own applied revision).
 
 pub mod client;

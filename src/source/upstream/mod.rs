@@ -22,18 +22,22 @@
 //! events lie before the upstream's current revision; once the main watch applied them,
 //! the resource's applied revision moves to the bookmark's.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
-use serde::Deserialize;
-use serde_json::value::RawValue;
 use tokio::sync::watch;
 
+mod probe;
+mod wire;
+
+use self::probe::probe_loop;
+use self::wire::{
+    error_end, parse_rv, percent_encode, read_event, status_end, watch_timeout_seconds,
+    with_type_meta, LineReader, ListBody, Meta, ObjectHead,
+};
 use super::{BoxFuture, RangePage, ReadError, Source, SourceReader};
 use crate::client::upstream::UpstreamClient;
 use crate::config;
@@ -504,247 +508,6 @@ enum Event {
     Error(u16, String),
 }
 
-#[derive(Deserialize)]
-struct EventLine<'a> {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(borrow)]
-    object: &'a RawValue,
-}
-
-#[derive(Deserialize, Default)]
-struct Meta {
-    #[serde(default)]
-    name: String,
-    #[serde(default)]
-    namespace: String,
-    #[serde(default, rename = "resourceVersion")]
-    resource_version: String,
-    #[serde(default)]
-    annotations: HashMap<String, String>,
-    #[serde(default, rename = "continue")]
-    cont: String,
-}
-
-/// What is read of an object (or a Status): enough to route and order it.
-#[derive(Deserialize)]
-struct ObjectHead {
-    #[serde(default)]
-    kind: String,
-    #[serde(default)]
-    metadata: Meta,
-    #[serde(default)]
-    code: u16,
-    #[serde(default)]
-    message: String,
-}
-
-#[derive(Deserialize)]
-struct ListBody {
-    #[serde(default)]
-    metadata: Meta,
-    #[serde(default)]
-    items: Vec<Box<RawValue>>,
-}
-
-/// One watch line and the head of its object (the follower and the probe read alike).
-fn read_event(line: &[u8]) -> Result<(EventLine<'_>, ObjectHead), String> {
-    let ev: EventLine = serde_json::from_slice(line).map_err(|e| format!("watch event: {e}"))?;
-    let head: ObjectHead =
-        serde_json::from_str(ev.object.get()).map_err(|e| format!("watch event object: {e}"))?;
-    Ok((ev, head))
-}
-
-fn parse_rv(rv: &str) -> Result<Revision, End> {
-    rv.parse::<i64>()
-        .ok()
-        .filter(|n| *n > 0)
-        .map(Revision)
-        .ok_or_else(|| End::Failed(format!("resourceVersion {rv:?} is not a revision")))
-}
-
-/// The value as the cache keeps it: list items of built-in kinds come without `kind`
-/// and `apiVersion`, which the object in etcd (and every watch event) has.
-fn with_type_meta(object: &str, head: &ObjectHead, info: &ResourceInfo) -> Vec<u8> {
-    let object = object.trim();
-    if !head.kind.is_empty() || !object.starts_with('{') {
-        return object.as_bytes().to_vec();
-    }
-    let rest = object[1..].trim_start();
-    let mut out = Vec::with_capacity(object.len() + 64);
-    out.extend_from_slice(b"{\"kind\":");
-    out.extend_from_slice(&serde_json::to_vec(&info.kind).unwrap_or_default());
-    out.extend_from_slice(b",\"apiVersion\":");
-    out.extend_from_slice(&serde_json::to_vec(&info.api_version()).unwrap_or_default());
-    if !rest.starts_with('}') {
-        out.push(b',');
-    }
-    out.extend_from_slice(rest.as_bytes());
-    out
-}
-
-/// How a refusal ends a read, from its status and Status body.
-fn status_end(status: u16, body: &[u8]) -> End {
-    let message = serde_json::from_slice::<ObjectHead>(body)
-        .map(|h| h.message)
-        .unwrap_or_else(|_| String::from_utf8_lossy(&body[..body.len().min(256)]).into_owned());
-    match status {
-        410 => End::Expired,
-        403..=405 => End::NotServed(status, message),
-        400 | 422 => End::NoStreamingList(format!("{status}: {message}")),
-        _ => End::Failed(format!("{status}: {message}")),
-    }
-}
-
-fn error_end(code: u16, message: String) -> End {
-    match code {
-        410 => End::Expired,
-        _ => End::Failed(format!("ERROR event {code}: {message}")),
-    }
-}
-
-/// A watch's `timeoutSeconds`: five to ten minutes, spread as client-go spreads them.
-fn watch_timeout_seconds() -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    300 + u64::from(nanos % 300)
-}
-
-/// Percent-encodes a query value (continue tokens are URL-safe base64, but may be padded).
-fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// Splits a streamed body into lines (watch events are one JSON object per line).
-struct LineReader {
-    body: Incoming,
-    buf: BytesMut,
-}
-
-impl LineReader {
-    fn new(body: Incoming) -> LineReader {
-        LineReader {
-            body,
-            buf: BytesMut::new(),
-        }
-    }
-
-    /// The complete lines of the next read (at least one), or None at the end.
-    async fn next_lines(&mut self) -> Result<Option<Vec<Bytes>>, String> {
-        loop {
-            let mut lines = Vec::new();
-            while let Some(i) = memchr::memchr(b'\n', &self.buf) {
-                let line = self.buf.split_to(i + 1).freeze();
-                let line = line.slice(..i);
-                if !line.iter().all(u8::is_ascii_whitespace) {
-                    lines.push(line);
-                }
-            }
-            if !lines.is_empty() {
-                return Ok(Some(lines));
-            }
-            match self.body.frame().await {
-                None => return Ok(None),
-                Some(Err(e)) => return Err(format!("watch stream: {e}")),
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        self.buf.extend_from_slice(&data);
-                        if self.buf.len() > MAX_BODY {
-                            return Err("a watch event larger than 512 MiB".into());
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Proves progress of a quiet resource while readers wait for it (see the module docs).
-async fn probe_loop(client: Arc<UpstreamClient>, store: Arc<ResourceStore>) {
-    let mut wanted = store.subscribe_wanted();
-    let path = collection_path(&store.info);
-    loop {
-        if wanted.changed().await.is_err() {
-            return;
-        }
-        loop {
-            let want = *wanted.borrow_and_update();
-            if store.progress() >= want || store.progress() == Revision::ZERO {
-                break;
-            }
-            tokio::time::sleep(PROBE_GRACE).await;
-            let from = store.progress();
-            if from >= want {
-                break;
-            }
-            let bound = Duration::from_secs(PROBE_TIMEOUT_SECONDS + 2);
-            let proof = tokio::time::timeout(bound, prove(&client, &path, from)).await;
-            let Ok(Some((last_event, bookmark))) = proof else {
-                metrics::counter!("watchd_upstream_progress_probes_total", "result" => "unproven")
-                    .increment(1);
-                tokio::time::sleep(Duration::from_secs(1)).await;
-                continue;
-            };
-            // The events before the bookmark are the main watch's to apply; once it has,
-            // nothing lies between them and the bookmark.
-            let mut progress = store.subscribe_progress();
-            // (The guard `wait_for` returns is a read lock of the progress: dropped here,
-            // before the progress is written.)
-            let applied = matches!(
-                tokio::time::timeout(bound, progress.wait_for(|p| *p >= last_event)).await,
-                Ok(Ok(_))
-            );
-            if applied {
-                store.set_progress(bookmark);
-                metrics::counter!("watchd_upstream_progress_probes_total", "result" => "proven")
-                    .increment(1);
-            }
-        }
-    }
-}
-
-/// A short watch from `from` until its bookmark: the last event's resourceVersion before
-/// it (or `from`) and the bookmark's.
-async fn prove(
-    client: &UpstreamClient,
-    path: &str,
-    from: Revision,
-) -> Option<(Revision, Revision)> {
-    let q = format!(
-        "{path}?watch=1&resourceVersion={}&allowWatchBookmarks=true&timeoutSeconds={PROBE_TIMEOUT_SECONDS}",
-        from.0
-    );
-    let resp = client.get(&q, JSON).await.ok()?;
-    if resp.status() != 200 {
-        return None;
-    }
-    let mut lines = LineReader::new(resp.into_body());
-    let mut last = from;
-    while let Some(batch) = lines.next_lines().await.ok()? {
-        for line in batch {
-            let (ev, head) = read_event(&line).ok()?;
-            if ev.kind == "ERROR" {
-                return None;
-            }
-            let rv = parse_rv(&head.metadata.resource_version).ok()?;
-            if ev.kind == "BOOKMARK" {
-                return Some((last, rv));
-            }
-            last = last.max(rv);
-        }
-    }
-    None
-}
-
 /// What the read path asks of the upstream.
 pub struct UpstreamReader {
     client: Arc<UpstreamClient>,
@@ -815,10 +578,6 @@ mod tests {
             .expect("a built-in resource")
     }
 
-    fn head(object: &str) -> ObjectHead {
-        serde_json::from_str(object).unwrap()
-    }
-
     #[test]
     fn collections_are_addressed_as_the_api_addresses_them() {
         assert_eq!(collection_path(&info("", "pods")), "/api/v1/pods");
@@ -826,61 +585,5 @@ mod tests {
             collection_path(&info("apps", "deployments")),
             "/apis/apps/v1/deployments"
         );
-    }
-
-    #[test]
-    fn list_items_get_the_type_meta_their_watch_events_have() {
-        let pods = info("", "pods");
-        let item = r#"{"metadata":{"name":"a","resourceVersion":"5"},"spec":{}}"#;
-        let v = with_type_meta(item, &head(item), &pods);
-        let parsed: serde_json::Value = serde_json::from_slice(&v).unwrap();
-        assert_eq!(parsed["kind"], "Pod");
-        assert_eq!(parsed["apiVersion"], "v1");
-        assert_eq!(parsed["metadata"]["name"], "a");
-        let deployments = info("apps", "deployments");
-        let typed = r#"{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"d"}}"#;
-        assert_eq!(
-            with_type_meta(typed, &head(typed), &deployments),
-            typed.as_bytes()
-        );
-        let empty = "{}";
-        let v = with_type_meta(empty, &head(empty), &pods);
-        assert_eq!(v, br#"{"kind":"Pod","apiVersion":"v1"}"#.to_vec());
-    }
-
-    #[test]
-    fn refusals_end_reads_as_their_status_says() {
-        let status = br#"{"kind":"Status","code":410,"message":"too old"}"#;
-        assert!(matches!(status_end(410, status), End::Expired));
-        assert!(matches!(
-            status_end(404, b"not json"),
-            End::NotServed(404, _)
-        ));
-        assert!(matches!(status_end(403, status), End::NotServed(403, _)));
-        assert!(matches!(status_end(422, status), End::NoStreamingList(_)));
-        assert!(matches!(status_end(500, status), End::Failed(m) if m.contains("too old")));
-        assert!(matches!(error_end(410, String::new()), End::Expired));
-        assert!(matches!(error_end(500, "x".into()), End::Failed(_)));
-    }
-
-    #[test]
-    fn resource_versions_must_be_revisions() {
-        assert_eq!(parse_rv("42").ok(), Some(Revision(42)));
-        for bad in ["", "0", "-3", "abc", "1.5"] {
-            assert!(parse_rv(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn continue_tokens_survive_the_query() {
-        assert_eq!(percent_encode("eyJ2Ijoi_-=="), "eyJ2Ijoi_-%3D%3D");
-    }
-
-    #[test]
-    fn watch_timeouts_are_spread_over_five_minutes() {
-        for _ in 0..100 {
-            let t = watch_timeout_seconds();
-            assert!((300..600).contains(&t), "{t}");
-        }
     }
 }
