@@ -20,7 +20,7 @@ storage_tests! {
 
 fn configmap(ns: &str, name: &str, v: &str) -> String {
     format!(
-        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"{ns}","labels":{{"v":"{v}"}}}},"data":{{"v":"{v}"}}}}"#
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"{ns}","uid":"uid-{ns}-{name}","labels":{{"v":"{v}"}}}},"data":{{"v":"{v}"}}}}"#
     )
 }
 
@@ -35,6 +35,13 @@ fn configmaps(ns: &str) -> Option<Collection> {
 
 fn json(b: &[u8]) -> Value {
     serde_json::from_slice(b).expect("object is JSON")
+}
+
+/// An object sent as JSON (the default encoding), parsed.
+fn object_json(o: Option<&pb::Object>) -> Value {
+    let o = o.expect("an object");
+    assert_eq!(o.encoding(), pb::Encoding::Json);
+    json(&o.raw)
 }
 
 async fn client(w: &Watchd) -> WatchdClient<tonic::transport::Channel> {
@@ -72,13 +79,25 @@ async fn grpc_get_and_list_serve_the_cached_objects_with_their_revisions() {
             collection: configmaps("a"),
             name: "one".into(),
             resource_version: String::new(),
+            ..Default::default()
         })
         .await
         .expect("get")
         .into_inner();
-    let obj = json(&got.object);
+    let obj = object_json(got.object.as_ref());
     assert_eq!(obj["metadata"]["name"], "one");
     assert_eq!(obj["metadata"]["resourceVersion"], one_rev.to_string());
+    // The metadata as fields agrees with the object.
+    let meta = got
+        .object
+        .as_ref()
+        .and_then(|o| o.metadata.clone())
+        .expect("metadata");
+    assert_eq!((meta.namespace.as_str(), meta.name.as_str()), ("a", "one"));
+    assert_eq!(meta.resource_version, one_rev);
+    assert_eq!(meta.labels.get("v").map(String::as_str), Some("1"));
+    assert_eq!(meta.uid, "uid-a-one");
+    assert_eq!(meta.uid, obj["metadata"]["uid"]);
 
     let list = c
         .list(ListRequest {
@@ -92,7 +111,7 @@ async fn grpc_get_and_list_serve_the_cached_objects_with_their_revisions() {
     let names: Vec<Value> = list
         .items
         .iter()
-        .map(|i| json(i)["metadata"]["name"].clone())
+        .map(|i| object_json(Some(i))["metadata"]["name"].clone())
         .collect();
     assert_eq!(names, vec![Value::from("one"), Value::from("two")]);
     assert_eq!(list.remaining_item_count, Some(1));
@@ -133,6 +152,7 @@ async fn grpc_errors_carry_the_kubernetes_status() {
             collection: configmaps("a"),
             name: "missing".into(),
             resource_version: "0".into(),
+            ..Default::default()
         })
         .await
         .expect_err("missing object");
@@ -214,7 +234,7 @@ async fn grpc_watch_streams_initial_state_then_changes_in_order() {
     assert!(events[1].initial_events_end);
     assert_eq!(events[2].resource_version, updated);
     assert_eq!(events[3].resource_version, deleted);
-    assert_eq!(json(&events[3].object)["data"]["v"], "9");
+    assert_eq!(object_json(events[3].object.as_ref())["data"]["v"], "9");
 }
 
 /// Every page of a list, following continue tokens (at most 100 pages); each response
@@ -281,7 +301,12 @@ async fn grpc_lists_are_paged_by_default_and_every_message_fits_the_limit() {
         let names: Vec<String> = pages
             .iter()
             .flat_map(|(p, _)| p.items.iter())
-            .map(|o| json(o)["metadata"]["name"].as_str().unwrap().to_string())
+            .map(|o| {
+                object_json(Some(o))["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
             .collect();
         let expected: Vec<String> = (0..520).map(|i| format!("cm-{i:04}")).collect();
         assert_eq!(names, expected, "limit {limit}");

@@ -550,7 +550,7 @@ async fn grpc_error_event(
             .iter()
             .find(|e| e.r#type == watchd::api::grpc::pb::EventType::Error as i32);
         if let Some(e) = error {
-            return serde_json::from_slice(&e.object).unwrap();
+            return serde_json::from_slice(&e.status).unwrap();
         }
     }
 }

@@ -12,3 +12,6 @@ pub mod query;
 pub mod read;
 pub mod status;
 pub mod watch;
+
+/// The verbs the cache answers for every resource it holds, as discovery lists them.
+pub const CACHED_VERBS: [&str; 3] = ["get", "list", "watch"];

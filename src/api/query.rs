@@ -128,7 +128,8 @@ pub struct Selectors {
 }
 
 impl Selectors {
-    fn parse(p: &Params, info: &ResourceInfo) -> Result<Selectors, ApiError> {
+    /// Parses and validates `labelSelector` and `fieldSelector` for a resource.
+    pub fn parse(p: &Params, info: &ResourceInfo) -> Result<Selectors, ApiError> {
         let bad = |e: crate::selectors::SelectorError| ApiError::BadRequest(e.to_string());
         let labels = LabelSelector::parse(p.get("labelSelector").unwrap_or("")).map_err(bad)?;
         let mut fields = FieldSelector::parse(p.get("fieldSelector").unwrap_or("")).map_err(bad)?;
@@ -218,15 +219,23 @@ pub struct ListQuery {
 }
 
 /// The most a page may hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub struct PageBound {
     /// Most objects.
     pub items: usize,
-    /// Most bytes of objects (as JSON, each counted with `per_item` more); a page
-    /// always holds at least one object.
+    /// Most bytes, as `size` counts each object; a page always holds at least one.
     pub bytes: usize,
-    /// What each object costs besides its bytes.
-    pub per_item: usize,
+    /// What an object costs in the page's message.
+    pub size: fn(&crate::store::CachedObject) -> usize,
+}
+
+impl std::fmt::Debug for PageBound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageBound")
+            .field("items", &self.items)
+            .field("bytes", &self.bytes)
+            .finish_non_exhaustive()
+    }
 }
 
 fn invalid(violations: Vec<FieldViolation>) -> ApiError {

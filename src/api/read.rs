@@ -210,7 +210,7 @@ pub async fn list_page(
     for obj in iter.by_ref() {
         // Only a bounded page measures its objects (JSON rendered on first use).
         let size = match q.bound {
-            Some(b) if byte_bound < usize::MAX => obj.json().len() + b.per_item,
+            Some(b) if byte_bound < usize::MAX => (b.size)(obj),
             _ => 0,
         };
         if count == limit || (count > 0 && bytes.saturating_add(size) > byte_bound) {

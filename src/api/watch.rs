@@ -170,8 +170,7 @@ pub struct WatchSession<E: WatchEncoder> {
     cursor: u64,
     after: Revision,
     sent: Revision,
-    namespace: Option<String>,
-    selectors: Selectors,
+    filter: Filter,
     initial: Option<InitialEvents>,
     allow_bookmarks: bool,
     deadline: Instant,
@@ -302,8 +301,10 @@ impl<E: WatchEncoder> WatchSession<E> {
             cursor,
             after,
             sent: after,
-            namespace,
-            selectors: q.selectors,
+            filter: Filter {
+                namespace,
+                selectors: q.selectors,
+            },
             initial,
             allow_bookmarks: q.allow_bookmarks,
             deadline,
@@ -435,7 +436,7 @@ impl<E: WatchEncoder> WatchSession<E> {
                     if ev.key_bits & self.key_bit == 0 {
                         continue;
                     }
-                    if let Some(t) = self.classify(&ev) {
+                    if let Some(t) = self.filter.classify(&ev) {
                         self.encoder.event(t, &ev);
                         self.oldest.get_or_insert(ev.applied_at());
                         events += 1;
@@ -470,27 +471,6 @@ impl<E: WatchEncoder> WatchSession<E> {
         self.end = reason;
     }
 
-    fn passes(&self, obj: &CachedObject) -> bool {
-        self.namespace
-            .as_deref()
-            .is_none_or(|ns| obj.namespace() == Some(ns))
-            && matches(obj, &self.selectors)
-    }
-
-    /// The event type this watcher gets for an event, if any: selectors turn an update
-    /// into ADDED or DELETED when the object starts or stops matching.
-    fn classify(&self, ev: &WatchEvent) -> Option<EventType> {
-        let now = ev.object.as_deref().is_some_and(|o| self.passes(o));
-        let before = ev.prev.as_deref().is_some_and(|o| self.passes(o));
-        let t = match (ev.object.is_some(), now, before) {
-            (true, true, true) => EventType::Modified,
-            (true, true, false) => EventType::Added,
-            (_, false, true) => EventType::Deleted,
-            _ => return None,
-        };
-        Some(t)
-    }
-
     fn initial_frame(&mut self) {
         let Some(init) = self.initial.as_mut() else {
             return;
@@ -498,12 +478,12 @@ impl<E: WatchEncoder> WatchSession<E> {
         let mut sent = 0;
         let mut next = None;
         let snapshot = init.snapshot.clone();
-        for obj in snapshot.range(self.namespace.as_deref(), init.next_key.as_deref()) {
+        for obj in snapshot.range(self.filter.namespace.as_deref(), init.next_key.as_deref()) {
             if sent == config::WATCH_BATCH_MAX || self.encoder.full() {
                 next = Some(obj.key().clone());
                 break;
             }
-            if matches(obj, &self.selectors) {
+            if matches(obj, &self.filter.selectors) {
                 self.encoder.initial(obj);
                 sent += 1;
             }
@@ -532,9 +512,41 @@ impl<E: WatchEncoder> Drop for WatchSession<E> {
     }
 }
 
+/// What a watcher sees of a resource: its namespace (if one) and selectors.
+pub struct Filter {
+    /// The namespace, for a watch of one namespace.
+    pub namespace: Option<String>,
+    /// The request's selectors.
+    pub selectors: Selectors,
+}
+
+impl Filter {
+    /// Whether an object passes the namespace and selectors.
+    pub fn passes(&self, obj: &CachedObject) -> bool {
+        self.namespace
+            .as_deref()
+            .is_none_or(|ns| obj.namespace() == Some(ns))
+            && matches(obj, &self.selectors)
+    }
+
+    /// The event type this watcher gets for an event, if any: selectors turn an update
+    /// into ADDED or DELETED when the object starts or stops matching.
+    pub fn classify(&self, ev: &WatchEvent) -> Option<EventType> {
+        let now = ev.object.as_deref().is_some_and(|o| self.passes(o));
+        let before = ev.prev.as_deref().is_some_and(|o| self.passes(o));
+        let t = match (ev.object.is_some(), now, before) {
+            (true, true, true) => EventType::Modified,
+            (true, true, false) => EventType::Added,
+            (_, false, true) => EventType::Deleted,
+            _ => return None,
+        };
+        Some(t)
+    }
+}
+
 /// The most selective key a watcher can be found by: an exact value of the resource's
 /// indexed field, an exact name, or its namespace.
-fn wake_key(
+pub fn wake_key(
     store: &ResourceStore,
     namespace: Option<&str>,
     selectors: &Selectors,

@@ -62,6 +62,11 @@ impl Labels {
             .map(|(_, v)| v.as_ref())
     }
 
+    /// The labels, sorted by key.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        self.0.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))
+    }
+
     /// Number of labels.
     pub fn len(&self) -> usize {
         self.0.len()

@@ -12,6 +12,6 @@ pub mod snapshot;
 pub use cache::{Cache, ResourceIndex};
 pub use event_log::{EventLog, EventType, Read, TooOld, WatchEvent};
 pub use health::{Readiness, Transition, Unreadable};
-pub use object::{CachedObject, ObjectRef};
+pub use object::{CachedObject, MetaFacts, ObjectRef};
 pub use resource::{Change, ResourceStore, StoreConfig, View};
 pub use snapshot::{ObjectMap, Snapshot};

@@ -32,6 +32,8 @@ pub struct CachedObject {
     /// JSON (shared, no copy), or, for a protobuf-stored object whose JSON is not rendered,
     /// `metadata` rendered alone (`true`: a copy of its own, counted as rendered bytes).
     metadata: OnceLock<(Bytes, bool)>,
+    /// The metadata fields typed API clients route on, read once from `metadata`.
+    facts: OnceLock<Box<MetaFacts>>,
     /// Labels, for label selectors.
     pub labels: Labels,
     /// Selectable field names of the resource (shared) and this object's values.
@@ -47,6 +49,26 @@ pub struct CachedObject {
 
 /// A shared cached object.
 pub type ObjectRef = Arc<CachedObject>;
+
+/// Metadata fields beyond those selectors use, for APIs that send metadata as fields
+/// (the gRPC API); read from `metadata` on first use and kept.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct MetaFacts {
+    /// `metadata.uid`.
+    #[serde(default)]
+    pub uid: Box<str>,
+    /// `metadata.generation` (0 when unset).
+    #[serde(default)]
+    pub generation: i64,
+    /// Whether `metadata.deletionTimestamp` is set.
+    #[serde(default, rename = "deletionTimestamp", deserialize_with = "is_set")]
+    pub deleting: bool,
+}
+
+fn is_set<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    let v: Option<serde::de::IgnoredAny> = serde::Deserialize::deserialize(d)?;
+    Ok(v.is_some())
+}
 
 fn once<T>(value: Option<T>) -> OnceLock<T> {
     let cell = OnceLock::new();
@@ -74,6 +96,7 @@ impl CachedObject {
             json_eager: decoded.json.is_some(),
             json: once(decoded.json),
             metadata: OnceLock::new(),
+            facts: OnceLock::new(),
             labels: decoded.labels,
             field_names,
             field_values: decoded.fields,
@@ -187,6 +210,7 @@ impl CachedObject {
             json_eager: json.is_some(),
             json: once(json),
             metadata: OnceLock::new(),
+            facts: OnceLock::new(),
             labels: self.labels.clone(),
             field_names: self.field_names.clone(),
             field_values: self.field_values.clone(),
@@ -225,6 +249,7 @@ impl CachedObject {
             json_eager: self.json.get().is_some(),
             json: once(self.json.get().cloned()),
             metadata: OnceLock::new(),
+            facts: OnceLock::new(),
             labels: self.labels.clone(),
             field_names,
             field_values: values,
@@ -286,6 +311,14 @@ impl CachedObject {
                     _ => (self.metadata_of_json(), false),
                 });
         meta.clone()
+    }
+
+    /// uid, generation and whether a deletion is under way, read from `metadata` on
+    /// first use (defaults for metadata that does not parse).
+    pub fn facts(&self) -> &MetaFacts {
+        self.facts.get_or_init(|| {
+            Box::new(serde_json::from_slice(&self.metadata_json()).unwrap_or_default())
+        })
     }
 
     fn metadata_of_json(&self) -> Bytes {

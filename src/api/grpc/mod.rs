@@ -21,13 +21,18 @@ use crate::api::guarded::Guarded;
 use crate::api::query::{GetQuery, ListQuery, PageBound, Params, WatchQuery};
 use crate::api::read::{self, ReadContext};
 use crate::api::status::ApiError;
-use crate::api::watch::{WatchEncoder, WatchSession, WatchStart};
+use crate::api::watch::{WatchSession, WatchStart};
 use crate::auth::limits::Permit;
 use crate::auth::{Attributes, Security};
-use crate::registry::ResourceInfo;
-use crate::store::{EventType, ObjectRef, ResourceStore, WatchEvent};
+use crate::store::ResourceStore;
 use crate::tls::{ClientCertVerifiers, TlsServing};
-use crate::Revision;
+
+mod events;
+mod many;
+mod objects;
+mod snapshot;
+
+pub use events::GrpcEvents;
 
 /// The generated protobuf messages and service.
 #[allow(missing_docs, clippy::all)]
@@ -78,6 +83,23 @@ async fn report_health(
 
 use pb::watchd_server::{Watchd, WatchdServer};
 
+/// Most collections in one Snapshot or WatchMany.
+pub const MAX_SELECTIONS: usize = 64;
+
+/// One selection of a Snapshot or WatchMany, resolved.
+pub struct Selected {
+    /// The resource.
+    pub store: Arc<ResourceStore>,
+    /// The namespace, if the collection is one namespace's.
+    pub namespace: Option<String>,
+    /// The selectors as given (for list queries).
+    pub label_selector: String,
+    /// The field selector as given.
+    pub field_selector: String,
+    /// The selectors, parsed.
+    pub selectors: crate::api::query::Selectors,
+}
+
 /// The gRPC service.
 pub struct GrpcApi {
     read: Arc<ReadContext>,
@@ -93,12 +115,18 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 << 20;
 /// What a List response holds besides its objects (resourceVersion, continue token,
 /// remaining count), bounded generously.
 const LIST_ENVELOPE_BYTES: usize = 4096;
-/// What each object adds to a List response besides its bytes (field tag and length).
-const LIST_ITEM_OVERHEAD: usize = 6;
+
+fn json_size(obj: &crate::store::CachedObject) -> usize {
+    objects::size(obj, pb::Encoding::Json)
+}
+
+fn protobuf_size(obj: &crate::store::CachedObject) -> usize {
+    objects::size(obj, pb::Encoding::Protobuf)
+}
 
 /// The bound a List page is held to: `limit` objects if the client gave none, and a
-/// message under `max_message_bytes`.
-fn list_bound(client_limit: i64, max_message_bytes: usize) -> PageBound {
+/// message under `max_message_bytes` with objects in `encoding`.
+fn list_bound(client_limit: i64, max_message_bytes: usize, encoding: pb::Encoding) -> PageBound {
     PageBound {
         items: if client_limit > 0 {
             usize::MAX
@@ -106,7 +134,10 @@ fn list_bound(client_limit: i64, max_message_bytes: usize) -> PageBound {
             DEFAULT_LIST_LIMIT
         },
         bytes: max_message_bytes.saturating_sub(LIST_ENVELOPE_BYTES),
-        per_item: LIST_ITEM_OVERHEAD,
+        size: match encoding {
+            pb::Encoding::Json => json_size,
+            pb::Encoding::Protobuf => protobuf_size,
+        },
     }
 }
 
@@ -298,6 +329,77 @@ impl GrpcApi {
             .map_err(|e| to_status(&e))
     }
 
+    /// [`GrpcApi::check`] for every selection of a Snapshot or WatchMany; the
+    /// admissions of those that need guarding.
+    async fn check_selections<T>(
+        &self,
+        req: &Request<T>,
+        verb: &str,
+        selections: &[pb::Selection],
+    ) -> Result<Vec<(Attributes, Option<Permit>)>, Status> {
+        if selections.is_empty() {
+            let e = ApiError::BadRequest("selections: at least one is required".into());
+            return Err(to_status(&e));
+        }
+        if selections.len() > MAX_SELECTIONS {
+            let e = ApiError::BadRequest(format!(
+                "selections: at most {MAX_SELECTIONS} are allowed, got {}",
+                selections.len()
+            ));
+            return Err(to_status(&e));
+        }
+        let mut admitted = Vec::new();
+        for s in selections {
+            if let Some(a) = self
+                .check(req, verb, s.collection.as_ref(), "", &s.field_selector)
+                .await?
+            {
+                admitted.push(a);
+            }
+        }
+        Ok(admitted)
+    }
+
+    /// The stores, namespaces and selectors of a request's selections.
+    fn selections(&self, selections: &[pb::Selection]) -> Result<Vec<Selected>, ApiError> {
+        selections
+            .iter()
+            .map(|s| {
+                let (store, namespace) = self.collection(s.collection.as_ref())?;
+                let selectors = crate::api::query::Selectors::parse(
+                    &params(&[
+                        ("labelSelector", &s.label_selector),
+                        ("fieldSelector", &s.field_selector),
+                    ]),
+                    &store.info,
+                )?;
+                Ok(Selected {
+                    store,
+                    namespace,
+                    label_selector: s.label_selector.clone(),
+                    field_selector: s.field_selector.clone(),
+                    selectors,
+                })
+            })
+            .collect()
+    }
+
+    /// Wraps a watch stream so that a revoked permission ends it (with the authentication
+    /// on): as an HTTP watch, with a 403 ERROR event.
+    fn guard<M: Send + 'static>(
+        &self,
+        stream: Pin<Box<dyn Stream<Item = Result<M, Status>> + Send>>,
+        admitted: Option<(Attributes, Option<Permit>)>,
+        on_revoked: fn(&ApiError) -> Result<M, Status>,
+    ) -> Pin<Box<dyn Stream<Item = Result<M, Status>> + Send>> {
+        match (admitted, &self.security) {
+            (Some((attrs, permit)), Some(sec)) => {
+                Box::pin(Guarded::new(stream, sec.clone(), attrs, permit, on_revoked))
+            }
+            _ => stream,
+        }
+    }
+
     fn collection(
         &self,
         c: Option<&pb::Collection>,
@@ -326,6 +428,8 @@ impl GrpcApi {
 
 /// The stream of a watch.
 type WatchStream = Pin<Box<dyn Stream<Item = Result<pb::WatchResponse, Status>> + Send>>;
+/// The stream of a WatchMany.
+type WatchManyStream = Pin<Box<dyn Stream<Item = Result<pb::WatchManyResponse, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl Watchd for GrpcApi {
@@ -341,7 +445,7 @@ impl Watchd for GrpcApi {
         };
         match result.await {
             Ok(obj) => Ok(Response::new(pb::GetResponse {
-                object: obj.json().clone(),
+                object: Some(objects::object(&obj, objects::encoding(r.encoding))),
             })),
             Err(e) => Err(to_status(&e)),
         }
@@ -357,6 +461,7 @@ impl Watchd for GrpcApi {
             .check(&req, "list", l.collection.as_ref(), "", &l.field_selector)
             .await?;
         let r = req.into_inner();
+        let encoding = objects::encoding(r.encoding);
         let limit = if r.limit > 0 {
             r.limit.to_string()
         } else {
@@ -376,7 +481,7 @@ impl Watchd for GrpcApi {
                 ]),
             )?;
             let q = ListQuery {
-                bound: Some(list_bound(r.limit, self.max_message_bytes)),
+                bound: Some(list_bound(r.limit, self.max_message_bytes, encoding)),
                 ..q
             };
             read::list_page(&self.read, &store, ns.as_deref(), &q).await
@@ -384,7 +489,11 @@ impl Watchd for GrpcApi {
         match result.await {
             Ok(page) => Ok(Response::new(pb::ListResponse {
                 resource_version: page.revision.0,
-                items: page.items.iter().map(|o| o.json().clone()).collect(),
+                items: page
+                    .items
+                    .iter()
+                    .map(|o| objects::object(o, encoding))
+                    .collect(),
                 r#continue: page.continue_token.unwrap_or_default(),
                 remaining_item_count: page.remaining_item_count.map(|n| n as i64),
             })),
@@ -431,16 +540,14 @@ impl Watchd for GrpcApi {
                 store,
                 ns,
                 q,
-                GrpcEvents::new(self.max_message_bytes),
+                GrpcEvents::new(self.max_message_bytes, objects::encoding(r.encoding)),
             )
             .await
         };
         let stream: WatchStream = match result.await.map_err(|e| to_status(&e))? {
-            WatchStart::Error(e) => {
-                let mut enc = GrpcEvents::new(DEFAULT_MAX_MESSAGE_BYTES);
-                enc.error(&e);
-                Box::pin(futures_util::stream::iter([Ok(enc.take())]))
-            }
+            WatchStart::Error(e) => Box::pin(futures_util::stream::iter([Ok(pb::WatchResponse {
+                events: GrpcEvents::error_message(&e),
+            })])),
             WatchStart::Session(session) => {
                 Box::pin(futures_util::stream::unfold(session, |mut s| async move {
                     s.next_frame().await.map(|f| (Ok(f), s))
@@ -448,113 +555,92 @@ impl Watchd for GrpcApi {
             }
         };
         // Guarded like an HTTP watch: a revoked permission ends it with a 403 ERROR event.
-        let stream: WatchStream = match (admitted, &self.security) {
-            (Some((attrs, permit)), Some(sec)) => {
-                let on_revoked = |e: &ApiError| {
-                    let mut enc = GrpcEvents::new(DEFAULT_MAX_MESSAGE_BYTES);
-                    enc.error(e);
-                    Ok(enc.take())
-                };
-                Box::pin(Guarded::new(stream, sec.clone(), attrs, permit, on_revoked))
-            }
-            _ => stream,
+        let on_revoked = |e: &ApiError| {
+            Ok(pb::WatchResponse {
+                events: GrpcEvents::error_message(e),
+            })
         };
+        Ok(Response::new(self.guard(stream, admitted, on_revoked)))
+    }
+
+    async fn list_resources(
+        &self,
+        req: Request<pb::ListResourcesRequest>,
+    ) -> Result<Response<pb::ListResourcesResponse>, Status> {
+        self.check(&req, "get", None, "", "").await?;
+        let index = self.read.cache.resources();
+        let mut resources: Vec<pb::ApiResource> = index
+            .stores()
+            .iter()
+            .map(|s| pb::ApiResource {
+                group: s.info.group.clone(),
+                version: s.info.version.clone(),
+                resource: s.info.resource.clone(),
+                kind: s.info.kind.clone(),
+                namespaced: s.info.namespaced,
+                verbs: crate::api::CACHED_VERBS
+                    .iter()
+                    .map(|v| v.to_string())
+                    .collect(),
+            })
+            .collect();
+        resources.sort_by(|a, b| {
+            (&a.group, &a.version, &a.resource).cmp(&(&b.group, &b.version, &b.resource))
+        });
+        Ok(Response::new(pb::ListResourcesResponse { resources }))
+    }
+
+    async fn snapshot(
+        &self,
+        req: Request<pb::SnapshotRequest>,
+    ) -> Result<Response<pb::SnapshotResponse>, Status> {
+        // The permits are held until the page is built.
+        let _admitted = self
+            .check_selections(&req, "list", &req.get_ref().selections)
+            .await?;
+        let r = req.into_inner();
+        let selections = self.selections(&r.selections).map_err(|e| to_status(&e))?;
+        snapshot::page(&self.read, &selections, &r, self.max_message_bytes)
+            .await
+            .map(Response::new)
+            .map_err(|e| to_status(&e))
+    }
+
+    type WatchManyStream = WatchManyStream;
+
+    async fn watch_many(
+        &self,
+        req: Request<pb::WatchManyRequest>,
+    ) -> Result<Response<WatchManyStream>, Status> {
+        let admitted = self
+            .check_selections(&req, "watch", &req.get_ref().selections)
+            .await?;
+        let r = req.into_inner();
+        let selections = self.selections(&r.selections).map_err(|e| to_status(&e))?;
+        let stream: WatchManyStream =
+            match many::ManyWatch::start(&self.read, selections, &r, self.max_message_bytes)
+                .await
+                .map_err(|e| to_status(&e))?
+            {
+                Err(e) => Box::pin(futures_util::stream::iter([Ok(pb::WatchManyResponse {
+                    events: GrpcEvents::error_message(&e),
+                })])),
+                Ok(session) => {
+                    Box::pin(futures_util::stream::unfold(session, |mut s| async move {
+                        s.next_message().await.map(|m| (Ok(m), s))
+                    }))
+                }
+            };
+        let on_revoked = |e: &ApiError| {
+            Ok(pb::WatchManyResponse {
+                events: GrpcEvents::error_message(e),
+            })
+        };
+        // Every selection stays guarded: losing any permission ends the stream.
+        let mut stream = stream;
+        for a in admitted {
+            stream = self.guard(stream, Some(a), on_revoked);
+        }
         Ok(Response::new(stream))
-    }
-}
-
-/// Watch events as gRPC messages: one message per poll, objects as shared bytes, a
-/// message closed once it holds `budget` bytes (half the largest message, so that one
-/// more object of any usual size still fits).
-pub struct GrpcEvents {
-    events: Vec<pb::WatchEvent>,
-    /// The events' objects plus their framing, counted as they are added.
-    bytes: usize,
-    budget: usize,
-}
-
-/// What an event adds to a message besides its object (type, revision, framing).
-const EVENT_OVERHEAD: usize = 8;
-
-impl GrpcEvents {
-    /// Messages of at most about `max_message_bytes`.
-    pub fn new(max_message_bytes: usize) -> GrpcEvents {
-        GrpcEvents {
-            events: Vec::new(),
-            bytes: 0,
-            budget: max_message_bytes / 2,
-        }
-    }
-
-    fn push_object(&mut self, t: pb::EventType, obj: &ObjectRef) {
-        self.push(pb::WatchEvent {
-            r#type: t as i32,
-            resource_version: obj.revision.0,
-            object: obj.json().clone(),
-            initial_events_end: false,
-        });
-    }
-
-    fn push(&mut self, event: pb::WatchEvent) {
-        self.bytes += event.object.len() + EVENT_OVERHEAD;
-        self.events.push(event);
-    }
-}
-
-impl WatchEncoder for GrpcEvents {
-    type Frame = pb::WatchResponse;
-
-    fn event(&mut self, t: EventType, ev: &WatchEvent) {
-        let pt = match t {
-            EventType::Added => pb::EventType::Added,
-            EventType::Modified => pb::EventType::Modified,
-            EventType::Deleted => pb::EventType::Deleted,
-        };
-        if let Some(obj) = ev.object_for(t) {
-            self.push_object(pt, obj);
-        }
-    }
-
-    fn initial(&mut self, obj: &ObjectRef) {
-        self.push_object(pb::EventType::Added, obj);
-    }
-
-    fn bookmark(&mut self, _info: &ResourceInfo, rv: Revision, initial_events_end: bool) {
-        self.push(pb::WatchEvent {
-            r#type: pb::EventType::Bookmark as i32,
-            resource_version: rv.0,
-            object: Default::default(),
-            initial_events_end,
-        });
-    }
-
-    fn error(&mut self, err: &ApiError) {
-        self.push(pb::WatchEvent {
-            r#type: pb::EventType::Error as i32,
-            resource_version: 0,
-            object: serde_json::to_vec(&err.to_status())
-                .unwrap_or_default()
-                .into(),
-            initial_events_end: false,
-        });
-    }
-
-    fn pending(&self) -> usize {
-        self.events.len()
-    }
-
-    fn pending_bytes(&self) -> usize {
-        self.bytes
-    }
-
-    fn full(&self) -> bool {
-        !self.events.is_empty() && self.bytes >= self.budget
-    }
-
-    fn take(&mut self) -> pb::WatchResponse {
-        self.bytes = 0;
-        pb::WatchResponse {
-            events: std::mem::take(&mut self.events),
-        }
     }
 }

@@ -90,7 +90,7 @@ pub fn api_resource_list(
                 "singularName": s.info.singular,
                 "namespaced": s.info.namespaced,
                 "kind": s.info.kind,
-                "verbs": ["get", "list", "watch"],
+                "verbs": crate::api::CACHED_VERBS,
             });
             if !s.info.short_names.is_empty() {
                 r["shortNames"] = json!(s.info.short_names);
@@ -158,7 +158,7 @@ pub fn aggregated(index: &ResourceIndex, version: &str, core: bool) -> Value {
             "responseKind": {"group": info.group, "version": info.version, "kind": info.kind},
             "scope": if info.namespaced { "Namespaced" } else { "Cluster" },
             "singularResource": info.singular,
-            "verbs": ["get", "list", "watch"],
+            "verbs": crate::api::CACHED_VERBS,
         });
         if !info.short_names.is_empty() {
             r["shortNames"] = json!(info.short_names);

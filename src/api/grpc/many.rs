@@ -1,0 +1,441 @@
+//! WatchMany: the changes to several collections in one stream, in etcd's revision
+//! order, from one starting revision.
+//!
+//! Each collection keeps its own cursor into its resource's event log; a message takes,
+//! revision by revision, the lowest revision any cursor holds, and only revisions every
+//! resource has applied (`Cache::applied_for`, the same for all with etcd as the source:
+//! ingestion appends a revision's events to every log before it raises the applied
+//! revision). So no resource can still add an event below one already sent, and every
+//! event of one etcd revision goes in the same message. The initial state is each
+//! collection's kept snapshot at one revision.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+
+use super::events::GrpcEvents;
+use super::{objects, params, pb, Selected};
+use crate::api::query::{RvParam, WatchQuery};
+use crate::api::read::{matches, not_ready, wait_fresh, ReadContext};
+use crate::api::status::ApiError;
+use crate::api::watch::{wake_key, Filter, Step, WatchEncoder};
+use crate::config;
+use crate::dispatch::{WakeHandle, WakeKey};
+use crate::store::{Cache, EventLog, Read, Readiness, ResourceStore, Snapshot};
+use crate::Revision;
+
+/// How soon to look again when a resource has events past what every resource applied
+/// (with an upstream source, the others catch up without waking this stream).
+const HELD_RECHECK: Duration = Duration::from_millis(20);
+
+/// One collection of the stream.
+struct Part {
+    store: Arc<ResourceStore>,
+    log: Arc<EventLog>,
+    wake: WakeHandle,
+    /// The bit of the key the part is found by (all ones without one).
+    key_bit: u64,
+    cursor: u64,
+    filter: Filter,
+}
+
+/// Synthetic ADDED events of the starting state still to send.
+struct Initial {
+    snapshots: Vec<Arc<Snapshot>>,
+    part: usize,
+    next_key: Option<Arc<str>>,
+    end_bookmark: bool,
+}
+
+/// One open WatchMany.
+pub struct ManyWatch {
+    cache: Arc<Cache>,
+    parts: Vec<Part>,
+    encoder: GrpcEvents,
+    /// The revision the stream starts after.
+    after: Revision,
+    /// Every event up to this revision was sent.
+    sent: Revision,
+    /// The revision the lagging resources were last asked to reach.
+    wanted: Revision,
+    initial: Option<Initial>,
+    allow_bookmarks: bool,
+    deadline: Instant,
+    next_bookmark: Instant,
+    bookmark_interval: Duration,
+    timer: Pin<Box<Sleep>>,
+    done: bool,
+    events: metrics::Counter,
+}
+
+/// Whether every resource is ready (loaded, no value unreadable): as a watch of one that
+/// is not, the call is answered 429.
+fn ready(parts: &[Selected]) -> Result<(), ApiError> {
+    for s in parts {
+        match s.store.health.readiness() {
+            Readiness::Ready => {}
+            r => return Err(not_ready(&r)),
+        }
+    }
+    Ok(())
+}
+
+impl ManyWatch {
+    /// Resolves the start revision and builds the stream. The outer error is answered
+    /// as the call's status; the inner one is sent as the stream's only (ERROR) event,
+    /// as a watch that cannot start from its revision is answered.
+    pub async fn start(
+        read: &ReadContext,
+        selections: Vec<Selected>,
+        r: &pb::WatchManyRequest,
+        max_message_bytes: usize,
+    ) -> Result<Result<ManyWatch, ApiError>, ApiError> {
+        let timeout = if r.timeout_seconds > 0 {
+            r.timeout_seconds.to_string()
+        } else {
+            String::new()
+        };
+        let send_initial = r
+            .send_initial_events
+            .map(|b| b.to_string())
+            .unwrap_or_default();
+        let rv_match = if r.send_initial_events.is_some() {
+            "NotOlderThan"
+        } else {
+            ""
+        };
+        // The stream's parameters, validated as a watch's (the selectors were already).
+        let first = &selections[0].store.info;
+        let q = WatchQuery::parse(
+            first,
+            &params(&[
+                ("resourceVersion", &r.resource_version),
+                ("resourceVersionMatch", rv_match),
+                ("sendInitialEvents", &send_initial),
+                ("timeoutSeconds", &timeout),
+            ]),
+        )?;
+        ready(&selections)?;
+        let wants_initial = match (q.send_initial_events, q.rv) {
+            (Some(b), _) => b,
+            (None, RvParam::Unset | RvParam::Any) => true,
+            (None, RvParam::At(_)) => false,
+        };
+        let min_applied =
+            |sel: &[Selected]| sel.iter().map(|s| read.cache.applied_for(&s.store)).min();
+        let mut parts = Vec::with_capacity(selections.len());
+        let mut snapshots = Vec::new();
+        let after = if wants_initial {
+            // One question to etcd covers every resource; an upstream is asked per resource.
+            let each = if read.cache.is_per_resource() {
+                selections.len()
+            } else {
+                1
+            };
+            for s in &selections[..each] {
+                wait_fresh(read, &s.store, q.rv).await?;
+            }
+            ready(&selections)?;
+            let at = min_applied(&selections).unwrap_or_default();
+            for s in &selections {
+                let view = s.store.view(at);
+                let Some(snapshot) = view.snapshot.as_of(at) else {
+                    let oldest = view.log.oldest_revision();
+                    return Ok(Err(ApiError::too_old(at.0, oldest.0)));
+                };
+                let cursor = match view.log.cursor_after(at) {
+                    Ok(c) => c,
+                    Err(old) => return Ok(Err(ApiError::too_old(at.0, old.oldest.0))),
+                };
+                snapshots.push(snapshot);
+                parts.push((view.log, cursor));
+            }
+            at
+        } else {
+            let from = match q.rv {
+                RvParam::At(n) => n,
+                _ => min_applied(&selections).unwrap_or_default(),
+            };
+            for s in &selections {
+                let log = s.store.log();
+                match log.cursor_after(from) {
+                    Ok(c) => parts.push((log, c)),
+                    Err(old) => {
+                        metrics::counter!("watchd_watchers_expired_total", "resource" => s.store.info.qualified_name())
+                            .increment(1);
+                        return Ok(Err(ApiError::too_old(from.0, old.oldest.0)));
+                    }
+                }
+            }
+            from
+        };
+        let parts: Vec<Part> = selections
+            .into_iter()
+            .zip(parts)
+            .map(|(s, (log, cursor))| {
+                let key = wake_key(&s.store, s.namespace.as_deref(), &s.selectors);
+                let key_bit = key.as_ref().map_or(u64::MAX, WakeKey::bit);
+                Part {
+                    wake: s.store.wake.subscribe(key),
+                    store: s.store,
+                    log,
+                    key_bit,
+                    cursor,
+                    filter: Filter {
+                        namespace: s.namespace,
+                        selectors: s.selectors,
+                    },
+                }
+            })
+            .collect();
+        let now = Instant::now();
+        let deadline = now + q.timeout;
+        metrics::gauge!("watchd_grpc_watch_many_streams").increment(1.0);
+        Ok(Ok(ManyWatch {
+            cache: read.cache.clone(),
+            parts,
+            encoder: GrpcEvents::new(max_message_bytes, objects::encoding(r.encoding)),
+            after,
+            sent: after,
+            wanted: after,
+            initial: wants_initial.then(|| Initial {
+                snapshots,
+                part: 0,
+                next_key: None,
+                end_bookmark: r.allow_watch_bookmarks,
+            }),
+            allow_bookmarks: r.allow_watch_bookmarks,
+            deadline,
+            next_bookmark: now + read.bookmark_interval,
+            bookmark_interval: read.bookmark_interval,
+            timer: Box::pin(tokio::time::sleep_until(deadline)),
+            done: false,
+            events: metrics::counter!("watchd_grpc_watch_many_events_sent_total"),
+        }))
+    }
+
+    /// The revision every part's resource has applied.
+    fn applied(&self) -> Revision {
+        if self.cache.is_per_resource() {
+            self.parts
+                .iter()
+                .map(|p| self.cache.applied_for(&p.store))
+                .min()
+                .unwrap_or_default()
+        } else {
+            self.cache.applied()
+        }
+    }
+
+    fn take(&mut self) -> pb::WatchManyResponse {
+        let events = self.encoder.take_events();
+        self.events.increment(events.len() as u64);
+        pb::WatchManyResponse { events }
+    }
+
+    /// One step, without waiting (as [`crate::api::watch::WatchSession::step`]).
+    fn step(&mut self, waker: &Waker) -> Step<pb::WatchManyResponse> {
+        if self.done {
+            return Step::End;
+        }
+        if self.initial.is_some() {
+            self.initial_message();
+            return Step::Frame(self.take());
+        }
+        let now = Instant::now();
+        if now >= self.deadline {
+            self.done = true;
+            return Step::End;
+        }
+        for p in &self.parts {
+            p.wake.waiter().arm(waker);
+        }
+        let applied = self.applied();
+        let held = self.drain(applied);
+        if self.encoder.pending() > 0 {
+            return Step::Frame(self.take());
+        }
+        if self.done {
+            return Step::End;
+        }
+        if let Some(rev) = held {
+            self.want(rev);
+        }
+        if self.allow_bookmarks && now >= self.next_bookmark {
+            self.next_bookmark = now + self.bookmark_interval;
+            // Every event up to `applied` was taken above.
+            self.sent = self.sent.max(applied);
+            self.encoder.push_bookmark(self.sent, false);
+            return Step::Frame(self.take());
+        }
+        let mut at = self.deadline;
+        if self.allow_bookmarks {
+            at = at.min(self.next_bookmark);
+        }
+        if held.is_some() {
+            at = at.min(now + HELD_RECHECK);
+        }
+        Step::Idle(at)
+    }
+
+    /// With an upstream source, asks the resources behind `rev` to prove they reached it
+    /// (their followers' progress probe), once per revision.
+    fn want(&mut self, rev: Revision) {
+        if !self.cache.is_per_resource() || rev <= self.wanted {
+            return;
+        }
+        self.wanted = rev;
+        for p in &self.parts {
+            if self.cache.applied_for(&p.store) < rev {
+                p.store.want(rev);
+            }
+        }
+    }
+
+    /// Encodes the events of revisions up to `applied` in revision order, whole
+    /// revisions at a time, up to a message; ends the stream if a cursor expired or a
+    /// log was replaced. Returns the lowest revision found past `applied`.
+    fn drain(&mut self, applied: Revision) -> Option<Revision> {
+        let mut held: Option<Revision> = None;
+        let mut count = 0usize;
+        let mut last: Option<Revision> = None;
+        loop {
+            let mut best: Option<(usize, Arc<crate::store::WatchEvent>)> = None;
+            for (i, p) in self.parts.iter().enumerate() {
+                match p.log.read(p.cursor) {
+                    Read::Event(ev) if ev.revision > applied => {
+                        held = Some(held.map_or(ev.revision, |h| h.min(ev.revision)));
+                    }
+                    Read::Event(ev) => {
+                        if best.as_ref().is_none_or(|(_, b)| ev.revision < b.revision) {
+                            best = Some((i, ev));
+                        }
+                    }
+                    Read::Pending if p.log.is_terminated() => {
+                        // Its resource re-initializes: the stream ends, as a watch's does.
+                        self.done = true;
+                        return None;
+                    }
+                    Read::Pending if p.log.is_closed() => {
+                        let msg =
+                            "the cache was re-listed from its source; re-list and watch again";
+                        self.end_with(ApiError::Expired(msg.into()));
+                        return None;
+                    }
+                    Read::Pending => {}
+                    Read::Expired => {
+                        let oldest = p.log.oldest_revision();
+                        self.end_with(ApiError::too_old(self.sent.0, oldest.0));
+                        return None;
+                    }
+                }
+            }
+            let Some((i, ev)) = best else { break };
+            // A message ends only between revisions.
+            if last.is_some_and(|r| r != ev.revision)
+                && (count >= config::WATCH_BATCH_MAX || self.encoder.full())
+            {
+                break;
+            }
+            let p = &mut self.parts[i];
+            p.cursor += 1;
+            if ev.revision <= self.after {
+                continue;
+            }
+            last = Some(ev.revision);
+            if ev.key_bits & p.key_bit == 0 {
+                continue;
+            }
+            if let Some(t) = p.filter.classify(&ev) {
+                self.encoder.selection = i as u32;
+                self.encoder.event(t, &ev);
+                count += 1;
+            }
+        }
+        if let Some(r) = last {
+            self.sent = self.sent.max(r);
+        }
+        held
+    }
+
+    fn end_with(&mut self, err: ApiError) {
+        metrics::counter!("watchd_grpc_watch_many_expired_total").increment(1);
+        self.encoder.error(&err);
+        self.done = true;
+    }
+
+    /// The next message of the initial state: objects of one part after another, then
+    /// the bookmark that ends them (when bookmarks are allowed).
+    fn initial_message(&mut self) {
+        let Some(init) = self.initial.as_mut() else {
+            return;
+        };
+        let mut sent = 0;
+        while init.part < self.parts.len() {
+            let part = &self.parts[init.part];
+            let snapshot = &init.snapshots[init.part];
+            self.encoder.selection = init.part as u32;
+            let mut next = None;
+            for obj in snapshot.range(part.filter.namespace.as_deref(), init.next_key.as_deref()) {
+                if sent == config::WATCH_BATCH_MAX || self.encoder.full() {
+                    next = Some(obj.key().clone());
+                    break;
+                }
+                if matches(obj, &part.filter.selectors) {
+                    self.encoder.push_object(pb::EventType::Added, obj);
+                    sent += 1;
+                }
+            }
+            match next {
+                Some(k) => {
+                    init.next_key = Some(k);
+                    return;
+                }
+                None => {
+                    init.part += 1;
+                    init.next_key = None;
+                }
+            }
+        }
+        let end = init.end_bookmark;
+        self.initial = None;
+        self.encoder.selection = 0;
+        if end {
+            self.encoder.push_bookmark(self.after, true);
+        }
+    }
+
+    /// The next message; None when the stream ends.
+    pub async fn next_message(&mut self) -> Option<pb::WatchManyResponse> {
+        std::future::poll_fn(|cx| loop {
+            match self.step(cx.waker()) {
+                Step::Frame(f) => return Poll::Ready(Some(f)),
+                Step::End => return Poll::Ready(None),
+                Step::Idle(at) => {
+                    if self.timer.deadline() != at {
+                        self.timer.as_mut().reset(at);
+                    }
+                    let woken = self
+                        .parts
+                        .iter()
+                        .fold(false, |w, p| p.wake.waiter().woken(cx.waker()) | w);
+                    if woken || self.timer.as_mut().poll(cx).is_ready() {
+                        continue;
+                    }
+                    return Poll::Pending;
+                }
+            }
+        })
+        .await
+    }
+}
+
+impl Drop for ManyWatch {
+    fn drop(&mut self) {
+        metrics::gauge!("watchd_grpc_watch_many_streams").decrement(1.0);
+    }
+}
