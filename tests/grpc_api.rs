@@ -379,11 +379,155 @@ async fn grpc_lists_are_paged_by_default_and_every_message_fits_the_limit() {
         ),
         "{err:?}"
     );
+    // One object larger than the limit is refused with ResourceExhausted rather than
+    // sent in a message the client would refuse.
+    kv.put(
+        "/registry/configmaps/big/huge",
+        configmap("big", "huge", &"z".repeat(max + 1000)),
+        None,
+    )
+    .await
+    .expect("put");
+    let err = c
+        .get(GetRequest {
+            collection: configmaps("big"),
+            name: "huge".into(),
+            resource_version: "0".into(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("an object over the limit");
+    assert!(
+        matches!(
+            err.code(),
+            tonic::Code::OutOfRange | tonic::Code::ResourceExhausted
+        ),
+        "{err:?}"
+    );
 
     // With the default message size, a list without limit is 500 objects, then 20.
     let w = Watchd::start(&etcd.client_url(), &[]);
     let mut c = client(&w).await;
     let pages = all_pages(&mut c, 0).await;
     let sizes: Vec<usize> = pages.iter().map(|(p, _)| p.items.len()).collect();
-    assert_eq!(sizes, [500, 20]);
+    assert_eq!(sizes, [500, 21]);
+}
+
+/// Reads a stalled stream to its end: the events its window held, then how it ended.
+async fn drain<M, F: FnMut(M) -> Vec<pb::WatchEvent>>(
+    stream: &mut tonic::Streaming<M>,
+    mut events: F,
+) -> Vec<pb::WatchEvent> {
+    let mut out = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match tokio::time::timeout_at(deadline, stream.message()).await {
+            Ok(Ok(Some(m))) => out.extend(events(m)),
+            Ok(Ok(None)) => return out,
+            Ok(Err(status)) => panic!("the stream failed: {status:?}"),
+            Err(_) => panic!("the stalled stream did not end: {} events", out.len()),
+        }
+    }
+}
+
+/// A client that stops reading makes the server hold no more than the stream's
+/// HTTP/2 window: the server polls the stream only as the window opens, so the cursor
+/// stays behind, falls out of the history window, and the stream ends with 410 Expired
+/// when the client reads again, while live streams on the same connection get every
+/// event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_grpc_stream_holds_only_its_window_and_ends_with_410() {
+    const WRITES: usize = 40;
+    const LIVE: usize = 50;
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let key = "/registry/configmaps/flow/cm";
+    let filler = "f".repeat(20_000);
+    let rv = put_object_text(&mut kv, key, &configmap("flow", "cm", &filler)).await;
+    let w = Watchd::start(&etcd.client_url(), &["--history-window=2s"]);
+    // One connection, with a stream window of 8 KiB (less than one event).
+    let channel = tonic::transport::Endpoint::from_shared(w.grpc_url())
+        .expect("endpoint")
+        .initial_stream_window_size(8 * 1024)
+        .initial_connection_window_size(64 * 1024 * 1024)
+        .connect()
+        .await
+        .expect("connect");
+    let mut c = WatchdClient::new(channel);
+    let watch = WatchRequest {
+        collection: configmaps("flow"),
+        resource_version: rv.to_string(),
+        ..Default::default()
+    };
+    let mut stalled = c.watch(watch.clone()).await.expect("watch").into_inner();
+    let mut stalled_many = c
+        .watch_many(pb::WatchManyRequest {
+            selections: vec![pb::Selection {
+                collection: configmaps("flow"),
+                ..Default::default()
+            }],
+            resource_version: rv.to_string(),
+            ..Default::default()
+        })
+        .await
+        .expect("WatchMany")
+        .into_inner();
+    let mut readers = Vec::new();
+    for _ in 0..LIVE {
+        let mut live = c.watch(watch.clone()).await.expect("watch").into_inner();
+        readers.push(tokio::spawn(async move {
+            let mut seen = 0;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+            while seen < WRITES + 1 {
+                match tokio::time::timeout_at(deadline, live.message()).await {
+                    Ok(Ok(Some(m))) => seen += m.events.len(),
+                    _ => break,
+                }
+            }
+            seen
+        }));
+    }
+    for i in 1..=WRITES {
+        put_object_text(
+            &mut kv,
+            key,
+            &configmap("flow", "cm", &format!("{i}{filler}")),
+        )
+        .await;
+    }
+    // One more write once the others are older than the window: it evicts them.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    put_object_text(&mut kv, key, &configmap("flow", "cm", "last")).await;
+    for r in readers {
+        assert_eq!(
+            r.await.unwrap(),
+            WRITES + 1,
+            "every live stream sees every write"
+        );
+    }
+
+    for (name, events) in [
+        (
+            "Watch",
+            drain(&mut stalled, |m: pb::WatchResponse| m.events).await,
+        ),
+        (
+            "WatchMany",
+            drain(&mut stalled_many, |m: pb::WatchManyResponse| m.events).await,
+        ),
+    ] {
+        let last = events.last().expect("some events");
+        assert_eq!(last.r#type(), EventType::Error, "{name}: {last:?}");
+        let status = json(&last.status);
+        assert_eq!(status["code"], 410, "{name}: {status}");
+        assert_eq!(status["reason"], "Expired", "{name}: {status}");
+        let modified = events
+            .iter()
+            .filter(|e| e.r#type() == EventType::Modified)
+            .count();
+        assert!(
+            modified < WRITES,
+            "{name}: the stalled stream got {modified} events before it expired"
+        );
+    }
 }

@@ -187,7 +187,10 @@ pub async fn serve(
         verifiers,
         max_message_bytes,
     })
-    .max_decoding_message_size(max_message_bytes);
+    .max_decoding_message_size(max_message_bytes)
+    // A message over the limit (one object larger than it) fails its call with
+    // ResourceExhausted here rather than at a client that would refuse it anyway.
+    .max_encoding_message_size(max_message_bytes);
     let server = tonic::transport::Server::builder()
         .http2_keepalive_interval(Some(crate::config::HTTP2_PING_INTERVAL))
         .http2_keepalive_timeout(Some(crate::config::HTTP2_PING_TIMEOUT))
