@@ -709,3 +709,68 @@ async fn list_resources_says_what_is_served_and_objects_come_in_the_encoding_ask
     let value: serde_json::Value = serde_json::from_slice(&json.raw).expect("JSON");
     assert_eq!(value["spec"]["podCIDR"], "10.0.1.0/24");
 }
+
+/// With an API server as the source each resource is followed on its own stream, at its
+/// own revision: WatchMany takes only the revisions every resource reached, so its
+/// streams on a second tier (etcd → watchd → watchd) still equal etcd's history in
+/// order, and Snapshot still lists one revision.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_second_tier_watch_many_and_snapshot_are_still_consistent_across_resources() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let mut writer = Writer::new(0x5eed_0003);
+    writer.run(&mut kv, 60).await;
+    let tier1 = Watchd::start(&etcd.client_url(), &[]);
+    let tier2 = Watchd::start_upstream(&tier1.base_url(), &[]);
+    let mut c = client(&tier2).await;
+    let start = current_revision(&mut kv).await;
+    // A consistent read waits until both resources reached etcd's revision.
+    let first = c
+        .snapshot(pb::SnapshotRequest {
+            selections: both(),
+            ..Default::default()
+        })
+        .await
+        .expect("Snapshot")
+        .into_inner();
+    assert!(first.resource_version >= start);
+    let items: Vec<(u32, String, i64)> = first
+        .items
+        .iter()
+        .map(|i| {
+            let o = i.object.as_ref().expect("object");
+            let rv = o.metadata.as_ref().map_or(0, |m| m.resource_version);
+            (i.selection, object_key(o), rv)
+        })
+        .collect();
+    assert_eq!(items, etcd_state(&mut kv, first.resource_version).await);
+
+    let mut stream = c
+        .watch_many(pb::WatchManyRequest {
+            selections: both(),
+            resource_version: start.to_string(),
+            allow_watch_bookmarks: true,
+            ..Default::default()
+        })
+        .await
+        .expect("WatchMany")
+        .into_inner();
+    writer.run(&mut kv, 200).await;
+    let end = current_revision(&mut kv).await;
+    let history = etcd_history(&mut kv, start, end).await;
+    assert!(
+        history.len() >= 150,
+        "etcd history has {} events",
+        history.len()
+    );
+    let mut got = Received::default();
+    read_many(
+        &mut stream,
+        &mut got,
+        history.last().map_or(0, |s| s.3),
+        None,
+    )
+    .await;
+    assert_history("second tier", &got.events, &history);
+    assert_revisions_whole("second tier", &got.messages);
+}
