@@ -389,6 +389,34 @@ mod tests {
     }
 
     #[test]
+    fn facts_read_uid_generation_and_deletion_from_either_storage() {
+        let facts = |json: &str| {
+            let d = decode(json.as_bytes(), Revision(3), &[]).unwrap();
+            CachedObject::new(Arc::from("ns/a"), Revision(3), Arc::from([]), d)
+                .facts()
+                .clone()
+        };
+        let f = facts(
+            r#"{"metadata":{"name":"a","uid":"u-1","generation":7,"deletionTimestamp":"2026-01-01T00:00:00Z"}}"#,
+        );
+        assert_eq!((&*f.uid, f.generation, f.deleting), ("u-1", 7, true));
+        let f = facts(r#"{"metadata":{"name":"a","deletionTimestamp":null}}"#);
+        assert_eq!(f, MetaFacts::default(), "null is not set");
+        let f = facts(r#"{"metadata":{"name":"a","uid":["not a string"]}}"#);
+        assert_eq!(f, MetaFacts::default(), "odd metadata reads as defaults");
+        // A protobuf-stored object: read from `metadata` rendered alone.
+        let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u-2", "generation": 2,
+                "deletionTimestamp": "2026-01-01T00:00:00Z"}});
+        let value = crate::codec::pbjson::encode_stored(&pod).unwrap();
+        let d = decode(&value, Revision(3), &[]).unwrap();
+        let o = CachedObject::new(Arc::from("ns/a"), Revision(3), Arc::from([]), d);
+        let f = o.facts();
+        assert_eq!((&*f.uid, f.generation, f.deleting), ("u-2", 2, true));
+        assert!(!o.json_ready(), "facts do not render the object");
+    }
+
+    #[test]
     fn protobuf_json_is_rendered_on_first_use_and_not_in_cached_bytes() {
         let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "a", "namespace": "ns1"}, "spec": {"nodeName": "n"}});
