@@ -17,7 +17,7 @@ use etcd_client::{Client, EventType, WatchOptions};
 use serde_json::Value;
 
 use support::http::{self, WatchStream};
-use support::{Etcd, Watchd};
+use support::{Etcd, Rng, Watchd};
 
 const PREFIX: &str = "/registry/configmaps/";
 const NAMESPACES: usize = 4;
@@ -25,18 +25,6 @@ const NAMES: usize = 30;
 
 /// One event as a watcher should see it: (type, namespace/name, resourceVersion).
 type Seen = (String, String, i64);
-
-/// Deterministic xorshift, so a failure can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
 
 /// How the writer stores the ConfigMaps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,7 +14,7 @@ use tonic::transport::Channel;
 use watchd::api::grpc::pb::watchd_client::WatchdClient;
 use watchd::api::grpc::pb::{self, EventType};
 
-use support::{Etcd, Watchd};
+use support::{Etcd, Rng, Watchd};
 
 const CONFIGMAPS: &str = "/registry/configmaps/";
 const NODES: &str = "/registry/minions/";
@@ -22,18 +22,6 @@ const SECRETS: &str = "/registry/secrets/";
 
 /// One event as a stream should carry it: (selection, type, key, revision).
 type Seen = (u32, String, String, i64);
-
-/// Deterministic xorshift, so a failure can be replayed.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
 
 fn configmap(ns: &str, name: &str, i: usize) -> String {
     format!(

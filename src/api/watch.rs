@@ -385,25 +385,7 @@ impl<E: WatchEncoder> WatchSession<E> {
 
     /// The next frame; None when the watch ends.
     pub async fn next_frame(&mut self) -> Option<E::Frame> {
-        std::future::poll_fn(|cx| loop {
-            match self.step(cx.waker()) {
-                Step::Frame(f) => return Poll::Ready(Some(f)),
-                Step::End => return Poll::Ready(None),
-                Step::Idle(at) => {
-                    // One timer per watch, re-armed only when its deadline moves.
-                    if self.timer.deadline() != at {
-                        self.timer.as_mut().reset(at);
-                    }
-                    if self.wake.waiter().woken(cx.waker())
-                        || self.timer.as_mut().poll(cx).is_ready()
-                    {
-                        continue;
-                    }
-                    return Poll::Pending;
-                }
-            }
-        })
-        .await
+        next_step(self).await
     }
 
     /// With a batch window, the instant until which the frame being built waits for
@@ -509,6 +491,55 @@ impl<E: WatchEncoder> Drop for WatchSession<E> {
         metrics::gauge!("watchd_watchers", "resource" => resource.clone()).decrement(1.0);
         metrics::counter!("watchd_watchers_ended_total", "resource" => resource, "reason" => self.end.label())
             .increment(1);
+    }
+}
+
+/// A stream stepped as a watch is: what [`next_step`] needs of it.
+pub trait Stepping {
+    /// What a step yields.
+    type Frame;
+    /// One step, without waiting (as [`WatchSession::step`]).
+    fn step_once(&mut self, waker: &Waker) -> Step<Self::Frame>;
+    /// Whether a wake came since the step armed its wake-up (registering `waker`).
+    fn woken(&self, waker: &Waker) -> bool;
+    /// The stream's one timer, re-armed only when the instant to look again moves.
+    fn timer(&mut self) -> Pin<&mut Sleep>;
+}
+
+/// The next frame of a stepped stream: steps it, and when it is idle waits for its
+/// wake-up or its timer. None when it ends.
+pub async fn next_step<S: Stepping>(s: &mut S) -> Option<S::Frame> {
+    std::future::poll_fn(|cx| loop {
+        match s.step_once(cx.waker()) {
+            Step::Frame(f) => return Poll::Ready(Some(f)),
+            Step::End => return Poll::Ready(None),
+            Step::Idle(at) => {
+                if s.timer().deadline() != at {
+                    s.timer().reset(at);
+                }
+                if s.woken(cx.waker()) || s.timer().poll(cx).is_ready() {
+                    continue;
+                }
+                return Poll::Pending;
+            }
+        }
+    })
+    .await
+}
+
+impl<E: WatchEncoder> Stepping for WatchSession<E> {
+    type Frame = E::Frame;
+
+    fn step_once(&mut self, waker: &Waker) -> Step<E::Frame> {
+        self.step(waker)
+    }
+
+    fn woken(&self, waker: &Waker) -> bool {
+        self.wake.waiter().woken(waker)
+    }
+
+    fn timer(&mut self) -> Pin<&mut Sleep> {
+        self.timer.as_mut()
     }
 }
 

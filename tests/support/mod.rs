@@ -34,6 +34,19 @@ pub mod watchd;
 pub use self::etcd::Etcd;
 pub use self::watchd::Watchd;
 
+/// Deterministic xorshift, so a failure can be replayed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A number in `0..n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
 /// Runs each named scenario twice: once with built-in objects stored in etcd as JSON and
 /// once as Kubernetes protobuf (see [`kube::Storage`]).
 ///

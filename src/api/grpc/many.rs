@@ -9,20 +9,19 @@
 //! event of one etcd revision goes in the same message. The initial state is each
 //! collection's kept snapshot at one revision.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Poll, Waker};
+use std::task::Waker;
 use std::time::Duration;
 
 use tokio::time::{Instant, Sleep};
 
 use super::events::GrpcEvents;
-use super::{objects, params, pb, Selected};
+use super::{flag, objects, params, pb, positive, Selected};
 use crate::api::query::{RvParam, WatchQuery};
 use crate::api::read::{matches, not_ready, wait_fresh, ReadContext};
 use crate::api::status::ApiError;
-use crate::api::watch::{wake_key, Filter, Step, WatchEncoder};
+use crate::api::watch::{next_step, wake_key, Filter, Step, Stepping, WatchEncoder};
 use crate::config;
 use crate::dispatch::{WakeHandle, WakeKey};
 use crate::store::{Cache, EventLog, Read, Readiness, ResourceStore, Snapshot};
@@ -94,15 +93,8 @@ impl ManyWatch {
         r: &pb::WatchManyRequest,
         max_message_bytes: usize,
     ) -> Result<Result<ManyWatch, ApiError>, ApiError> {
-        let timeout = if r.timeout_seconds > 0 {
-            r.timeout_seconds.to_string()
-        } else {
-            String::new()
-        };
-        let send_initial = r
-            .send_initial_events
-            .map(|b| b.to_string())
-            .unwrap_or_default();
+        let timeout = positive(r.timeout_seconds);
+        let send_initial = flag(r.send_initial_events);
         let rv_match = if r.send_initial_events.is_some() {
             "NotOlderThan"
         } else {
@@ -411,26 +403,26 @@ impl ManyWatch {
 
     /// The next message; None when the stream ends.
     pub async fn next_message(&mut self) -> Option<pb::WatchManyResponse> {
-        std::future::poll_fn(|cx| loop {
-            match self.step(cx.waker()) {
-                Step::Frame(f) => return Poll::Ready(Some(f)),
-                Step::End => return Poll::Ready(None),
-                Step::Idle(at) => {
-                    if self.timer.deadline() != at {
-                        self.timer.as_mut().reset(at);
-                    }
-                    let woken = self
-                        .parts
-                        .iter()
-                        .fold(false, |w, p| p.wake.waiter().woken(cx.waker()) | w);
-                    if woken || self.timer.as_mut().poll(cx).is_ready() {
-                        continue;
-                    }
-                    return Poll::Pending;
-                }
-            }
-        })
-        .await
+        next_step(self).await
+    }
+}
+
+impl Stepping for ManyWatch {
+    type Frame = pb::WatchManyResponse;
+
+    fn step_once(&mut self, waker: &Waker) -> Step<pb::WatchManyResponse> {
+        self.step(waker)
+    }
+
+    fn woken(&self, waker: &Waker) -> bool {
+        // Each part's waiter registers the waker again, so every one is asked.
+        self.parts
+            .iter()
+            .fold(false, |w, p| p.wake.waiter().woken(waker) | w)
+    }
+
+    fn timer(&mut self) -> Pin<&mut Sleep> {
+        self.timer.as_mut()
     }
 }
 

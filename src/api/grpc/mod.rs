@@ -270,6 +270,21 @@ fn to_status(e: &ApiError) -> Status {
     Status::with_details(code, e.message(), details.into())
 }
 
+/// A number as a query parameter: empty (absent) unless positive.
+fn positive(n: i64) -> String {
+    if n > 0 {
+        n.to_string()
+    } else {
+        String::new()
+    }
+}
+
+/// An optional flag as a query parameter: empty (absent) when unset.
+fn flag(b: Option<bool>) -> String {
+    b.map(|b| b.to_string()).unwrap_or_default()
+}
+
+/// Query parameters from request fields, empty ones left out.
 fn params(pairs: &[(&str, &str)]) -> Params {
     Params::from_pairs(
         pairs
@@ -465,11 +480,7 @@ impl Watchd for GrpcApi {
             .await?;
         let r = req.into_inner();
         let encoding = objects::encoding(r.encoding);
-        let limit = if r.limit > 0 {
-            r.limit.to_string()
-        } else {
-            String::new()
-        };
+        let limit = positive(r.limit);
         let result = async {
             let (store, ns) = self.collection(r.collection.as_ref())?;
             let q = ListQuery::parse(
@@ -512,15 +523,8 @@ impl Watchd for GrpcApi {
             .check(&req, "watch", w.collection.as_ref(), "", &w.field_selector)
             .await?;
         let r = req.into_inner();
-        let timeout = if r.timeout_seconds > 0 {
-            r.timeout_seconds.to_string()
-        } else {
-            String::new()
-        };
-        let send_initial = r
-            .send_initial_events
-            .map(|b| b.to_string())
-            .unwrap_or_default();
+        let timeout = positive(r.timeout_seconds);
+        let send_initial = flag(r.send_initial_events);
         let result = async {
             let (store, ns) = self.collection(r.collection.as_ref())?;
             let q = WatchQuery::parse(

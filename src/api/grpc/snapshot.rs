@@ -7,8 +7,8 @@
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-use super::{objects, pb, Selected, DEFAULT_LIST_LIMIT, LIST_ENVELOPE_BYTES};
-use crate::api::query::{ContinueToken, ListQuery, PageBound, Params, RvParam};
+use super::{objects, params, pb, Selected, DEFAULT_LIST_LIMIT, LIST_ENVELOPE_BYTES};
+use crate::api::query::{ContinueToken, ListQuery, PageBound, RvParam};
 use crate::api::read::{self, wait_fresh, ReadContext};
 use crate::api::status::ApiError;
 use crate::store::CachedObject;
@@ -73,15 +73,6 @@ async fn revision(
         .map(|s| read.cache.applied_for(&s.store))
         .min()
         .unwrap_or_default())
-}
-
-fn params(pairs: &[(&str, &str)]) -> Params {
-    Params::from_pairs(
-        pairs
-            .iter()
-            .filter(|(_, v)| !v.is_empty())
-            .map(|(k, v)| (*k, *v)),
-    )
 }
 
 /// One page of a Snapshot request.
