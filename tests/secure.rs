@@ -398,6 +398,56 @@ async fn grpc_is_secured_the_same_way(pki: &Pki, watchd: &Watchd) {
     assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
     let status: serde_json::Value = serde_json::from_slice(e.details()).unwrap();
     assert_eq!(status["reason"], "Forbidden");
+
+    // Calls across collections are allowed only if every collection is.
+    use watchd::api::grpc::pb::{
+        ListResourcesRequest, Selection, SnapshotRequest, WatchManyRequest,
+    };
+    let selections = |namespaces: &[&str]| -> Vec<Selection> {
+        namespaces
+            .iter()
+            .map(|ns| Selection {
+                collection: list(ns).collection,
+                ..Default::default()
+            })
+            .collect()
+    };
+    let snapshot = alice
+        .snapshot(SnapshotRequest {
+            selections: selections(&["ns1"]),
+            ..Default::default()
+        })
+        .await
+        .expect("alice's snapshot of ns1")
+        .into_inner();
+    assert_eq!(snapshot.items.len(), 1);
+    let e = alice
+        .snapshot(SnapshotRequest {
+            selections: selections(&["ns1", "ns2"]),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+    let e = alice
+        .watch_many(WatchManyRequest {
+            selections: selections(&["ns2", "ns1"]),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+    let e = anonymous
+        .list_resources(ListResourcesRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
+    let resources = alice
+        .list_resources(ListResourcesRequest {})
+        .await
+        .expect("alice lists resources")
+        .into_inner();
+    assert!(resources.resources.iter().any(|r| r.resource == "pods"));
 }
 
 #[test]
