@@ -475,3 +475,25 @@ async fn watch_many_streams_are_read_up_to_max_messages() {
     assert_eq!(bookmark["initialEventsEnd"], true, "{bookmark}");
     assert_eq!(bookmark["resourceVersion"], now, "{bookmark}");
 }
+
+/// README.md's grpcurl commands send the requests the tests above send (the tool aside,
+/// they are the same calls).
+#[test]
+fn readme_grpcurl_commands_send_the_tested_requests() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("read README.md");
+    for (request, method) in [
+        ("{}", "watchd.v1.Watchd/ListResources"),
+        (GET_PROTOBUF, "watchd.v1.Watchd/Get"),
+        (SNAPSHOT_PODS_NODES, "watchd.v1.Watchd/Snapshot"),
+        (WATCH_MANY_PODS_NODES, "watchd.v1.Watchd/WatchMany"),
+    ] {
+        let command = readme
+            .split("grpcurl -plaintext ")
+            .find(|c| c.contains(method))
+            .unwrap_or_else(|| panic!("README.md has no grpcurl command calling {method}"));
+        assert!(
+            command.starts_with(&format!("-d '{request}'")),
+            "README.md's grpcurl call of {method} should send {request}: {command}"
+        );
+    }
+}
