@@ -198,6 +198,18 @@ fn describe() {
         "Bytes of cached objects, per resource."
     );
     describe_gauge!("watchd_watchers", "Open watches, per resource.");
+    describe_gauge!(
+        "watchd_grpc_watch_many_streams",
+        "Open gRPC WatchMany streams (each also holds a cursor per collection)."
+    );
+    describe_counter!(
+        "watchd_grpc_watch_many_events_sent_total",
+        "Events (changes, initial ADDED events, bookmarks and errors) sent on gRPC WatchMany streams."
+    );
+    describe_counter!(
+        "watchd_grpc_watch_many_expired_total",
+        "gRPC WatchMany streams ended with 410 Expired (a cursor fell out of the history window, or a new epoch)."
+    );
     describe_counter!(
         "watchd_watchers_ended_total",
         "Watches ended, per resource and reason: timeout (timeoutSeconds), expired (410, out of the history window), relist (410, new epoch), reinitializing (the resource's cache re-initializes), closed (the client went away, the connection closed or timed out writing, or a 403 ended it)."

@@ -762,3 +762,84 @@ async fn on_a_second_tier_watch_many_and_snapshot_are_still_consistent_across_re
     assert_history("second tier", &got.events, &history);
     assert_revisions_whole("second tier", &got.messages);
 }
+
+/// The initial state always ends with its bookmark (the revision to resume from); other
+/// bookmarks come only when allowed, carrying a revision every selected resource reached.
+#[tokio::test]
+async fn watch_many_bookmarks_name_revisions_to_resume_from() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let mut writer = Writer::new(0x5eed_0004);
+    writer.run(&mut kv, 30).await;
+    let watchd = Watchd::start(&etcd.client_url(), &["--bookmark-interval=200ms"]);
+    let mut c = client(&watchd).await;
+    let at = current_revision(&mut kv).await;
+
+    let mut quiet = c
+        .watch_many(pb::WatchManyRequest {
+            selections: both(),
+            ..Default::default()
+        })
+        .await
+        .expect("WatchMany")
+        .into_inner();
+    let mut got = Received {
+        in_initial: true,
+        ..Default::default()
+    };
+    while got.initial_end.is_none() {
+        let msg = tokio::time::timeout(Duration::from_secs(10), quiet.message())
+            .await
+            .expect("initial events in time")
+            .expect("message")
+            .expect("open");
+        got.take(msg.events);
+    }
+    assert_eq!(
+        got.initial_end,
+        Some(at),
+        "the initial state is at etcd's revision"
+    );
+    let mut state = etcd_state(&mut kv, at).await;
+    state.sort();
+    got.initial.sort();
+    assert_eq!(got.initial, state);
+    // Without allow_watch_bookmarks nothing else comes while nothing changes.
+    let idle = tokio::time::timeout(Duration::from_millis(800), quiet.message()).await;
+    assert!(idle.is_err(), "no message on a quiet stream: {idle:?}");
+
+    // A Secret (selected by neither) moves etcd on; a bookmark says both reached it.
+    let mut bookmarked = c
+        .watch_many(pb::WatchManyRequest {
+            selections: both(),
+            resource_version: at.to_string(),
+            allow_watch_bookmarks: true,
+            ..Default::default()
+        })
+        .await
+        .expect("WatchMany")
+        .into_inner();
+    let moved = kv
+        .put(format!("{SECRETS}default/quiet"), secret("quiet"), None)
+        .await
+        .expect("put")
+        .header()
+        .expect("header")
+        .revision();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let msg = tokio::time::timeout(left, bookmarked.message())
+            .await
+            .expect("a bookmark at the Secret's revision in time")
+            .expect("message")
+            .expect("open");
+        for e in &msg.events {
+            assert_eq!(e.r#type(), EventType::Bookmark, "only bookmarks: {e:?}");
+            assert!(e.resource_version >= at);
+        }
+        if msg.events.iter().any(|e| e.resource_version >= moved) {
+            break;
+        }
+    }
+}

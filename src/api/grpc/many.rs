@@ -47,7 +47,6 @@ struct Initial {
     snapshots: Vec<Arc<Snapshot>>,
     part: usize,
     next_key: Option<Arc<str>>,
-    end_bookmark: bool,
 }
 
 /// One open WatchMany.
@@ -198,7 +197,6 @@ impl ManyWatch {
                 snapshots,
                 part: 0,
                 next_key: None,
-                end_bookmark: r.allow_watch_bookmarks,
             }),
             allow_bookmarks: r.allow_watch_bookmarks,
             deadline,
@@ -361,7 +359,7 @@ impl ManyWatch {
     }
 
     /// The next message of the initial state: objects of one part after another, then
-    /// the bookmark that ends them (when bookmarks are allowed).
+    /// the bookmark that ends them.
     fn initial_message(&mut self) {
         let Some(init) = self.initial.as_mut() else {
             return;
@@ -393,12 +391,10 @@ impl ManyWatch {
                 }
             }
         }
-        let end = init.end_bookmark;
         self.initial = None;
         self.encoder.selection = 0;
-        if end {
-            self.encoder.push_bookmark(self.after, true);
-        }
+        // Always, bookmarks allowed or not: it names the revision to resume from.
+        self.encoder.push_bookmark(self.after, true);
     }
 
     /// The next message; None when the stream ends.
