@@ -136,6 +136,7 @@ async fn reflection_lists_the_services_and_serves_their_descriptors() {
         "watchd.v1.Watchd",
         "grpc.health.v1.Health",
         "grpc.reflection.v1.ServerReflection",
+        "grpc.reflection.v1alpha.ServerReflection",
     ] {
         assert!(names.iter().any(|n| n == wanted), "{wanted} in {names:?}");
     }
@@ -151,7 +152,14 @@ async fn reflection_lists_the_services_and_serves_their_descriptors() {
         .find(|s| s.name() == "Watchd")
         .expect("the Watchd service");
     let methods: Vec<&str> = service.method.iter().map(|m| m.name()).collect();
-    for m in ["Get", "List", "Watch"] {
+    for m in [
+        "Get",
+        "List",
+        "Watch",
+        "ListResources",
+        "Snapshot",
+        "WatchMany",
+    ] {
         assert!(methods.contains(&m), "{m} in {methods:?}");
     }
 
@@ -167,7 +175,16 @@ async fn reflection_lists_the_services_and_serves_their_descriptors() {
         .into_inner();
     match answers.message().await.unwrap().unwrap().message_response {
         Some(AlphaResponse::ListServicesResponse(l)) => {
-            assert!(l.service.iter().any(|s| s.name == "watchd.v1.Watchd"))
+            for wanted in [
+                "watchd.v1.Watchd",
+                "grpc.reflection.v1.ServerReflection",
+                "grpc.reflection.v1alpha.ServerReflection",
+            ] {
+                assert!(
+                    l.service.iter().any(|s| s.name == wanted),
+                    "{wanted}: {l:?}"
+                );
+            }
         }
         other => panic!("not a service list: {other:?}"),
     }

@@ -171,9 +171,17 @@ pub async fn serve(
             .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
     };
+    // Each builder adds its own reflection service; each is given the other's, so that
+    // either lists both (as grpc-go's do).
     let (reflection_v1, reflection_v1alpha) = match (
-        reflection().build_v1(),
-        reflection().build_v1alpha(),
+        reflection()
+            .register_encoded_file_descriptor_set(
+                tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
+            )
+            .build_v1(),
+        reflection()
+            .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
+            .build_v1alpha(),
     ) {
         (Ok(v1), Ok(v1alpha)) => (v1, v1alpha),
         (Err(e), _) | (_, Err(e)) => {
