@@ -85,8 +85,10 @@ struct ServeArgs {
     /// Address of watchd's gRPC API (loopback unless told otherwise).
     #[arg(long, default_value = "127.0.0.1:9090")]
     grpc_address: SocketAddr,
-    /// Largest gRPC message: List pages end early (with a continue token) to stay under
-    /// it, and larger requests are refused. The default is what gRPC clients accept.
+    /// Largest gRPC message: List and Snapshot pages end early (with a continue token)
+    /// to stay under it, watch messages close at half of it, a single object larger than
+    /// it fails its call (ResourceExhausted), and larger requests are refused. The
+    /// default is what gRPC clients accept.
     #[arg(long, value_name = "BYTES", default_value_t = grpc::DEFAULT_MAX_MESSAGE_BYTES, value_parser = parse_message_bytes)]
     grpc_max_message_bytes: usize,
     /// Most gRPC calls (watches) one connection carries at once; more wait for one to
