@@ -352,8 +352,11 @@ impl ManyWatch {
         held
     }
 
+    /// Ends the stream with `err` alone: events drained so far may stop inside a
+    /// revision, and a client told 410 lists again anyway.
     fn end_with(&mut self, err: ApiError) {
         metrics::counter!("watchd_grpc_watch_many_expired_total").increment(1);
+        self.encoder.take_events();
         self.encoder.error(&err);
         self.done = true;
     }
