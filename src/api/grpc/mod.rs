@@ -212,9 +212,15 @@ pub async fn serve(
     };
     let result = match tls {
         None => {
-            server
-                .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stop)
-                .await
+            // tonic leaves its own nodelay setting aside for a given listener: without
+            // it, Nagle held small watch messages for tens of milliseconds.
+            use futures_util::StreamExt;
+            let incoming = TcpListenerStream::new(listener).map(|accepted| {
+                accepted.inspect(|tcp| {
+                    let _ = tcp.set_nodelay(true);
+                })
+            });
+            server.serve_with_incoming_shutdown(incoming, stop).await
         }
         Some(tls) => {
             let incoming = futures_util::stream::unfold(
