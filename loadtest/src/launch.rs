@@ -203,6 +203,9 @@ pub struct Watchd {
     pub proc: Proc,
     /// Its HTTP address.
     pub addr: SocketAddr,
+    /// Its gRPC API's address (`--grpc-address`, on 127.0.0.1; plain text
+    /// unless the args give watchd TLS).
+    pub grpc_addr: SocketAddr,
     /// Its HTTP API (`http://` or, with TLS, `https://127.0.0.1:PORT`) with
     /// the credentials the readiness probe used.
     pub endpoint: Arc<Endpoint>,
@@ -254,6 +257,7 @@ pub async fn start_watchd_with(
     let http_port = free_port()?;
     let grpc_port = free_port()?;
     let addr = SocketAddr::from(([127, 0, 0, 1], http_port));
+    let grpc_addr = SocketAddr::from(([127, 0, 0, 1], grpc_port));
     let url = match options.tls {
         Some(_) => format!("https://{addr}"),
         None => format!("http://{addr}"),
@@ -267,7 +271,7 @@ pub async fn start_watchd_with(
     cmd.arg("serve")
         .arg(format!("--etcd-servers={etcd}"))
         .arg(format!("--http-address={addr}"))
-        .arg(format!("--grpc-address=127.0.0.1:{grpc_port}"))
+        .arg(format!("--grpc-address={grpc_addr}"))
         .args(&options.args);
     let mut proc = Proc::spawn("watchd", cmd, dir)?;
     let deadline = Instant::now() + READY_TIMEOUT;
@@ -284,6 +288,7 @@ pub async fn start_watchd_with(
             return Ok(Watchd {
                 proc,
                 addr,
+                grpc_addr,
                 endpoint,
             });
         }

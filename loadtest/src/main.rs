@@ -3,10 +3,12 @@
 //! ```text
 //! watchd-loadtest demo --etcd-servers=http://127.0.0.1:2379 [--once] ...
 //! watchd-loadtest s1 --target=watchd|etcd --watchers=W --writes-per-sec=E --duration=S
+//!                    [--protocol=http1|http2|grpc-watchd]
 //! watchd-loadtest s1-compare --watchers=W --writes-per-sec=E --duration=S [--runs=3]
+//!                    [--protocols=http1,http2,grpc-watchd]
 //! watchd-loadtest read-latency --requests=N [--objects=K]
 //! watchd-loadtest floor --watchers=N --rate=R --duration=S [--events-per-write=K]
-//! watchd-loadtest s1-saturate --watchers=W --rates=A,B,C [--sides=floor,etcd,http1,http2]
+//! watchd-loadtest s1-saturate --watchers=W --rates=A,B,C [--sides=floor,etcd,http1,http2,grpc-watchd]
 //! watchd-loadtest s2|s3|s4|s5|s6|s7 [--out=result.json] ...
 //! ```
 //!
@@ -334,6 +336,7 @@ mod tests {
     #[test]
     fn target_url_tls_and_token_flags_parse() {
         use watchd_loadtest::endpoint::Protocol;
+        use watchd_loadtest::s1::WatchProtocol;
         let a = compare_args(&[
             "--target-url=https://localhost:6443",
             "--ca-file=/tmp/ca.pem",
@@ -343,7 +346,7 @@ mod tests {
         ])
         .expect("parses");
         assert_eq!(a.load.target_url.as_deref(), Some("https://localhost:6443"));
-        assert_eq!(a.load.protocol, Protocol::Http2);
+        assert_eq!(a.load.protocol, WatchProtocol::Http2);
         let (etcd, watchd) = a.load.compare_configs().expect("valid");
         assert_eq!(watchd.protocol, Protocol::Http2);
         assert_eq!(watchd.streams_per_connection, 50);
@@ -354,7 +357,7 @@ mod tests {
         // --watchd-url still works, as an alias.
         let a = compare_args(&["--watchd-url=http://127.0.0.1:8080"]).expect("parses");
         assert_eq!(a.load.target_url.as_deref(), Some("http://127.0.0.1:8080"));
-        assert_eq!(a.load.protocol, Protocol::Http1, "HTTP/1.1 by default");
+        assert_eq!(a.load.protocol, WatchProtocol::Http1, "HTTP/1.1 by default");
         assert_eq!(a.load.streams_per_connection, 100);
         // Refused at parse time: a token twice, an unknown protocol.
         assert!(compare_args(&["--token=a", "--token-file=/tmp/t"]).is_err());
@@ -371,7 +374,7 @@ mod tests {
 
     #[test]
     fn protocols_run_side_by_side_with_etcd_multiplexed_alike() {
-        use watchd_loadtest::endpoint::Protocol::{Http1, Http2};
+        use watchd_loadtest::s1::WatchProtocol::{Http1, Http2};
         let a = compare_args(&["--protocols=http1,http2", "--watchers=1000"]).expect("parses");
         let protocols = a.protocols.clone().expect("given");
         assert_eq!(protocols, [Http1, Http2]);
@@ -407,6 +410,8 @@ mod tests {
         assert!(e.contains("each once"), "{e}");
         assert!(compare_args(&["--protocols=http1", "--protocol=http2"]).is_err());
         assert!(compare_args(&["--protocols=http1,spdy"]).is_err());
+        // "grpc" is etcd direct's label, not a watchd protocol.
+        assert!(compare_args(&["--protocols=http1,grpc"]).is_err());
         // `s1` with etcd direct refuses the HTTP side's flags.
         let cli = Cli::try_parse_from([
             "watchd-loadtest",
@@ -424,6 +429,100 @@ mod tests {
             .config(watchd_loadtest::s1::Target::Etcd, args.load.protocol)
             .expect("builds");
         assert!(cfg.validate().unwrap_err().contains("not to etcd direct"));
+    }
+
+    #[test]
+    fn grpc_watchd_runs_beside_http_in_one_comparison() {
+        use watchd_loadtest::endpoint::Protocol;
+        use watchd_loadtest::s1::{WatchApi, WatchProtocol};
+        let a = compare_args(&["--protocols=http1,http2,grpc-watchd", "--watchers=1000"])
+            .expect("parses");
+        let protocols = a.protocols.clone().expect("given");
+        assert_eq!(
+            protocols,
+            [
+                WatchProtocol::Http1,
+                WatchProtocol::Http2,
+                WatchProtocol::GrpcWatchd
+            ]
+        );
+        let (etcd, watchd) = a.load.compare_configs_for(&protocols).expect("valid");
+        let shapes: Vec<_> = std::iter::once(&etcd)
+            .chain(&watchd)
+            .map(|c| {
+                let m = c.multiplexing();
+                (m.protocol, m.connections, m.streams_per_connection)
+            })
+            .collect();
+        assert_eq!(
+            shapes,
+            [
+                ("grpc".to_string(), 10, 100),
+                ("http1".to_string(), 1000, 1),
+                ("http2".to_string(), 10, 100),
+                ("grpc-watchd".to_string(), 10, 100),
+            ]
+        );
+        let grpc = &watchd[2];
+        assert_eq!((grpc.api, grpc.protocol), (WatchApi::Grpc, Protocol::Http2));
+        assert_eq!(etcd.api, WatchApi::Http);
+        // gRPC alone beside etcd: etcd multiplexed alike, --etcd-connections
+        // refused as with HTTP/2.
+        let a = compare_args(&["--protocol=grpc-watchd", "--watchers=250"]).unwrap();
+        assert_eq!(a.load.protocol, WatchProtocol::GrpcWatchd);
+        let (etcd, watchd) = a.load.compare_configs().expect("valid");
+        assert_eq!(etcd.multiplexing().connections, 3);
+        assert_eq!(
+            watchd.multiplexing().to_string(),
+            "watchd gRPC (h2c), 3 connections x <=84 streams"
+        );
+        let a = compare_args(&["--protocol=grpc-watchd", "--etcd-connections=2"]).unwrap();
+        let e = a.load.compare_configs().unwrap_err();
+        assert!(e.contains("--etcd-connections"), "{e}");
+        // It needs the watchd the run starts, and --accept=protobuf needs
+        // protobuf storage as over HTTP.
+        let a =
+            compare_args(&["--protocol=grpc-watchd", "--target-url=http://127.0.0.1:1"]).unwrap();
+        assert!(a
+            .load
+            .compare_configs()
+            .unwrap_err()
+            .contains("--target-url"));
+        let a = compare_args(&["--protocols=grpc-watchd", "--accept=protobuf"]).unwrap();
+        let e = a.load.compare_configs_for(a.protocols.as_deref().unwrap());
+        assert!(e.unwrap_err().contains("--storage=protobuf"));
+        let a = compare_args(&["--protocols=grpc-watchd,http1,grpc-watchd"]).unwrap();
+        let e = a.load.compare_configs_for(a.protocols.as_deref().unwrap());
+        assert!(e.unwrap_err().contains("each once"));
+        // `s1` takes it for watchd and refuses it for etcd direct.
+        let parse_s1 = |target: &str| {
+            let cli = Cli::try_parse_from([
+                "watchd-loadtest",
+                "s1",
+                target,
+                "--protocol=grpc-watchd",
+                "--streams-per-connection=2",
+                "--watchers=5",
+            ])
+            .expect("parses");
+            let Command::S1(args) = cli.command else {
+                panic!("not s1");
+            };
+            args
+        };
+        let args = parse_s1("--target=watchd");
+        let cfg = args
+            .load
+            .config(watchd_loadtest::s1::Target::Watchd, args.load.protocol)
+            .expect("builds");
+        assert!(cfg.validate().is_ok());
+        assert_eq!(cfg.multiplexing().connections, 3);
+        let args = parse_s1("--target=etcd");
+        let cfg = args
+            .load
+            .config(watchd_loadtest::s1::Target::Etcd, args.load.protocol)
+            .expect("builds");
+        assert!(cfg.validate().unwrap_err().contains("etcd direct"));
     }
 
     #[test]

@@ -3,11 +3,10 @@
 //! step's length; `--writes-per-sec` is replaced by the ladder).
 
 use clap::{Args, ValueEnum};
-use watchd_loadtest::endpoint::Protocol;
 use watchd_loadtest::plot;
 use watchd_loadtest::s1::floor_side::{self, SideRun};
 use watchd_loadtest::s1::saturate::{self, Limits, SideSpec, MAX_STEPS};
-use watchd_loadtest::s1::Target;
+use watchd_loadtest::s1::{Target, WatchProtocol};
 
 use crate::scenarios::{check_http1_fits, write_json, LoadArgs};
 
@@ -16,18 +15,35 @@ use crate::scenarios::{check_http1_fits, write_json, LoadArgs};
 pub enum SideArg {
     /// The loopback floor.
     Floor,
-    /// etcd direct (multiplexed like HTTP/2 when http2 is a side).
+    /// etcd direct (multiplexed like HTTP/2 when http2 or grpc-watchd is a
+    /// side).
     Etcd,
     /// watchd over HTTP/1.1, a connection per watcher.
     Http1,
     /// watchd over HTTP/2, --streams-per-connection streams per connection.
     Http2,
+    /// watchd's own gRPC API, --streams-per-connection Watch calls per
+    /// connection.
+    GrpcWatchd,
+}
+
+impl SideArg {
+    /// The watchd protocol of a watchd side.
+    fn protocol(self) -> Option<WatchProtocol> {
+        match self {
+            SideArg::Floor | SideArg::Etcd => None,
+            SideArg::Http1 => Some(WatchProtocol::Http1),
+            SideArg::Http2 => Some(WatchProtocol::Http2),
+            SideArg::GrpcWatchd => Some(WatchProtocol::GrpcWatchd),
+        }
+    }
 }
 
 /// Flags of `s1-saturate`.
 #[derive(Debug, Args)]
 pub struct SaturateArgs {
-    /// The sides, each run at every step until it stops holding.
+    /// The sides, each run at every step until it stops holding (also
+    /// `grpc-watchd`: watchd's gRPC API).
     #[arg(long, value_delimiter = ',', default_value = "floor,etcd,http1,http2")]
     pub sides: Vec<SideArg>,
     /// The write rates (per second) of the steps, ascending [default: from
@@ -82,17 +98,18 @@ impl SaturateArgs {
         if self.sides.is_empty() {
             return Err("--sides needs at least one side".into());
         }
-        let mut protocols = Vec::new();
-        for (side, p) in [
-            (SideArg::Http1, Protocol::Http1),
-            (SideArg::Http2, Protocol::Http2),
-        ] {
-            if self.sides.contains(&side) {
-                protocols.push(p);
-            }
-        }
+        let protocols: Vec<WatchProtocol> = WatchProtocol::ALL
+            .into_iter()
+            .filter(|p| self.sides.iter().any(|s| s.protocol() == Some(*p)))
+            .collect();
         let (etcd, watchd) = if protocols.is_empty() {
-            let etcd = self.load.config(Target::Etcd, self.load.protocol)?;
+            // etcd direct multiplexed as --protocol would multiplex watchd.
+            let like = if self.load.protocol.multiplexed() {
+                WatchProtocol::Http2
+            } else {
+                WatchProtocol::Http1
+            };
+            let etcd = self.load.config(Target::Etcd, like)?;
             etcd.validate()?;
             (etcd, Vec::new())
         } else {
@@ -110,6 +127,7 @@ impl SaturateArgs {
             SideArg::Etcd,
             SideArg::Http1,
             SideArg::Http2,
+            SideArg::GrpcWatchd,
         ] {
             if !self.sides.contains(&side) {
                 continue;
@@ -118,7 +136,7 @@ impl SaturateArgs {
                 SideArg::Floor => {
                     let exe =
                         std::env::current_exe().map_err(|e| format!("this executable: {e}"))?;
-                    let shape = self.load.config(Target::Watchd, Protocol::Http1)?;
+                    let shape = self.load.config(Target::Watchd, WatchProtocol::Http1)?;
                     spec(
                         "floor",
                         "floor",
@@ -126,21 +144,13 @@ impl SaturateArgs {
                     )
                 }
                 SideArg::Etcd => spec("etcd direct", "etcd", SideRun::S1(etcd.clone())),
-                SideArg::Http1 | SideArg::Http2 => {
-                    let p = if side == SideArg::Http1 {
-                        Protocol::Http1
-                    } else {
-                        Protocol::Http2
-                    };
+                SideArg::Http1 | SideArg::Http2 | SideArg::GrpcWatchd => {
+                    let p = side.protocol().ok_or("not a watchd side")?;
                     let cfg = watchd
                         .iter()
-                        .find(|c| c.protocol == p)
+                        .find(|c| c.watch_protocol() == p)
                         .ok_or("no watchd side")?;
-                    spec(
-                        &format!("watchd {}", p.name()),
-                        p.name(),
-                        SideRun::S1(cfg.clone()),
-                    )
+                    spec(&p.side_name(), p.name(), SideRun::S1(cfg.clone()))
                 }
             });
         }
@@ -248,6 +258,27 @@ mod tests {
             let e = args(&["--watchers=20000"]).specs().unwrap_err();
             assert!(e.contains("HTTP/1.1 at 20000 watchers"), "{e}");
         }
+        // watchd's gRPC API as a side of its own; etcd direct multiplexed
+        // like it.
+        let specs = args(&["--watchers=500", "--sides=etcd,http1,grpc-watchd"])
+            .specs()
+            .unwrap();
+        let shapes: Vec<(String, String, usize)> = specs
+            .iter()
+            .map(|s| {
+                let m = s.run.multiplexing();
+                (s.short.clone(), m.protocol, m.connections)
+            })
+            .collect();
+        assert_eq!(
+            shapes,
+            [
+                ("etcd".into(), "grpc".into(), 5),
+                ("http1".into(), "http1".into(), 500),
+                ("grpc-watchd".into(), "grpc-watchd".into(), 5),
+            ]
+        );
+        assert_eq!(specs[2].name, "watchd grpc");
         // Without a watchd side, etcd direct follows --protocol.
         let specs = args(&["--sides=etcd", "--watchers=1000"]).specs().unwrap();
         assert_eq!(specs[0].run.multiplexing().connections, 4);

@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use serde::Serialize;
 use tracing::{error, warn};
 use watchd_loadtest::demo::Storage;
-use watchd_loadtest::endpoint::{Protocol, TokenSource};
+use watchd_loadtest::endpoint::TokenSource;
 use watchd_loadtest::fdlimit;
 use watchd_loadtest::http::Accept;
 use watchd_loadtest::launch;
@@ -20,13 +20,14 @@ use watchd_loadtest::s1::artifacts;
 use watchd_loadtest::s1::compare::{baseline_ratios, CompareResult, Side};
 use watchd_loadtest::s1::floor_side::{self, SideRun};
 use watchd_loadtest::s1::report;
-use watchd_loadtest::s1::{self as s1_run, S1Config, Target};
+use watchd_loadtest::s1::{self as s1_run, S1Config, Target, WatchProtocol};
 use watchd_loadtest::tls::TlsOptions;
 
 /// Server under test.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum TargetArg {
-    /// watchd's HTTP watch API.
+    /// watchd: its HTTP watch API, or its gRPC API with
+    /// --protocol=grpc-watchd.
     Watchd,
     /// etcd gRPC watches (the baseline).
     Etcd,
@@ -53,8 +54,9 @@ pub struct LoadArgs {
     #[arg(long, default_value = "json")]
     pub storage: Storage,
     /// What the watchd watchers ask for: `json` lines, or `protobuf` frames
-    /// as client-go informers do (needs --storage=protobuf). watchd only:
-    /// `s1-compare` uses it for the watchd runs.
+    /// as client-go informers do (needs --storage=protobuf); over watchd's
+    /// gRPC API, the objects' encoding. watchd only: `s1-compare` uses it
+    /// for the watchd runs.
     #[arg(long, default_value = "json")]
     pub accept: Accept,
     /// Namespaces the ConfigMaps are spread over.
@@ -82,14 +84,17 @@ pub struct LoadArgs {
     /// File holding the bearer token (read when the run starts).
     #[arg(long)]
     pub token_file: Option<PathBuf>,
-    /// HTTP version of the watchd (HTTP) watchers: `http1`, one connection
-    /// per watcher, or `http2`, the watchers multiplexed as streams over
-    /// ceil(watchers / streams-per-connection) connections (h2c on http://,
-    /// ALPN h2 on https://). With http2 the etcd baseline is multiplexed the
-    /// same way.
+    /// How the watchd watchers reach watchd: its Kubernetes HTTP API over
+    /// `http1`, one connection per watcher, or `http2`, the watchers
+    /// multiplexed as streams over ceil(watchers / streams-per-connection)
+    /// connections (h2c on http://, ALPN h2 on https://); or `grpc-watchd`,
+    /// watchd's own gRPC API, one Watch call per watcher multiplexed the
+    /// same way (h2c, on the watchd the run starts). With http2 or
+    /// grpc-watchd the etcd baseline is multiplexed the same way.
     #[arg(long, default_value = "http1")]
-    pub protocol: Protocol,
-    /// With --protocol=http2, the most watch streams on one connection.
+    pub protocol: WatchProtocol,
+    /// With --protocol=http2 or grpc-watchd, the most watch streams on one
+    /// connection.
     #[arg(long, default_value_t = 100)]
     pub streams_per_connection: usize,
     /// PID of an external server under test, for its CPU and memory.
@@ -103,7 +108,8 @@ pub struct LoadArgs {
     #[arg(long = "watchd-arg", allow_hyphen_values = true)]
     pub watchd_args: Vec<String>,
     /// gRPC connections the etcd watches are spread over [default: 4; with
-    /// HTTP/2, ceil(watchers / streams-per-connection), like the HTTP side].
+    /// HTTP/2 or grpc-watchd, ceil(watchers / streams-per-connection), like
+    /// the watchd side].
     #[arg(long)]
     pub etcd_connections: Option<usize>,
     /// Longest wait, after the last write, for every watcher to have it.
@@ -120,7 +126,7 @@ pub struct LoadArgs {
 impl LoadArgs {
     /// The settings of one run against `target` over `protocol` (not yet
     /// validated).
-    pub fn config(&self, target: Target, protocol: Protocol) -> Result<S1Config, String> {
+    pub fn config(&self, target: Target, protocol: WatchProtocol) -> Result<S1Config, String> {
         let mut c = S1Config::new(
             target,
             self.watchers,
@@ -145,24 +151,24 @@ impl LoadArgs {
             (None, Some(f)) => Some(TokenSource::File(f.clone())),
             (None, None) => None,
         };
-        c.protocol = protocol;
+        c.set_watch_protocol(protocol);
         c.streams_per_connection = self.streams_per_connection;
         c.server_pid = self.server_pid;
         if let Some(bin) = &self.watchd_bin {
             c.watchd_bin = bin.clone();
         }
         c.watchd_args = self.watchd_args.clone();
-        match (self.etcd_connections, protocol) {
-            (Some(_), Protocol::Http2) => {
+        match self.etcd_connections {
+            Some(_) if protocol.multiplexed() => {
                 return Err(
-                    "--etcd-connections does not go with HTTP/2: the etcd baseline \
-                     then uses the same multiplexing, ceil(watchers / \
+                    "--etcd-connections does not go with HTTP/2 or grpc-watchd: the etcd \
+                     baseline then uses the same multiplexing, ceil(watchers / \
                      streams-per-connection) connections"
                         .into(),
                 )
             }
-            (Some(n), Protocol::Http1) => c.etcd_connections = n,
-            (None, _) => {}
+            Some(n) => c.etcd_connections = n,
+            None => {}
         }
         c.drain_timeout = Duration::from_secs(self.drain_timeout);
         if let Some(dir) = &self.temp_dir {
@@ -181,23 +187,27 @@ impl LoadArgs {
     }
 
     /// The etcd settings and the watchd settings per protocol, all checked.
-    /// etcd direct is multiplexed like HTTP/2 when any protocol is HTTP/2,
-    /// so that the comparison is fair; the target URL, TLS and token apply
-    /// to the HTTP side only.
+    /// etcd direct is multiplexed like HTTP/2 when any protocol is
+    /// multiplexed (HTTP/2, watchd's gRPC API), so that the comparison is
+    /// fair; the target URL, TLS and token apply to the HTTP side only.
     pub fn compare_configs_for(
         &self,
-        protocols: &[Protocol],
+        protocols: &[WatchProtocol],
     ) -> Result<(S1Config, Vec<S1Config>), String> {
         if protocols.is_empty() {
             return Err("--protocols needs at least one protocol".into());
         }
-        if protocols.len() == 2 && protocols[0] == protocols[1] || protocols.len() > 2 {
-            return Err("--protocols takes http1 and http2, each once".into());
+        let repeated = protocols
+            .iter()
+            .enumerate()
+            .any(|(i, p)| protocols[..i].contains(p));
+        if repeated {
+            return Err("--protocols takes http1, http2 and grpc-watchd, each once".into());
         }
-        let etcd_protocol = if protocols.contains(&Protocol::Http2) {
-            Protocol::Http2
+        let etcd_protocol = if protocols.iter().any(|p| p.multiplexed()) {
+            WatchProtocol::Http2
         } else {
-            Protocol::Http1
+            WatchProtocol::Http1
         };
         let mut etcd = self.config(Target::Etcd, etcd_protocol)?;
         etcd.accept = Accept::Json;
@@ -251,9 +261,9 @@ pub struct S1CompareArgs {
     #[arg(long, value_delimiter = ',')]
     pub plot_with: Vec<PathBuf>,
     /// Run watchd over each of these protocols beside etcd direct, e.g.
-    /// `http1,http2` (instead of the one --protocol).
+    /// `http1,http2,grpc-watchd` (instead of the one --protocol).
     #[arg(long, value_delimiter = ',', conflicts_with = "protocol")]
-    pub protocols: Option<Vec<Protocol>>,
+    pub protocols: Option<Vec<WatchProtocol>>,
     #[command(flatten)]
     pub load: LoadArgs,
 }
@@ -376,8 +386,8 @@ pub async fn s1_compare(args: S1CompareArgs) -> Result<bool, String> {
         jobs.push(("etcd direct".into(), "etcd".into(), SideRun::S1(etcd_cfg)));
     }
     for cfg in watchd_cfgs {
-        let p = cfg.protocol.name();
-        jobs.push((format!("watchd {p}"), p.into(), SideRun::S1(cfg)));
+        let p = cfg.watch_protocol();
+        jobs.push((p.side_name(), p.name().into(), SideRun::S1(cfg)));
     }
     let mut sides: Vec<Side> = jobs
         .iter()
@@ -436,8 +446,8 @@ pub async fn s1_compare(args: S1CompareArgs) -> Result<bool, String> {
 
 /// Refuses HTTP/1.1 at more watchers than sockets fit under the open-files
 /// limit (each watcher is a socket here and another in watchd).
-pub fn check_http1_fits(load: &LoadArgs, protocols: &[Protocol]) -> Result<(), String> {
-    if load.target_url.is_some() || !protocols.contains(&Protocol::Http1) {
+pub fn check_http1_fits(load: &LoadArgs, protocols: &[WatchProtocol]) -> Result<(), String> {
+    if load.target_url.is_some() || !protocols.contains(&WatchProtocol::Http1) {
         return Ok(());
     }
     let what = format!(

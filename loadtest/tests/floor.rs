@@ -1,8 +1,8 @@
 //! The loopback floor end to end: a few sockets for about two seconds, its
 //! receiver a separate `watchd-loadtest floor-receiver` process, and every
 //! delivery accounted for; then a tiny `s1-compare` with the floor beside
-//! etcd direct and watchd, through the command line, with its JSON,
-//! Markdown and PNG.
+//! etcd direct and watchd (over HTTP/1.1 and over its own gRPC API), through
+//! the command line, with its JSON, Markdown and PNG.
 //!
 //! Loopback only; every process is ended by its PID (the floor's receiver by
 //! the floor, the `s1-compare` process here on timeout), every wait bounded.
@@ -83,6 +83,7 @@ fn s1_compare_with_the_floor_baseline_writes_ratios_table_and_plot() {
     let args: Vec<String> = [
         "s1-compare",
         "--baselines=floor,etcd",
+        "--protocols=http1,grpc-watchd",
         "--watchers=3",
         "--writes-per-sec=20",
         "--duration=2",
@@ -108,14 +109,41 @@ fn s1_compare_with_the_floor_baseline_writes_ratios_table_and_plot() {
         .iter()
         .map(|s| s["short"].as_str().unwrap())
         .collect();
-    assert_eq!(shorts, ["floor", "etcd", "http1"]);
+    assert_eq!(shorts, ["floor", "etcd", "http1", "grpc-watchd"]);
     let labels: Vec<&str> = v["ratios"]
         .as_array()
         .unwrap()
         .iter()
         .map(|r| r["label"].as_str().unwrap())
         .collect();
-    assert_eq!(labels, ["etcd/floor", "http1/floor", "http1/etcd"]);
+    assert_eq!(
+        labels,
+        [
+            "etcd/floor",
+            "http1/floor",
+            "grpc-watchd/floor",
+            "http1/etcd",
+            "grpc-watchd/etcd",
+            "grpc-watchd/http1"
+        ]
+    );
+    // The gRPC side: every write to every watcher, and etcd direct
+    // multiplexed like it (3 watchers: one connection each side).
+    let grpc = &v["sides"][3];
+    assert_eq!(grpc["name"], "watchd grpc");
+    assert_eq!(
+        (&grpc["protocol"], &grpc["connections"]),
+        (&"grpc-watchd".into(), &1.into())
+    );
+    let run = &grpc["runs"][0];
+    assert_eq!(
+        (&run["target"], &run["missed"]),
+        (&"watchd".into(), &0.into()),
+        "{run}"
+    );
+    assert_eq!(run["delivered"], run["expected_deliveries"], "{run}");
+    assert!(run["delivered"].as_u64().unwrap() >= 3 * 30, "{run}");
+    assert_eq!(v["sides"][1]["connections"], 1);
     let floor = &v["sides"][0]["runs"][0];
     assert_eq!(floor["target"], "floor");
     assert_eq!(floor["delivered"], 3 * 40, "{floor}");
@@ -131,10 +159,12 @@ fn s1_compare_with_the_floor_baseline_writes_ratios_table_and_plot() {
     assert!(cpu["ratios"][1].as_f64().unwrap() > 0.0, "{cpu}");
     let md = std::fs::read_to_string(dir.join("c.md")).unwrap();
     assert!(
-        md.contains("| figure | floor | etcd direct | watchd http1 |"),
+        md.contains("| figure | floor | etcd direct | watchd http1 | watchd grpc |"),
         "{md}"
     );
     assert!(md.contains("CPU per delivery http1/floor"), "{md}");
+    assert!(md.contains("CPU per delivery grpc-watchd/etcd"), "{md}");
+    assert!(md.contains("- watchd grpc: watchd gRPC (h2c)"), "{md}");
     if std::path::Path::new(watchd_loadtest::plot::DEJAVU_SANS).is_file() {
         let png = std::fs::read(dir.join("c.png")).expect("plot written");
         assert_eq!(&png[1..4], b"PNG");

@@ -1,8 +1,10 @@
 //! S1 at a tiny scale over the transports client-go uses: HTTP/2 with the
 //! watchers multiplexed as streams over a few connections (h2c), and HTTPS
 //! with a bearer token against a watchd serving TLS with a static token
-//! file, over HTTP/2 (ALPN h2) and HTTP/1.1. Every watcher must see every
-//! write exactly once: deliveries == watchers × writes.
+//! file, over HTTP/2 (ALPN h2) and HTTP/1.1; and over watchd's own gRPC API,
+//! `Watch` calls multiplexed alike, objects as JSON and as protobuf. Every
+//! watcher must see every write exactly once: deliveries == watchers ×
+//! writes.
 //!
 //! Each test starts its own etcd and watchd on loopback ports (killed by PID
 //! when dropped); the certificate, key and token files are generated in a
@@ -11,9 +13,11 @@
 
 use std::path::{Path, PathBuf};
 
+use watchd_loadtest::demo::Storage;
 use watchd_loadtest::endpoint::{Protocol, TokenSource};
+use watchd_loadtest::http::Accept;
 use watchd_loadtest::launch::{self, WatchdOptions};
-use watchd_loadtest::s1::{self, Target};
+use watchd_loadtest::s1::{self, Target, WatchProtocol};
 use watchd_loadtest::tls::TlsOptions;
 
 #[path = "s1/support.rs"]
@@ -45,6 +49,42 @@ async fn s1_over_http2_multiplexed_loses_nothing() {
         (&v["protocol"], &v["streams_per_connection"], &v["tls"]),
         (&"http2".into(), &2.into(), &false.into())
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s1_over_watchd_grpc_multiplexed_loses_nothing() {
+    let bin = watchd_bin();
+    for (storage, accept, secs, min_writes) in [
+        (Storage::Json, Accept::Json, 3, 40),
+        (Storage::Protobuf, Accept::Protobuf, 2, 30),
+    ] {
+        let mut cfg = tiny_config(Target::Watchd, secs, &bin);
+        cfg.set_watch_protocol(WatchProtocol::GrpcWatchd);
+        cfg.storage = storage;
+        cfg.accept = accept;
+        // 5 watchers, at most 2 Watch calls each: 3 connections.
+        cfg.streams_per_connection = 2;
+        let r = run(&cfg).await;
+        assert_clean(&r, Target::Watchd, min_writes);
+        assert!(r.backing_etcd.is_some(), "watchd's etcd is reported apart");
+        assert_eq!(r.accept.as_deref(), Some(accept.name()));
+        assert_eq!(r.storage, storage.name());
+        let m = &r.multiplexing;
+        assert_eq!(
+            (
+                m.protocol.as_str(),
+                m.connections,
+                m.streams_per_connection,
+                m.tls
+            ),
+            ("grpc-watchd", 3, 2, false)
+        );
+        let v = serde_json::to_value(&r).expect("to JSON");
+        assert_eq!(
+            (&v["target"], &v["protocol"]),
+            (&"watchd".into(), &"grpc-watchd".into())
+        );
+    }
 }
 
 /// A directory removed when dropped.

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::compare::CompareResult;
+use super::config::GRPC_WATCHD;
 use super::report::{figures, fmt_num, single_table, Latency, S1Result};
 use crate::plot::{Panel, Series};
 
@@ -16,7 +17,7 @@ pub const CPU_FIGURE: &str = "server CPU-s / 1M deliveries";
 
 /// The palette index of a side (by short name or heading), the same in
 /// every plot: the floor black, etcd red, watchd over HTTP/1.1 blue, over
-/// HTTP/2 green.
+/// HTTP/2 green, over its gRPC API orange.
 pub fn side_color(side: &str) -> usize {
     if side == "floor" {
         0
@@ -26,8 +27,10 @@ pub fn side_color(side: &str) -> usize {
         2
     } else if side.ends_with("http2") {
         3
-    } else {
+    } else if side == GRPC_WATCHD || side == "watchd grpc" {
         4
+    } else {
+        6
     }
 }
 
@@ -308,6 +311,42 @@ mod tests {
     }
 
     #[test]
+    fn the_grpc_side_joins_the_markdown_lines_and_plots() {
+        let mut c = compared(1000);
+        c.sides.push(side(
+            "watchd grpc",
+            "grpc-watchd",
+            vec![run("watchd", 1000, 3.0, 4.0)],
+        ));
+        let shorts: Vec<&str> = c.sides.iter().map(|s| s.short.as_str()).collect();
+        let c = CompareResult::with_ratios(c.sides.clone(), baseline_ratios(&shorts));
+        let md = compare_markdown(&c, "t");
+        assert!(
+            md.contains(
+                "| figure | floor | etcd direct | watchd http1 | watchd http2 | watchd grpc | etcd/floor |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains(" grpc-watchd/http2 |"), "{md}");
+        let lines = target_lines(&c);
+        for want in [
+            "CPU per delivery grpc-watchd/floor: 0.500x",
+            "CPU per delivery grpc-watchd/etcd: 0.333x",
+            "CPU per delivery grpc-watchd/http2: 2.000x",
+        ] {
+            assert!(lines.contains(&want.to_string()), "{want} in {lines:?}");
+        }
+        let panels = compare_panels(&c, &[]);
+        let grpc = panels[1]
+            .series
+            .iter()
+            .find(|s| s.name == "watchd grpc")
+            .unwrap();
+        assert_eq!((grpc.color, grpc.points.clone()), (4, vec![(1000.0, 4.0)]));
+        assert_eq!(panels[0].series.len(), 5);
+    }
+
+    #[test]
     fn cpu_lines_join_comparisons_at_several_watcher_counts() {
         let earlier = serde_json::to_value(compared(100)).unwrap();
         let panels = compare_panels(&compared(1000), &[earlier]);
@@ -334,11 +373,12 @@ mod tests {
             ("etcd", "etcd direct", 1),
             ("http1", "watchd http1", 2),
             ("http2", "watchd http2", 3),
+            ("grpc-watchd", "watchd grpc", 4),
         ] {
             assert_eq!((side_color(a), side_color(b)), (c, c));
         }
         assert_eq!(side_color("watchd"), 2);
-        assert_eq!(side_color("proxy"), 4);
+        assert_eq!(side_color("proxy"), 6);
     }
 
     #[test]

@@ -1,10 +1,12 @@
 //! `s1-compare` with several sides: etcd direct and watchd over each
-//! protocol asked for (HTTP/1.1, HTTP/2), each run several times; medians
-//! per figure and per side, and ratios of each watchd side against etcd
-//! direct and of each later protocol against the first.
+//! protocol asked for (HTTP/1.1, HTTP/2, watchd's gRPC API), each run
+//! several times; medians per figure and per side, and ratios of each
+//! watchd side against etcd direct and of each later protocol against the
+//! first.
 
 use serde::Serialize;
 
+use super::config::GRPC_WATCHD;
 use super::report::{figures, fmt_num, Figure, Multiplexing, S1Result};
 use crate::stats::median;
 
@@ -76,7 +78,10 @@ pub fn ratios(shorts: &[&str]) -> Vec<Ratio> {
 /// The ratios worth showing when the floor and/or etcd direct are among
 /// the sides (by short name `floor`, `etcd`): every other side against the
 /// floor, then every watchd side against etcd direct, then HTTP/2 against
-/// HTTP/1.1. Without a floor this is [`ratios`] of etcd-first sides.
+/// HTTP/1.1, then watchd's gRPC API (`grpc-watchd`) against its HTTP API
+/// over HTTP/2 (the same multiplexing), or over HTTP/1.1 without an HTTP/2
+/// side. Without a floor and a gRPC side this is [`ratios`] of etcd-first
+/// sides.
 pub fn baseline_ratios(shorts: &[&str]) -> Vec<Ratio> {
     let at = |name: &str| shorts.iter().position(|s| *s == name);
     let ratio = |n: usize, d: usize| Ratio {
@@ -96,6 +101,9 @@ pub fn baseline_ratios(shorts: &[&str]) -> Vec<Ratio> {
     }
     if let (Some(h1), Some(h2)) = (at("http1"), at("http2")) {
         out.push(ratio(h2, h1));
+    }
+    if let (Some(g), Some(http)) = (at(GRPC_WATCHD), at("http2").or(at("http1"))) {
+        out.push(ratio(g, http));
     }
     out
 }
@@ -177,22 +185,25 @@ impl CompareResult {
         for s in &self.sides {
             out.push_str(&format!("  {:<14} {}\n", s.name, s.multiplexing));
         }
+        // Columns at least as wide as their heading (`grpc-watchd/floor`).
+        let side_w: Vec<usize> = self.sides.iter().map(|s| s.name.len().max(13)).collect();
+        let ratio_w: Vec<usize> = self.ratios.iter().map(|r| r.label.len().max(12)).collect();
         out.push_str(&format!("  {:<34}", "figure"));
-        for s in &self.sides {
-            out.push_str(&format!(" {:>13}", s.name));
+        for (s, w) in self.sides.iter().zip(&side_w) {
+            out.push_str(&format!(" {:>w$}", s.name));
         }
-        for r in &self.ratios {
-            out.push_str(&format!(" {:>12}", r.label));
+        for (r, w) in self.ratios.iter().zip(&ratio_w) {
+            out.push_str(&format!(" {:>w$}", r.label));
         }
         out.push('\n');
         for row in &self.median {
             out.push_str(&format!("  {:<34}", row.figure));
-            for m in &row.medians {
-                out.push_str(&format!(" {:>13}", fmt_num(*m)));
+            for (m, w) in row.medians.iter().zip(&side_w) {
+                out.push_str(&format!(" {:>w$}", fmt_num(*m)));
             }
-            for r in &row.ratios {
+            for (r, w) in row.ratios.iter().zip(&ratio_w) {
                 let shown = r.map_or("-".to_string(), |x| format!("{x:.3}x"));
-                out.push_str(&format!(" {shown:>12}"));
+                out.push_str(&format!(" {shown:>w$}"));
             }
             out.push('\n');
         }
@@ -287,6 +298,86 @@ mod tests {
             .collect();
         assert_eq!(labels(&["etcd", "http1", "http2"]), old);
         assert_eq!(labels(&["floor", "etcd"]), ["etcd/floor"]);
+        // watchd's gRPC API: against the baselines like any watchd side,
+        // then against the HTTP API over HTTP/2 (the same multiplexing).
+        assert_eq!(
+            labels(&["floor", "etcd", "http1", "http2", "grpc-watchd"]),
+            [
+                "etcd/floor",
+                "http1/floor",
+                "http2/floor",
+                "grpc-watchd/floor",
+                "http1/etcd",
+                "http2/etcd",
+                "grpc-watchd/etcd",
+                "http2/http1",
+                "grpc-watchd/http2"
+            ]
+        );
+        assert_eq!(
+            labels(&["etcd", "http1", "grpc-watchd"]),
+            ["http1/etcd", "grpc-watchd/etcd", "grpc-watchd/http1"]
+        );
+        assert_eq!(labels(&["floor", "grpc-watchd"]), ["grpc-watchd/floor"]);
+    }
+
+    #[test]
+    fn the_grpc_side_shares_the_table_with_aligned_wide_columns() {
+        let sides = vec![
+            side("floor", "floor", "tcp", vec![run("floor", "tcp", 1.0, 8.0)]),
+            side(
+                "etcd direct",
+                "etcd",
+                "grpc",
+                vec![run("etcd", "grpc", 9.0, 12.0)],
+            ),
+            side(
+                "watchd http2",
+                "http2",
+                "http2",
+                vec![run("watchd", "http2", 3.0, 6.0)],
+            ),
+            side(
+                "watchd grpc",
+                "grpc-watchd",
+                "grpc-watchd",
+                vec![run("watchd", "grpc-watchd", 2.0, 4.0)],
+            ),
+        ];
+        let shorts: Vec<&str> = sides.iter().map(|s| s.short.as_str()).collect();
+        let ratios = baseline_ratios(&shorts);
+        let c = CompareResult::with_ratios(sides, ratios);
+        let cpu = c
+            .median
+            .iter()
+            .find(|r| r.figure == "server CPU-s / 1M deliveries")
+            .unwrap();
+        assert_eq!(cpu.medians, [Some(8.0), Some(12.0), Some(6.0), Some(4.0)]);
+        let at = |label: &str| {
+            let i = c.ratios.iter().position(|r| r.label == label).unwrap();
+            cpu.ratios[i]
+        };
+        assert_eq!(at("grpc-watchd/floor"), Some(0.5));
+        assert_eq!(at("grpc-watchd/etcd"), Some(4.0 / 12.0));
+        assert_eq!(at("grpc-watchd/http2"), Some(4.0 / 6.0));
+        let table = c.table("t");
+        assert!(
+            table.contains("watchd grpc    watchd gRPC (h2c), 2 connections x <=50 streams"),
+            "{table}"
+        );
+        // Every line of the table is as long as its heading: the wide
+        // ratio labels do not shift the columns.
+        let lines: Vec<&str> = table.lines().skip(1 + c.sides.len()).collect();
+        let head = lines[0];
+        assert!(head.contains(" grpc-watchd/floor"), "{head}");
+        assert!(head.ends_with(" grpc-watchd/http2"), "{head}");
+        for l in &lines[1..] {
+            assert_eq!(l.len(), head.len(), "{l:?}\nvs\n{head:?}");
+        }
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(v["sides"][3]["short"], "grpc-watchd");
+        assert_eq!(v["sides"][3]["protocol"], "grpc-watchd");
+        assert_eq!(v["sides"][1]["protocol"], "grpc");
     }
 
     #[test]

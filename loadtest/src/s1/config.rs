@@ -1,8 +1,8 @@
 //! The settings of one S1 run ([`S1Config`]): the server under test, the
 //! load, the storage and media type, and the transport of the watchers
 //! (target URL, TLS, token, HTTP/1.1 or HTTP/2 and how many streams share a
-//! connection), with the rules that refuse what cannot run or would not
-//! compare fairly.
+//! connection, or watchd's own gRPC API: [`WatchProtocol`]), with the rules
+//! that refuse what cannot run or would not compare fairly.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -35,8 +35,122 @@ impl Target {
 }
 
 /// The most HTTP/2 streams per connection `streams_per_connection` may ask
-/// for: watchd's limit of concurrent streams on a connection.
+/// for: watchd's limit of concurrent streams on a connection (HTTP/2 and
+/// gRPC alike: `--grpc-max-concurrent-streams` defaults to the same 1000).
 pub const MAX_STREAMS_PER_CONNECTION: usize = 1000;
+
+/// The protocol label of watchd's gRPC API in flags, results and ratio
+/// labels. Not `grpc`: that label is etcd direct's (etcd's own gRPC API).
+pub const GRPC_WATCHD: &str = "grpc-watchd";
+
+/// Which of watchd's APIs the watchd watchers use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum WatchApi {
+    /// The Kubernetes HTTP API: `GET /api/v1/configmaps?watch=1`, over
+    /// HTTP/1.1 or HTTP/2 as `S1Config::protocol` says.
+    #[default]
+    Http,
+    /// watchd's own gRPC API (`proto/watchd.proto`): one server-streaming
+    /// `Watch` call per watcher, the calls dealt over ceil(W /
+    /// streams-per-connection) HTTP/2 connections.
+    Grpc,
+}
+
+/// How the watchers reach watchd, as `--protocol` and `--protocols` name
+/// it: its Kubernetes HTTP API over HTTP/1.1 (`http1`) or HTTP/2 (`http2`),
+/// or its own gRPC API (`grpc-watchd`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum WatchProtocol {
+    /// The HTTP API, one connection per watcher.
+    #[default]
+    Http1,
+    /// The HTTP API, the watchers multiplexed as HTTP/2 streams.
+    Http2,
+    /// The gRPC API, the watchers multiplexed as gRPC calls (HTTP/2 streams).
+    GrpcWatchd,
+}
+
+impl WatchProtocol {
+    /// Every protocol, in the order of the comparison's columns.
+    pub const ALL: [WatchProtocol; 3] = [
+        WatchProtocol::Http1,
+        WatchProtocol::Http2,
+        WatchProtocol::GrpcWatchd,
+    ];
+
+    /// The name used in flags, results and ratio labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            WatchProtocol::Http1 => "http1",
+            WatchProtocol::Http2 => "http2",
+            WatchProtocol::GrpcWatchd => GRPC_WATCHD,
+        }
+    }
+
+    /// The column heading of a watchd side with this protocol.
+    pub fn side_name(self) -> String {
+        match self {
+            WatchProtocol::GrpcWatchd => "watchd grpc".into(),
+            p => format!("watchd {}", p.name()),
+        }
+    }
+
+    /// Which API of watchd.
+    pub fn api(self) -> WatchApi {
+        match self {
+            WatchProtocol::GrpcWatchd => WatchApi::Grpc,
+            _ => WatchApi::Http,
+        }
+    }
+
+    /// The HTTP version of the connections (gRPC runs over HTTP/2).
+    pub fn http(self) -> Protocol {
+        match self {
+            WatchProtocol::Http1 => Protocol::Http1,
+            WatchProtocol::Http2 | WatchProtocol::GrpcWatchd => Protocol::Http2,
+        }
+    }
+
+    /// Whether the watchers are streams sharing connections (etcd direct is
+    /// then multiplexed the same way in a comparison).
+    pub fn multiplexed(self) -> bool {
+        self.http() == Protocol::Http2
+    }
+}
+
+impl From<Protocol> for WatchProtocol {
+    fn from(p: Protocol) -> Self {
+        match p {
+            Protocol::Http1 => WatchProtocol::Http1,
+            Protocol::Http2 => WatchProtocol::Http2,
+        }
+    }
+}
+
+impl std::fmt::Display for WatchProtocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for WatchProtocol {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "http1" => Ok(WatchProtocol::Http1),
+            "http2" => Ok(WatchProtocol::Http2),
+            GRPC_WATCHD => Ok(WatchProtocol::GrpcWatchd),
+            "grpc" => Err(format!(
+                "unknown protocol \"grpc\": etcd direct is the etcd baseline's gRPC; \
+                 watchd's gRPC API is {GRPC_WATCHD}"
+            )),
+            _ => Err(format!(
+                "unknown protocol {s:?}: expected http1, http2 or {GRPC_WATCHD}"
+            )),
+        }
+    }
+}
 
 /// Settings of one S1 run.
 #[derive(Clone, Debug)]
@@ -74,8 +188,11 @@ pub struct S1Config {
     /// HTTP/1.1 (a connection per watcher) or HTTP/2 (multiplexed). For
     /// the etcd target, `Http2` means "multiplexed as the HTTP/2 watchers
     /// are": `streams_per_connection` gRPC streams per connection, instead
-    /// of `etcd_connections`.
+    /// of `etcd_connections`. With `api` gRPC, always `Http2`.
     pub protocol: Protocol,
+    /// watchd's HTTP API or its gRPC API (the watchd target only); set
+    /// with `protocol` by [`S1Config::set_watch_protocol`].
+    pub api: WatchApi,
     /// With HTTP/2, the most watch streams on one connection: W watchers
     /// use ceil(W / this) connections.
     pub streams_per_connection: usize,
@@ -113,6 +230,7 @@ impl S1Config {
             tls: TlsOptions::default(),
             token: None,
             protocol: Protocol::Http1,
+            api: WatchApi::Http,
             streams_per_connection: 100,
             server_pid: None,
             watchd_bin: launch::default_watchd_bin(),
@@ -121,6 +239,20 @@ impl S1Config {
             drain_timeout: Duration::from_secs(15),
             temp_root: std::env::temp_dir(),
             prefix: "/registry".to_string(),
+        }
+    }
+
+    /// Sets `protocol` and `api` as `--protocol` names them.
+    pub fn set_watch_protocol(&mut self, p: WatchProtocol) {
+        self.protocol = p.http();
+        self.api = p.api();
+    }
+
+    /// `protocol` and `api` as `--protocol` names them.
+    pub fn watch_protocol(&self) -> WatchProtocol {
+        match self.api {
+            WatchApi::Grpc => WatchProtocol::GrpcWatchd,
+            WatchApi::Http => self.protocol.into(),
         }
     }
 
@@ -150,6 +282,7 @@ impl S1Config {
         if self.etcd_connections == 0 {
             return Err("--etcd-connections must be positive".into());
         }
+        self.check_grpc()?;
         self.check_http_target()?;
         if self.accept == Accept::Protobuf {
             if self.target == Target::Etcd {
@@ -164,6 +297,30 @@ impl S1Config {
                      protobuf only for objects stored as protobuf"
                     .into());
             }
+        }
+        Ok(())
+    }
+
+    /// watchd's gRPC API: on the watchd this run starts (whose gRPC address
+    /// it knows), over HTTP/2.
+    fn check_grpc(&self) -> Result<(), String> {
+        if self.api != WatchApi::Grpc {
+            return Ok(());
+        }
+        if self.target == Target::Etcd {
+            return Err(format!(
+                "--protocol={GRPC_WATCHD} is watchd's gRPC API: etcd direct speaks etcd's \
+                 gRPC already (--protocol=http2 multiplexes it like the gRPC watchers)"
+            ));
+        }
+        if self.target_url.is_some() {
+            return Err(format!(
+                "--protocol={GRPC_WATCHD} needs the watchd this run starts (its gRPC \
+                 listener on 127.0.0.1): --target-url names an HTTP API only"
+            ));
+        }
+        if self.protocol != Protocol::Http2 {
+            return Err("watchd's gRPC API runs over HTTP/2 only".into());
         }
         Ok(())
     }
@@ -196,6 +353,14 @@ impl S1Config {
         let per_connection = |connections: usize| w.div_ceil(connections);
         let multiplexed = w.div_ceil(self.streams_per_connection.max(1));
         match (self.target, self.protocol) {
+            // gRPC calls dealt over HTTP/2 connections as the HTTP/2
+            // watchers' streams are; plain TCP (the run's own watchd).
+            (Target::Watchd, _) if self.api == WatchApi::Grpc => Multiplexing {
+                protocol: GRPC_WATCHD.into(),
+                connections: multiplexed,
+                streams_per_connection: per_connection(multiplexed),
+                tls: false,
+            },
             (Target::Watchd, Protocol::Http1) => Multiplexing {
                 protocol: "http1".into(),
                 connections: w,
@@ -361,5 +526,99 @@ mod transport_tests {
         let e = with(Target::Etcd, https, ca, false).unwrap_err();
         assert!(e.contains("not to etcd direct"), "{e}");
         assert!(with(Target::Etcd, None, none, false).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod grpc_tests {
+    use super::*;
+
+    fn grpc(watchers: usize, per_conn: usize) -> S1Config {
+        let mut c = S1Config::new(Target::Watchd, watchers, 1.0, Duration::from_secs(1));
+        c.set_watch_protocol(WatchProtocol::GrpcWatchd);
+        c.streams_per_connection = per_conn;
+        c
+    }
+
+    #[test]
+    fn watch_protocols_parse_by_name_and_map_to_api_and_http_version() {
+        for p in WatchProtocol::ALL {
+            assert_eq!(p.name().parse::<WatchProtocol>(), Ok(p));
+            assert_eq!(p.to_string(), p.name());
+            let mut c = S1Config::new(Target::Watchd, 1, 1.0, Duration::from_secs(1));
+            c.set_watch_protocol(p);
+            assert_eq!(c.watch_protocol(), p);
+        }
+        use WatchProtocol::{GrpcWatchd, Http1, Http2};
+        assert_eq!(
+            (GrpcWatchd.api(), GrpcWatchd.http()),
+            (WatchApi::Grpc, Protocol::Http2)
+        );
+        assert_eq!(
+            (Http2.api(), Http2.http()),
+            (WatchApi::Http, Protocol::Http2)
+        );
+        assert_eq!(
+            [Http1, Http2, GrpcWatchd].map(WatchProtocol::multiplexed),
+            [false, true, true]
+        );
+        assert_eq!(
+            [Http1, Http2, GrpcWatchd].map(WatchProtocol::side_name),
+            ["watchd http1", "watchd http2", "watchd grpc"]
+        );
+        assert_eq!(WatchProtocol::from(Protocol::Http2), Http2);
+        assert_eq!(WatchProtocol::default(), Http1);
+        // "grpc" is etcd direct's label: refused, pointing at the right name.
+        let e = "grpc".parse::<WatchProtocol>().unwrap_err();
+        assert!(e.contains(GRPC_WATCHD), "{e}");
+        let e = "h3".parse::<WatchProtocol>().unwrap_err();
+        assert!(e.contains("http1, http2 or grpc-watchd"), "{e}");
+    }
+
+    #[test]
+    fn grpc_watchd_is_multiplexed_like_http2() {
+        let shape = |c: &S1Config| {
+            let m = c.multiplexing();
+            (m.protocol, m.connections, m.streams_per_connection, m.tls)
+        };
+        assert_eq!(
+            shape(&grpc(1000, 100)),
+            (GRPC_WATCHD.to_string(), 10, 100, false)
+        );
+        assert_eq!(
+            shape(&grpc(250, 100)),
+            (GRPC_WATCHD.to_string(), 3, 84, false)
+        );
+        assert_eq!(shape(&grpc(5, 2)), (GRPC_WATCHD.to_string(), 3, 2, false));
+        assert_eq!(
+            grpc(1000, 100).multiplexing().to_string(),
+            "watchd gRPC (h2c), 10 connections x <=100 streams"
+        );
+    }
+
+    #[test]
+    fn grpc_watchd_needs_the_run_s_own_watchd() {
+        assert!(grpc(10, 100).validate().is_ok());
+        let mut c = grpc(10, 100);
+        c.target = Target::Etcd;
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("etcd direct"), "{e}");
+        let mut c = grpc(10, 100);
+        c.target_url = Some("http://127.0.0.1:8080".into());
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("--target-url"), "{e}");
+        let mut c = grpc(10, 100);
+        c.protocol = Protocol::Http1;
+        assert!(c.validate().unwrap_err().contains("HTTP/2"));
+        for bad in [0, 1001] {
+            let e = grpc(10, bad).validate().unwrap_err();
+            assert!(e.contains("--streams-per-connection"), "{e}");
+        }
+        // The encoding follows --accept, with the HTTP API's rule.
+        let mut c = grpc(10, 100);
+        c.accept = Accept::Protobuf;
+        assert!(c.validate().unwrap_err().contains("--storage=protobuf"));
+        c.storage = Storage::Protobuf;
+        assert!(c.validate().is_ok());
     }
 }

@@ -6,12 +6,16 @@
 //! - watchd's protobuf watch frames (`WatchEvent{1: type, 2: RawExtension{1:
 //!   raw}}`, raw being `k8s\0` + `runtime.Unknown`) and ConfigMap protobuf
 //!   values from etcd: the fields are walked on the wire, nothing is rendered
-//!   as JSON.
+//!   as JSON;
+//! - the events of watchd's own gRPC API (decoded by tonic and prost): type
+//!   and revision are typed fields, the stamp is read from the object's
+//!   bytes as from a stored value.
 
 use std::borrow::Cow;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
+use watchd::api::grpc::pb;
 use watchd::codec::envelope::{parse as parse_envelope, MAGIC};
 use watchd::codec::wire::{fields, Val as WireValue, WireError};
 
@@ -248,6 +252,68 @@ pub fn parse_watch_frame(frame: &[u8]) -> Result<Received, String> {
     })
 }
 
+/// Decodes one event of watchd's gRPC `Watch` stream: the type, the
+/// revision from the object's typed metadata (`metadata.resource_version`,
+/// which must agree with the event's own `resource_version`), and the send
+/// stamp from the object's bytes (`raw`: Kubernetes JSON, or Kubernetes
+/// protobuf, read as [`parse_object_stamp`] reads a stored value). `want` is
+/// the encoding asked for: an object in another is an error, as a wrong
+/// Content-Type is for the HTTP watchers. A BOOKMARK's revision is the
+/// event's; an ERROR's detail is its Status JSON.
+pub fn parse_grpc_event(ev: &pb::WatchEvent, want: pb::Encoding) -> Result<Received, String> {
+    let t = pb::EventType::try_from(ev.r#type)
+        .map_err(|_| format!("gRPC watch event of unknown type {}", ev.r#type))?;
+    let kind = t.as_str_name().to_string();
+    let event_rv = (ev.resource_version != 0).then_some(ev.resource_version);
+    match t {
+        pb::EventType::Error => Ok(Received {
+            kind,
+            revision: None,
+            sent_ns: None,
+            detail: Some(format!("ERROR {}", String::from_utf8_lossy(&ev.status))),
+        }),
+        pb::EventType::Bookmark => Ok(Received {
+            kind,
+            revision: event_rv,
+            sent_ns: None,
+            detail: None,
+        }),
+        pb::EventType::Added | pb::EventType::Modified | pb::EventType::Deleted => {
+            let at = ev.resource_version;
+            let obj = ev
+                .object
+                .as_ref()
+                .ok_or_else(|| format!("gRPC {kind} event at {at} without an object"))?;
+            let meta_rv = obj
+                .metadata
+                .as_ref()
+                .map(|m| m.resource_version)
+                .filter(|rv| *rv != 0);
+            if let (Some(e), Some(m)) = (event_rv, meta_rv) {
+                if e != m {
+                    return Err(format!(
+                        "gRPC {kind} event at revision {e} carries an object at {m}"
+                    ));
+                }
+            }
+            if obj.encoding != want as i32 {
+                return Err(format!(
+                    "gRPC {kind} event at {at}: asked for {} objects, got encoding {}",
+                    want.as_str_name(),
+                    obj.encoding
+                ));
+            }
+            let sent_ns = parse_object_stamp(&obj.raw)?;
+            Ok(Received {
+                kind,
+                revision: meta_rv.or(event_rv),
+                sent_ns,
+                detail: None,
+            })
+        }
+    }
+}
+
 /// Unix time now, in nanoseconds.
 pub fn now_unix_nanos() -> u64 {
     SystemTime::now()
@@ -438,6 +504,106 @@ mod tests {
             parse_watch_frame(&watch_event("ADDED", b"{\"kind\":\"ConfigMap\"}")).is_err(),
             "a JSON object in a protobuf stream"
         );
+    }
+
+    fn grpc_event(
+        t: pb::EventType,
+        rv: i64,
+        meta_rv: i64,
+        encoding: pb::Encoding,
+        raw: Vec<u8>,
+    ) -> pb::WatchEvent {
+        pb::WatchEvent {
+            r#type: t as i32,
+            resource_version: rv,
+            object: Some(pb::Object {
+                metadata: Some(pb::ObjectMeta {
+                    namespace: "load-ns-1".into(),
+                    name: "load-1".into(),
+                    resource_version: meta_rv,
+                    ..Default::default()
+                }),
+                encoding: encoding as i32,
+                raw: raw.into(),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn grpc_watch_events_decode() {
+        use pb::Encoding::{Json, Protobuf};
+        use pb::EventType::{Added, Bookmark, Deleted, Error, Modified};
+        let cm = configmap(
+            Some("42"),
+            serde_json::json!({"sentUnixNanos": "1700000000000000005"}),
+        );
+        let json = serde_json::to_vec(&cm).unwrap();
+        let stamp = Some(1_700_000_000_000_000_005);
+        for (t, name) in [
+            (Added, "ADDED"),
+            (Modified, "MODIFIED"),
+            (Deleted, "DELETED"),
+        ] {
+            let r = parse_grpc_event(&grpc_event(t, 42, 42, Json, json.clone()), Json).unwrap();
+            assert_eq!(
+                (r.kind.as_str(), r.revision, r.sent_ns, r.detail),
+                (name, Some(42), stamp, None)
+            );
+        }
+        // Protobuf objects: the stamp read on the wire, as from etcd.
+        let ev = grpc_event(Modified, 42, 42, Protobuf, stored(&cm));
+        let r = parse_grpc_event(&ev, Protobuf).unwrap();
+        assert_eq!((r.revision, r.sent_ns), (Some(42), stamp));
+        // An unstamped object (the prefill) is an event without a stamp.
+        let bare = serde_json::to_vec(&configmap(Some("7"), serde_json::json!({}))).unwrap();
+        let r = parse_grpc_event(&grpc_event(Added, 7, 7, Json, bare), Json).unwrap();
+        assert_eq!((r.revision, r.sent_ns), (Some(7), None));
+        // Either revision alone is enough; they must agree when both are set.
+        let r = parse_grpc_event(&grpc_event(Modified, 0, 42, Json, json.clone()), Json);
+        assert_eq!(r.unwrap().revision, Some(42));
+        let r = parse_grpc_event(&grpc_event(Modified, 42, 0, Json, json.clone()), Json);
+        assert_eq!(r.unwrap().revision, Some(42));
+        let e = parse_grpc_event(&grpc_event(Modified, 43, 42, Json, json.clone()), Json);
+        assert!(e
+            .unwrap_err()
+            .contains("at revision 43 carries an object at 42"));
+        // Another encoding than asked for, an object missing or unreadable.
+        let e = parse_grpc_event(&grpc_event(Modified, 42, 42, Json, json.clone()), Protobuf);
+        assert!(e.unwrap_err().contains("asked for PROTOBUF"));
+        let mut none = grpc_event(Added, 42, 42, Json, json.clone());
+        none.object = None;
+        assert!(parse_grpc_event(&none, Json)
+            .unwrap_err()
+            .contains("without an object"));
+        let cut = grpc_event(Added, 42, 42, Json, json[..json.len() - 2].to_vec());
+        assert!(parse_grpc_event(&cut, Json).is_err());
+        // BOOKMARK and ERROR carry no object.
+        let bookmark = pb::WatchEvent {
+            r#type: Bookmark as i32,
+            resource_version: 99,
+            ..Default::default()
+        };
+        let r = parse_grpc_event(&bookmark, Json).unwrap();
+        assert_eq!(
+            (r.kind.as_str(), r.revision, r.sent_ns),
+            ("BOOKMARK", Some(99), None)
+        );
+        let error = pb::WatchEvent {
+            r#type: Error as i32,
+            status: br#"{"kind":"Status","code":410,"reason":"Expired"}"#.to_vec().into(),
+            ..Default::default()
+        };
+        let r = parse_grpc_event(&error, Json).unwrap();
+        assert_eq!((r.kind.as_str(), r.revision), ("ERROR", None));
+        assert!(r.detail.unwrap().contains("\"code\":410"));
+        let unknown = pb::WatchEvent {
+            r#type: 17,
+            ..Default::default()
+        };
+        assert!(parse_grpc_event(&unknown, Json)
+            .unwrap_err()
+            .contains("unknown type 17"));
     }
 
     #[test]

@@ -6,9 +6,11 @@
 
 use std::path::Path;
 
+use prost::Message;
 use serde_json::{json, Value};
+use watchd::api::grpc::pb;
 
-use super::config::S1Config;
+use super::config::{S1Config, WatchApi};
 use super::report::{Machine, Multiplexing, ProcFigures, S1Result};
 use super::writer::{self, WriteStats};
 use crate::demo::Storage;
@@ -24,10 +26,16 @@ const RV_DIGITS: usize = 7;
 /// wrappers with their lengths.
 const PROTOBUF_FRAME_OVERHEAD: usize = 4 + 10 + 3 + 3;
 
+/// Bytes gRPC puts before each message (a compression flag and a 4-byte
+/// length).
+const GRPC_MESSAGE_PREFIX: usize = 5;
+
 /// The size of one of the run's watch events as watchd writes it (without
 /// the HTTP/1.1 chunk or HTTP/2 frame header around it): the JSON line
 /// `{"type":"MODIFIED","object":{...}}\n` with `resourceVersion` set, or the
-/// protobuf frame when the watchers ask for protobuf.
+/// protobuf frame when the watchers ask for protobuf; over watchd's gRPC
+/// API, the length-prefixed `WatchResponse` of that one event, its object's
+/// metadata as fields and its bytes in the encoding asked for.
 pub fn watch_event_bytes(cfg: &S1Config) -> Result<usize, String> {
     let names = writer::namespace_names(1);
     let stored = match cfg.accept {
@@ -36,14 +44,64 @@ pub fn watch_event_bytes(cfg: &S1Config) -> Result<usize, String> {
     };
     let mut slots = writer::slots(&cfg.prefix, &names, 1, cfg.object_bytes, stored)?;
     let value = slots[0].stamped(1_700_000_000_000_000_000)?;
-    if cfg.accept == Accept::Protobuf {
+    if cfg.accept == Accept::Protobuf && cfg.api == WatchApi::Http {
         return Ok(value.len() + PROTOBUF_FRAME_OVERHEAD);
     }
+    let rv = "1".repeat(RV_DIGITS);
+    let json_value = match cfg.accept {
+        Accept::Json => value.clone(),
+        Accept::Protobuf => {
+            let mut json = writer::slots(&cfg.prefix, &names, 1, cfg.object_bytes, Storage::Json)?;
+            json[0].stamped(1_700_000_000_000_000_000)?
+        }
+    };
     let mut object: Value =
-        serde_json::from_slice(&value).map_err(|e| format!("the S1 object: {e}"))?;
-    object["metadata"]["resourceVersion"] = Value::String("1".repeat(RV_DIGITS));
+        serde_json::from_slice(&json_value).map_err(|e| format!("the S1 object: {e}"))?;
+    object["metadata"]["resourceVersion"] = Value::String(rv.clone());
+    if cfg.api == WatchApi::Grpc {
+        let (encoding, raw) = match cfg.accept {
+            Accept::Json => (
+                pb::Encoding::Json,
+                serde_json::to_vec(&object).map_err(|e| e.to_string())?,
+            ),
+            Accept::Protobuf => (pb::Encoding::Protobuf, value),
+        };
+        let rv: i64 = rv.parse().map_err(|e| format!("{e}"))?;
+        return Ok(GRPC_MESSAGE_PREFIX + grpc_event(&object, rv, encoding, raw).encoded_len());
+    }
     let line = json!({ "type": "MODIFIED", "object": object });
     Ok(serde_json::to_vec(&line).map_err(|e| e.to_string())?.len() + 1)
+}
+
+/// The gRPC `WatchResponse` watchd sends for a MODIFIED of `object` (its
+/// JSON form, for the metadata) at `rv`, with `raw` in `encoding`.
+fn grpc_event(object: &Value, rv: i64, encoding: pb::Encoding, raw: Vec<u8>) -> pb::WatchResponse {
+    let meta = &object["metadata"];
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let labels = meta["labels"]
+        .as_object()
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), text(v))).collect())
+        .unwrap_or_default();
+    pb::WatchResponse {
+        events: vec![pb::WatchEvent {
+            r#type: pb::EventType::Modified as i32,
+            resource_version: rv,
+            object: Some(pb::Object {
+                metadata: Some(pb::ObjectMeta {
+                    namespace: text(&meta["namespace"]),
+                    name: text(&meta["name"]),
+                    uid: text(&meta["uid"]),
+                    resource_version: rv,
+                    labels,
+                    generation: meta["generation"].as_i64().unwrap_or_default(),
+                    deleting: false,
+                }),
+                encoding: encoding as i32,
+                raw: raw.into(),
+            }),
+            ..Default::default()
+        }],
+    }
 }
 
 /// The floor beside `s1`: its watchers and rate, its duration, events of
@@ -200,6 +258,23 @@ mod tests {
             panic!("floor");
         };
         assert_eq!((f2.rate, f2.payload_bytes), (7.0, n));
+        // Over watchd's gRPC API: the object plus its metadata as fields,
+        // a little more than the JSON line, in either encoding.
+        let mut grpc = cfg.clone();
+        grpc.set_watch_protocol(crate::s1::WatchProtocol::GrpcWatchd);
+        let g = watch_event_bytes(&grpc).unwrap();
+        assert!((n + 20..=n + 160).contains(&g), "{g} vs {n}");
+        let mut grpc_pb = grpc.clone();
+        grpc_pb.storage = Storage::Protobuf;
+        grpc_pb.accept = Accept::Protobuf;
+        let gp = watch_event_bytes(&grpc_pb).unwrap();
+        assert!(gp < g && gp > m, "{gp} vs {g} and {m}");
+        assert_eq!(
+            floor_config(&grpc, Path::new("/bin/x"))
+                .unwrap()
+                .payload_bytes,
+            g
+        );
         let s = SideRun::S1(cfg).at_rate(3.0);
         assert_eq!(s.multiplexing().protocol, "http1");
         let SideRun::S1(c) = s else { panic!("s1") };

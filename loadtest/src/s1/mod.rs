@@ -18,6 +18,7 @@ pub mod saturate;
 pub mod watch;
 pub mod writer;
 
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,12 +26,15 @@ use std::time::{Duration, Instant};
 use etcd_client::Client;
 
 use crate::endpoint::{Endpoint, Protocol};
+use crate::grpc;
 use crate::launch::{self, Etcd, Watchd};
 use crate::procstat;
 use crate::progress::{schedule_lag_s, Reading, Ticker};
 use crate::stats::Accounting;
 use crate::transport;
-pub use config::{S1Config, Target, MAX_STREAMS_PER_CONNECTION};
+pub use config::{
+    S1Config, Target, WatchApi, WatchProtocol, GRPC_WATCHD, MAX_STREAMS_PER_CONNECTION,
+};
 use report::{Latency, Machine, ProcFigures, S1Result};
 use watch::Source;
 
@@ -40,6 +44,8 @@ struct Servers {
     etcd: Option<Etcd>,
     watchd: Option<Watchd>,
     endpoint: Option<Arc<Endpoint>>,
+    /// The gRPC API of the watchd this run started.
+    grpc_addr: Option<SocketAddr>,
 }
 
 async fn start_servers(cfg: &S1Config) -> Result<Servers, String> {
@@ -72,11 +78,13 @@ async fn start_servers(cfg: &S1Config) -> Result<Servers, String> {
             (Some(w), Some(endpoint))
         }
     };
+    let grpc_addr = watchd.as_ref().map(|w| w.grpc_addr);
     Ok(Servers {
         etcd_endpoints,
         etcd,
         watchd,
         endpoint,
+        grpc_addr,
     })
 }
 
@@ -173,6 +181,14 @@ async fn list_revision(endpoint: &Arc<Endpoint>, protocol: Protocol) -> Result<i
         .ok_or_else(|| "list configmaps: no metadata.resourceVersion".to_string())
 }
 
+/// The revision of a consistent gRPC List of configmaps on watchd's gRPC
+/// API at `addr` (its own connection, closed after).
+async fn grpc_list_revision(addr: SocketAddr) -> Result<i64, String> {
+    let timeout = Duration::from_secs(10);
+    let mut client = grpc::client(grpc::connect(addr, timeout).await?);
+    grpc::list_revision(&mut client, timeout).await
+}
+
 /// Runs S1 once.
 pub async fn run(cfg: &S1Config) -> Result<S1Result, String> {
     cfg.validate()?;
@@ -205,6 +221,27 @@ pub async fn run(cfg: &S1Config) -> Result<S1Result, String> {
             prefilled,
             etcd_pid.or(cfg.server_pid),
         ),
+        Target::Watchd if cfg.api == WatchApi::Grpc => {
+            let addr = servers
+                .grpc_addr
+                .ok_or("no gRPC address: the gRPC watchers need the watchd this run starts")?;
+            let rv = grpc_list_revision(addr).await?;
+            if rv < prefilled {
+                return Err(format!(
+                    "watchd's gRPC List was at {rv}, before the prefill ({prefilled})"
+                ));
+            }
+            let pid = servers.watchd.as_ref().map(|w| w.proc.pid());
+            (
+                Source::Grpc {
+                    addr,
+                    accept: cfg.accept,
+                    streams_per_connection: cfg.streams_per_connection,
+                },
+                rv,
+                pid.or(cfg.server_pid),
+            )
+        }
         Target::Watchd => {
             let endpoint = servers.endpoint.clone().ok_or("no HTTP target")?;
             let rv = list_revision(&endpoint, cfg.protocol).await?;

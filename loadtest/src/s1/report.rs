@@ -77,8 +77,8 @@ impl ProcFigures {
 /// How the watch streams were carried.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Multiplexing {
-    /// `http1`, `http2` (watchd or another HTTP target) or `grpc` (etcd
-    /// direct).
+    /// `http1`, `http2` (watchd or another HTTP target), `grpc-watchd`
+    /// (watchd's own gRPC API) or `grpc` (etcd direct).
     pub protocol: String,
     /// Connections the watch streams were spread over.
     pub connections: usize,
@@ -96,6 +96,8 @@ impl std::fmt::Display for Multiplexing {
             ("http2", false) => "HTTP/2 (h2c)",
             ("http2", true) => "HTTP/2 over TLS",
             ("grpc", _) => "etcd gRPC",
+            ("grpc-watchd", false) => "watchd gRPC (h2c)",
+            ("grpc-watchd", true) => "watchd gRPC over TLS",
             (other, _) => other,
         };
         let s = |n: usize| if n == 1 { "" } else { "s" };
@@ -471,6 +473,51 @@ mod tests {
             (&"protobuf".into(), &Value::Null)
         );
         assert!(single_table(&e).contains("storage=protobuf accept=- "));
+    }
+
+    #[test]
+    fn each_transport_has_its_own_label() {
+        let m = |protocol: &str, connections, streams, tls| Multiplexing {
+            protocol: protocol.into(),
+            connections,
+            streams_per_connection: streams,
+            tls,
+        };
+        for (mux, want) in [
+            (
+                m("http1", 3, 1, false),
+                "HTTP/1.1, 3 connections x 1 stream",
+            ),
+            (
+                m("http2", 1, 5, true),
+                "HTTP/2 over TLS, 1 connection x <=5 streams",
+            ),
+            (
+                m("grpc", 2, 50, false),
+                "etcd gRPC, 2 connections x <=50 streams",
+            ),
+            (
+                m("grpc-watchd", 10, 100, false),
+                "watchd gRPC (h2c), 10 connections x <=100 streams",
+            ),
+            (
+                m("grpc-watchd", 1, 1, true),
+                "watchd gRPC over TLS, 1 connection x 1 stream",
+            ),
+        ] {
+            assert_eq!(mux.to_string(), want);
+        }
+        // The JSON says which gRPC: watchd's is not etcd's.
+        let mut w = run("watchd", 4.0, 2.0);
+        w.multiplexing = m("grpc-watchd", 1, 5, false);
+        let v = serde_json::to_value(&w).unwrap();
+        assert_eq!(
+            (&v["target"], &v["protocol"]),
+            (&"watchd".into(), &"grpc-watchd".into())
+        );
+        assert!(
+            single_table(&w).contains("transport: watchd gRPC (h2c), 1 connection x <=5 streams")
+        );
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //! like client-go informers of built-in kinds, protobuf frames), over
 //! HTTP/1.1 with one connection each or over HTTP/2 as streams of
 //! ceil(W / streams-per-connection) connections, as client-go multiplexes
-//! them; or as etcd gRPC watches on the key prefix (one stream each, spread
-//! over a number of gRPC connections).
+//! them; or as `Watch` calls of watchd's own gRPC API (one server-streaming
+//! call each, dealt round-robin over ceil(W / streams-per-connection) HTTP/2
+//! connections alike); or as etcd gRPC watches on the key prefix (one stream
+//! each, spread over a number of gRPC connections).
 //!
 //! Each watcher is a task that keeps its own [`Tally`], publishes the highest
 //! revision it has seen (so the run knows when all have caught up), records
@@ -14,6 +16,7 @@
 //! A stream that fails is not reopened: the failure and the events it lost
 //! are reported.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,11 +25,16 @@ use etcd_client::{Client, EventType, WatchOptions};
 use http_body_util::BodyExt;
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
+use tonic::transport::Channel;
+use watchd::api::grpc::pb;
+use watchd::api::grpc::pb::watchd_client::WatchdClient;
 
 use super::event::{
-    latency_us, now_unix_nanos, parse_object_stamp, parse_watch_frame, parse_watch_line, Received,
+    latency_us, now_unix_nanos, parse_grpc_event, parse_object_stamp, parse_watch_frame,
+    parse_watch_line, Received,
 };
 use crate::endpoint::{Endpoint, Protocol};
+use crate::grpc;
 use crate::http::{Accept, FrameSplitter, LineSplitter, PROTOBUF_WATCH};
 use crate::stats::{Histogram, Tally};
 use crate::transport::Conn;
@@ -125,6 +133,16 @@ pub enum Source {
         /// With HTTP/2, the most watchers on one connection.
         streams_per_connection: usize,
     },
+    /// watchd's own gRPC API (plain-text HTTP/2 on a loopback address).
+    Grpc {
+        /// watchd's gRPC listener.
+        addr: SocketAddr,
+        /// The object encoding asked for (JSON, or protobuf as the HTTP
+        /// watchers' `Accept` says).
+        accept: Accept,
+        /// The most watchers (`Watch` calls) on one connection.
+        streams_per_connection: usize,
+    },
     /// etcd, over this many gRPC connections.
     Etcd {
         /// Endpoints.
@@ -147,7 +165,8 @@ pub async fn open(source: &Source, count: usize, base: i64) -> Result<Watchers, 
 
 /// Like [`open`], with watcher `i`'s HTTP request path (its collection,
 /// `watch=1` and any selector) given by `path(i)`; `&resourceVersion=<base>`
-/// is appended. etcd watchers watch the source's prefix whatever the path.
+/// is appended. etcd watchers watch the source's prefix, and gRPC watchers
+/// every ConfigMap, whatever the path.
 pub async fn open_paths(
     source: &Source,
     count: usize,
@@ -174,7 +193,7 @@ pub async fn open_paths(
             }
             v
         }
-        Source::Http { .. } => Vec::new(),
+        Source::Http { .. } | Source::Grpc { .. } => Vec::new(),
     };
     let shared_conns = match source {
         Source::Http {
@@ -189,6 +208,26 @@ pub async fn open_paths(
                 let c = Conn::open(endpoint, Protocol::Http2, OPEN_TIMEOUT)
                     .await
                     .map_err(|e| format!("opening HTTP/2 connection {}/{n}: {e}", i + 1))?;
+                v.push(c);
+            }
+            v
+        }
+        _ => Vec::new(),
+    };
+    // gRPC: ceil(W / streams_per_connection) connections, the calls dealt
+    // round-robin over them as the HTTP/2 streams are.
+    let channels = match source {
+        Source::Grpc {
+            addr,
+            streams_per_connection,
+            ..
+        } => {
+            let n = count.div_ceil((*streams_per_connection).max(1));
+            let mut v = Vec::with_capacity(n);
+            for i in 0..n {
+                let c = grpc::connect(*addr, OPEN_TIMEOUT)
+                    .await
+                    .map_err(|e| format!("opening gRPC connection {}/{n}: {e}", i + 1))?;
                 v.push(c);
             }
             v
@@ -219,6 +258,10 @@ pub async fn open_paths(
                 };
                 let path = format!("{}&resourceVersion={base}", path(idx));
                 tasks.spawn(http_watcher(ctx, link, *accept, path));
+            }
+            Source::Grpc { accept, .. } => {
+                let client = grpc::client(channels[idx % channels.len()].clone());
+                tasks.spawn(grpc_watcher(ctx, client, grpc::encoding(*accept)));
             }
             Source::Etcd { prefix, .. } => {
                 let client = clients[idx % clients.len()].clone();
@@ -396,6 +439,67 @@ async fn http_watcher(ctx: Ctx, link: Link, accept: Accept, path: String) -> Out
             bad.get_or_insert(e);
         }
         if let Some(e) = bad.take() {
+            break Some(e);
+        }
+    };
+    ctx.outcome(tally, error, error_events)
+}
+
+/// One `Watch` call of watchd's gRPC API from revision `base`: opened once
+/// the response head arrives (watchd has started the watch session by
+/// then); every event of every message is accounted for as the HTTP
+/// watchers' are, BOOKMARKs skipped, ERRORs counted and ending the watcher.
+async fn grpc_watcher(
+    ctx: Ctx,
+    mut client: WatchdClient<Channel>,
+    encoding: pb::Encoding,
+) -> Outcome {
+    let mut tally = Tally::new(ctx.base);
+    let opened = async {
+        let _permit = ctx.gate.acquire().await.map_err(|e| e.to_string())?;
+        let req = grpc::watch_request(ctx.base, encoding);
+        let resp = tokio::time::timeout(OPEN_TIMEOUT, client.watch(req))
+            .await
+            .map_err(|_| format!("gRPC Watch configmaps: no response in {OPEN_TIMEOUT:?}"))?
+            .map_err(|s| format!("gRPC Watch configmaps: {}", grpc::status_text(&s)))?;
+        Ok::<_, String>(resp.into_inner())
+    };
+    let mut stream = match opened.await {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = ctx.ready.send(Err(e.clone())).await;
+            return ctx.outcome(tally, Some(e), 0);
+        }
+    };
+    let _ = ctx.ready.send(Ok(())).await;
+    let mut error_events = 0;
+    let mut stop = ctx.stop.clone();
+    let error = loop {
+        let msg = tokio::select! {
+            _ = stop.changed() => break None,
+            m = stream.message() => m,
+        };
+        let resp = match msg {
+            Ok(Some(r)) => r,
+            Ok(None) => break Some("gRPC watch stream ended".to_string()),
+            Err(s) => break Some(format!("gRPC watch failed: {}", grpc::status_text(&s))),
+        };
+        let now = now_unix_nanos();
+        let mut bad: Option<String> = None;
+        for ev in &resp.events {
+            match parse_grpc_event(ev, encoding) {
+                Ok(ev) if ev.kind == "ERROR" => {
+                    error_events += 1;
+                    bad.get_or_insert_with(|| ev.detail.unwrap_or_else(|| "ERROR event".into()));
+                }
+                Ok(ev) if ev.kind == "BOOKMARK" => {}
+                Ok(ev) => ctx.record(&mut tally, ev.revision, ev.sent_ns, now),
+                Err(e) => {
+                    bad.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = bad {
             break Some(e);
         }
     };
