@@ -600,7 +600,10 @@ fn bookmark(rv: i64, initial_events_end: bool) -> pb::WatchEvent {
 }
 
 fn message(events: Vec<pb::WatchEvent>) -> pb::WatchManyResponse {
-    pb::WatchManyResponse { events }
+    pb::WatchManyResponse {
+        events,
+        ..Default::default()
+    }
 }
 
 /// `apply` without a server: initial events replace the maps at their bookmark, a

@@ -101,6 +101,7 @@ fn grpc_event(object: &Value, rv: i64, encoding: pb::Encoding, raw: Vec<u8>) -> 
             }),
             ..Default::default()
         }],
+        ..Default::default()
     }
 }
 
