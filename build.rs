@@ -13,16 +13,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .bytes(".watchd.v1")
         // Labels in key order, as the cache keeps them: the same object encodes the same.
         .btree_map(".watchd.v1")
-        // Watch messages carry events encoded once and shared by every stream
-        // (`api::grpc::wire`); what a client decodes is the generated events.
-        .extern_path(
-            ".watchd.v1.WatchResponse",
-            "crate::api::grpc::wire::WatchResponse",
-        )
-        .extern_path(
-            ".watchd.v1.WatchManyResponse",
-            "crate::api::grpc::wire::WatchManyResponse",
-        )
         .compile_protos(&["proto/watchd.proto"], &["proto"])?;
     Ok(())
 }

@@ -600,10 +600,7 @@ fn bookmark(rv: i64, initial_events_end: bool) -> pb::WatchEvent {
 }
 
 fn message(events: Vec<pb::WatchEvent>) -> pb::WatchManyResponse {
-    pb::WatchManyResponse {
-        events,
-        ..Default::default()
-    }
+    pb::WatchManyResponse { events }
 }
 
 /// `apply` without a server: initial events replace the maps at their bookmark, a

@@ -26,7 +26,7 @@ use crate::store::{
 use crate::Revision;
 
 /// The wire encodings whose watch frames each event caches, one slot each (below
-/// [`crate::store::event_log::FRAME_ENCODINGS`] plus the late ones): a frame is built once per event, type
+/// [`crate::store::event_log::FRAME_ENCODINGS`]): a frame is built once per event, type
 /// and encoding, by the encoder that first needs it, and shared by every watcher.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FrameEncoding {
@@ -34,11 +34,6 @@ pub enum FrameEncoding {
     JsonLines = 0,
     /// Kubernetes protobuf (length-prefixed `WatchEvent`).
     KubeProtobuf = 1,
-    /// A gRPC `WatchEvent` with the object as JSON (kept late: see
-    /// [`crate::store::event_log::LATE_FRAME_ENCODINGS`]).
-    GrpcJson = 2,
-    /// A gRPC `WatchEvent` with the object as Kubernetes protobuf.
-    GrpcProtobuf = 3,
 }
 
 /// How a frontend writes what a watch sends; one encoder per watch, filled between polls.

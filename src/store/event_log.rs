@@ -50,10 +50,6 @@ impl EventType {
 /// theirs below this (`api::watch::FrameEncoding`).
 pub const FRAME_ENCODINGS: usize = 2;
 
-/// Encodings whose frames an event keeps only once one is built (the gRPC API's), in a
-/// block allocated then: events nobody reads that way cost a pointer, not the slots.
-pub const LATE_FRAME_ENCODINGS: usize = 2;
-
 /// One change to one object at one revision.
 #[derive(Debug)]
 pub struct WatchEvent {
@@ -72,8 +68,6 @@ pub struct WatchEvent {
     deleted_view: OnceLock<ObjectRef>,
     /// Wire frames, per encoding and event type, built by a frontend on first use.
     frames: [OnceLock<Option<Bytes>>; FRAME_ENCODINGS * 3],
-    /// Frames of the encodings numbered from [`FRAME_ENCODINGS`] on.
-    late_frames: OnceLock<Box<[OnceLock<Option<Bytes>>; LATE_FRAME_ENCODINGS * 3]>>,
 }
 
 impl WatchEvent {
@@ -88,7 +82,6 @@ impl WatchEvent {
             at: Instant::now(),
             deleted_view: OnceLock::new(),
             frames: Default::default(),
-            late_frames: OnceLock::new(),
         }
     }
 
@@ -116,7 +109,7 @@ impl WatchEvent {
     }
 
     /// The wire frame of type `t` in the frontend's `encoding` (below
-    /// [`FRAME_ENCODINGS`] + [`LATE_FRAME_ENCODINGS`]), built by `build` once and shared by every watcher; None when
+    /// [`FRAME_ENCODINGS`]), built by `build` once and shared by every watcher; None when
     /// the event has no object of that type or `build` could not encode it. The store
     /// only keeps the bytes: how a frame is made is the frontend's.
     pub fn frame(
@@ -126,14 +119,10 @@ impl WatchEvent {
         build: impl FnOnce(EventType, &ObjectRef) -> Option<Bytes>,
     ) -> Option<Bytes> {
         let obj = self.object_for(t)?;
-        let slot = match encoding.checked_sub(FRAME_ENCODINGS) {
-            None => self.frames.get(encoding * 3 + t.index())?,
-            Some(late) => self
-                .late_frames
-                .get_or_init(Default::default)
-                .get(late * 3 + t.index())?,
-        };
-        slot.get_or_init(|| build(t, obj)).clone()
+        self.frames
+            .get(encoding * 3 + t.index())?
+            .get_or_init(|| build(t, obj))
+            .clone()
     }
 }
 

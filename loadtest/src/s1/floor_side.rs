@@ -101,7 +101,6 @@ fn grpc_event(object: &Value, rv: i64, encoding: pb::Encoding, raw: Vec<u8>) -> 
             }),
             ..Default::default()
         }],
-        ..Default::default()
     }
 }
 

@@ -224,7 +224,7 @@ impl ManyWatch {
     fn take(&mut self) -> pb::WatchManyResponse {
         let events = self.encoder.take_events();
         self.events.increment(events.len() as u64);
-        pb::WatchManyResponse::encoded(events)
+        pb::WatchManyResponse { events }
     }
 
     /// One step, without waiting (as [`crate::api::watch::WatchSession::step`]).
@@ -379,7 +379,7 @@ impl ManyWatch {
                     break;
                 }
                 if matches(obj, &part.filter.selectors) {
-                    self.encoder.push_initial(obj);
+                    self.encoder.push_object(pb::EventType::Added, obj);
                     sent += 1;
                 }
             }

@@ -31,7 +31,6 @@ mod events;
 mod many;
 mod objects;
 mod snapshot;
-pub mod wire;
 
 pub use events::GrpcEvents;
 
@@ -39,8 +38,6 @@ pub use events::GrpcEvents;
 #[allow(missing_docs, clippy::all)]
 pub mod pb {
     tonic::include_proto!("watchd.v1");
-
-    pub use super::wire::{WatchManyResponse, WatchResponse};
 
     /// The encoded descriptors of `watchd.proto`, for server reflection.
     pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("watchd_descriptor");
@@ -569,9 +566,9 @@ impl Watchd for GrpcApi {
             .await
         };
         let stream: WatchStream = match result.await.map_err(|e| to_status(&e))? {
-            WatchStart::Error(e) => Box::pin(futures_util::stream::iter([Ok(
-                pb::WatchResponse::encoded(GrpcEvents::error_message(&e)),
-            )])),
+            WatchStart::Error(e) => Box::pin(futures_util::stream::iter([Ok(pb::WatchResponse {
+                events: GrpcEvents::error_message(&e),
+            })])),
             WatchStart::Session(session) => {
                 Box::pin(futures_util::stream::unfold(session, |mut s| async move {
                     s.next_frame().await.map(|f| (Ok(f), s))
@@ -579,8 +576,11 @@ impl Watchd for GrpcApi {
             }
         };
         // Guarded like an HTTP watch: a revoked permission ends it with a 403 ERROR event.
-        let on_revoked =
-            |e: &ApiError| Ok(pb::WatchResponse::encoded(GrpcEvents::error_message(e)));
+        let on_revoked = |e: &ApiError| {
+            Ok(pb::WatchResponse {
+                events: GrpcEvents::error_message(e),
+            })
+        };
         Ok(Response::new(self.guard(stream, admitted, on_revoked)))
     }
 
@@ -643,17 +643,20 @@ impl Watchd for GrpcApi {
                 .await
                 .map_err(|e| to_status(&e))?
             {
-                Err(e) => Box::pin(futures_util::stream::iter([Ok(
-                    pb::WatchManyResponse::encoded(GrpcEvents::error_message(&e)),
-                )])),
+                Err(e) => Box::pin(futures_util::stream::iter([Ok(pb::WatchManyResponse {
+                    events: GrpcEvents::error_message(&e),
+                })])),
                 Ok(session) => {
                     Box::pin(futures_util::stream::unfold(session, |mut s| async move {
                         s.next_message().await.map(|m| (Ok(m), s))
                     }))
                 }
             };
-        let on_revoked =
-            |e: &ApiError| Ok(pb::WatchManyResponse::encoded(GrpcEvents::error_message(e)));
+        let on_revoked = |e: &ApiError| {
+            Ok(pb::WatchManyResponse {
+                events: GrpcEvents::error_message(e),
+            })
+        };
         // Every selection stays guarded: losing any permission ends the stream.
         let mut stream = stream;
         for a in admitted {
