@@ -198,6 +198,10 @@ fn describe() {
         "Bytes of cached objects, per resource."
     );
     describe_gauge!("watchd_watchers", "Open watches, per resource.");
+    describe_counter!(
+        "watchd_json_values_normalized_total",
+        "JSON values read through serde_json before caching because keys on the way to metadata or a selectable field were duplicated or escaped (JSON readers keep the last duplicate)."
+    );
     describe_gauge!(
         "watchd_grpc_watch_many_streams",
         "Open gRPC WatchMany streams (each also holds a cursor per collection)."

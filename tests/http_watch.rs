@@ -352,6 +352,59 @@ async fn watch_frames_are_single_lines_even_for_pretty_printed_values() {
     assert_eq!(item_names(&list), ["stored-after", "stored-before"]);
 }
 
+// JSON storage only: values written as other JSON writers write them (raw).
+/// A value any JSON reader reads is served, however it was spaced or keyed: Python's
+/// `json.dumps` spacing (the issue's ConfigMap), tabs, duplicate metadata (readers keep
+/// the last); in the initial list and in the watch alike, and the metric counts the
+/// values that needed normalizing.
+#[tokio::test]
+async fn values_spaced_or_keyed_as_any_json_writer_writes_them_are_served() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let python = r#"{"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "a", "namespace": "default", "uid": "u", "creationTimestamp": "2026-01-01T00:00:00Z", "labels": {"a": "b"}}, "data": {"k": "v"}}"#;
+    let r1 = put_raw(&mut kv, "/registry/configmaps/default/a", python).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    let list = get_json(&format!("{base}/api/v1/namespaces/default/configmaps")).await;
+    assert_eq!(item_names(&list), ["a"], "{list}");
+    assert_eq!(list["items"][0]["data"]["k"], "v");
+    assert_eq!(rv(&list["items"][0]), r1);
+    let selected = get_json(&format!(
+        "{base}/api/v1/namespaces/default/configmaps?labelSelector=a%3Db"
+    ))
+    .await;
+    assert_eq!(item_names(&selected), ["a"]);
+
+    let mut stream = http::watch(
+        &format!("{base}/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={r1}"),
+        &[],
+    )
+    .await;
+    assert_eq!(stream.status(), 200);
+    let tabs = "{\t\"kind\" :\t\"ConfigMap\" , \"apiVersion\":\"v1\",\"metadata\" : {\"name\":\"b\",\"namespace\":\"default\"} }";
+    let r2 = put_raw(&mut kv, "/registry/configmaps/default/b", tabs).await;
+    let twice = r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"c","namespace":"default","labels":{"old":"x"}},"metadata":{"name":"c","namespace":"default","labels":{"new":"y"}}}"#;
+    let r3 = put_raw(&mut kv, "/registry/configmaps/default/c", twice).await;
+    for (name, revision) in [("b", r2), ("c", r3)] {
+        let line = stream.next_line(EVENT_WAIT).await.expect("a watch frame");
+        let event: serde_json::Value = serde_json::from_slice(&line).expect("one JSON line");
+        check_event(&event, "ADDED", name, revision);
+    }
+    let c = get_json(&format!("{base}/api/v1/namespaces/default/configmaps/c")).await;
+    assert_eq!(
+        c["metadata"]["labels"],
+        serde_json::json!({"new": "y"}),
+        "{c}"
+    );
+    assert_eq!(rv(&c), r3);
+    let metrics = http::get(&format!("{base}/metrics"), &[]).await.text();
+    assert_eq!(
+        support::kube::metric(&metrics, "watchd_json_values_normalized_total", &[]),
+        Some(1.0),
+        "only the value with duplicate metadata needed normalizing"
+    );
+}
+
 /// kube-apiserver's rule (handlers/get.go): a watch at a path that names an object takes
 /// its field selector as given if it names that object with `=`, else 400; no selector
 /// means the object. A plain object path with `watch=true` is a get.

@@ -2,6 +2,7 @@
 //! `metadata.labels` and the resource's selectable fields. Everything else is skipped by
 //! serde without building a tree.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -74,6 +75,11 @@ pub struct Extracted {
     pub labels: BTreeMap<String, String>,
     /// One value per requested path, in order; None where the object has none.
     pub fields: Vec<Option<String>>,
+    /// Whether an object on the way to a value read here (the top level, `metadata`, a
+    /// selectable field's parents) has a key twice or a key written with escapes: JSON
+    /// readers take the last of duplicate keys, and the byte scanner of `codec::json`
+    /// sees keys as written, so such a value must be normalized first.
+    pub irregular: bool,
 }
 
 #[derive(Default)]
@@ -111,6 +117,7 @@ pub fn extract(json: &[u8], paths: &[&str]) -> Result<Extracted, serde_json::Err
     let mut out = Extracted {
         labels: BTreeMap::new(),
         fields: vec![None; paths.len()],
+        irregular: false,
     };
     let mut de = serde_json::Deserializer::from_slice(json);
     Seed {
@@ -162,7 +169,11 @@ impl<'de> Visitor<'de> for Seed<'_> {
             }
             return Ok(());
         }
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+        let mut seen: Vec<Cow<'de, str>> = Vec::new();
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            if matches!(key, Cow::Owned(_)) || seen.contains(&key) {
+                self.out.irregular = true;
+            }
             match self.node.children.iter().find(|(s, _)| *s == key) {
                 Some((_, child)) => map.next_value_seed(Seed {
                     node: child,
@@ -173,6 +184,7 @@ impl<'de> Visitor<'de> for Seed<'_> {
                     map.next_value::<IgnoredAny>()?;
                 }
             }
+            seen.push(key);
         }
         Ok(())
     }
@@ -214,6 +226,36 @@ impl<'de> Visitor<'de> for Seed<'_> {
             return Err(E::custom("expected a JSON object"));
         }
         Ok(())
+    }
+}
+
+/// An object key as written: borrowed from the input, or owned when it had escapes
+/// (serde's own `Cow` is always owned).
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object key")
+            }
+
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_string())))
+            }
+
+            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
     }
 }
 
@@ -290,6 +332,22 @@ mod tests {
         assert!(extract(br#""s""#, &[]).is_err());
         assert!(extract(br#"{"a":1} x"#, &[]).is_err());
         assert!(extract(br#"{"metadata":{"labels":{"a":1}}}"#, &[]).is_err());
+    }
+
+    #[test]
+    fn duplicate_or_escaped_keys_on_the_way_are_irregular() {
+        let irregular = |json: &str| {
+            extract(json.as_bytes(), &["spec.nodeName"])
+                .unwrap()
+                .irregular
+        };
+        assert!(!irregular(
+            r#"{"metadata":{"name":"a"},"spec":{"nodeName":"n"},"data":{"k\"":1,"k\"":2}}"#
+        ));
+        assert!(irregular(r#"{"metadata":{},"metadata":{}}"#));
+        assert!(irregular(r#"{"metadata":{"labels":{},"labels":{}}}"#));
+        assert!(irregular(r#"{"spec":{"nodeName":"a","nodeName":"b"}}"#));
+        assert!(irregular(r#"{"\u006detadata":{}}"#));
     }
 
     #[test]

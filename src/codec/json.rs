@@ -6,7 +6,7 @@
 
 use std::ops::Range;
 
-/// Where `metadata.resourceVersion` goes in a compact JSON object.
+/// Where `metadata.resourceVersion` goes in a JSON object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RvPlace {
     /// Replace this byte range (an existing value, quotes included).
@@ -61,6 +61,19 @@ pub fn compact(input: &[u8]) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// JSON's insignificant whitespace.
+fn is_ws(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// The first offset from `j` that is not whitespace.
+fn skip_ws(b: &[u8], mut j: usize) -> usize {
+    while b.get(j).copied().is_some_and(is_ws) {
+        j += 1;
+    }
+    j
+}
+
 fn skip_string(b: &[u8], start: usize) -> Option<usize> {
     let mut j = start + 1;
     loop {
@@ -101,18 +114,24 @@ fn skip_value(b: &[u8], start: usize) -> Option<usize> {
                 .get(start..)?
                 .iter()
                 .position(|c| matches!(c, b',' | b'}' | b']'))?;
-            Some(start + len)
+            // A number, true, false or null ends before any whitespace after it.
+            let mut end = start + len;
+            while end > start && b.get(end - 1).copied().is_some_and(is_ws) {
+                end -= 1;
+            }
+            Some(end)
         }
     }
 }
 
-/// Finds member `name` of the compact object starting at `obj` (its `{`); returns the
-/// value's byte range.
+/// Finds member `name` of the object starting at `obj` (its `{`), whitespace between
+/// tokens allowed; returns the value's byte range (the first such member: values with
+/// duplicate or escaped keys are normalized before they get here).
 fn find_member(b: &[u8], obj: usize, name: &[u8]) -> Option<Option<Range<usize>>> {
     if *b.get(obj)? != b'{' {
         return None;
     }
-    let mut j = obj + 1;
+    let mut j = skip_ws(b, obj + 1);
     if *b.get(j)? == b'}' {
         return Some(None);
     }
@@ -122,33 +141,37 @@ fn find_member(b: &[u8], obj: usize, name: &[u8]) -> Option<Option<Range<usize>>
         }
         let key_end = skip_string(b, j)?;
         let key = b.get(j + 1..key_end - 1)?;
-        if *b.get(key_end)? != b':' {
+        let colon = skip_ws(b, key_end);
+        if *b.get(colon)? != b':' {
             return None;
         }
-        let value = key_end + 1;
+        let value = skip_ws(b, colon + 1);
         let value_end = skip_value(b, value)?;
         if key == name {
             return Some(Some(value..value_end));
         }
-        match *b.get(value_end)? {
-            b',' => j = value_end + 1,
+        let next = skip_ws(b, value_end);
+        match *b.get(next)? {
+            b',' => j = skip_ws(b, next + 1),
             b'}' => return Some(None),
             _ => return None,
         }
     }
 }
 
-/// The byte range of the value of top-level member `name` of a compact, valid JSON object.
+/// The byte range of the value of top-level member `name` of a valid JSON object.
 pub fn top_level_member(b: &[u8], name: &[u8]) -> Option<Range<usize>> {
-    find_member(b, 0, name).flatten()
+    find_member(b, skip_ws(b, 0), name).flatten()
 }
 
-/// Locates where `metadata.resourceVersion` goes in a compact, valid JSON object.
+/// Locates where `metadata.resourceVersion` goes in a valid JSON object (whitespace
+/// between tokens allowed).
 pub fn locate_resource_version(b: &[u8]) -> Option<RvPlace> {
-    let empty_object = b.get(1) == Some(&b'}');
-    match find_member(b, 0, b"metadata")? {
+    let top = skip_ws(b, 0);
+    let empty_object = b.get(skip_ws(b, top + 1)) == Some(&b'}');
+    match find_member(b, top, b"metadata")? {
         None => Some(RvPlace::NoMetadata {
-            at: 1,
+            at: top + 1,
             empty: empty_object,
         }),
         Some(meta) if b.get(meta.start) == Some(&b'{') => {
@@ -156,7 +179,7 @@ pub fn locate_resource_version(b: &[u8]) -> Option<RvPlace> {
                 Some(rv) => Some(RvPlace::Replace(rv)),
                 None => Some(RvPlace::InMetadata {
                     at: meta.start + 1,
-                    empty: b.get(meta.start + 1) == Some(&b'}'),
+                    empty: b.get(skip_ws(b, meta.start + 1)) == Some(&b'}'),
                 }),
             }
         }

@@ -7,6 +7,7 @@
 
 pub mod civil;
 pub mod convert;
+pub mod differential;
 pub mod encryption;
 pub mod envelope;
 pub mod extract;
@@ -252,9 +253,29 @@ fn decode_json(
 ) -> Result<Decoded, DecodeError> {
     // Skipped strings are not checked by serde, and JSON must be UTF-8: check it all once.
     std::str::from_utf8(value).map_err(|e| DecodeError::Json(format!("not UTF-8: {e}")))?;
+    decode_valid_json(value, revision, fields, false)
+}
+
+/// [`decode_json`] of UTF-8 text; `normalized` once it went through serde_json.
+fn decode_valid_json(
+    value: &[u8],
+    revision: Revision,
+    fields: &[FieldSpec],
+    normalized: bool,
+) -> Result<Decoded, DecodeError> {
     // One validating pass that also yields labels and fields; the rest is skipped.
     let head = extract::extract(value, &FieldSpec::paths(fields))
         .map_err(|e| DecodeError::Json(e.to_string()))?;
+    if head.irregular && !normalized {
+        // Duplicate keys (a JSON reader keeps the last) or escaped ones where the byte
+        // scanner looks: read it as any JSON reader does, once, and go on from that
+        // (rare: no Kubernetes component writes such JSON).
+        let json = |e: serde_json::Error| DecodeError::Json(e.to_string());
+        let parsed: serde_json::Value = serde_json::from_slice(value).map_err(json)?;
+        let text = serde_json::to_vec(&parsed).map_err(json)?;
+        metrics::counter!("watchd_json_values_normalized_total").increment(1);
+        return decode_valid_json(&text, revision, fields, true);
+    }
     let compacted = json::compact(value);
     let compact = compacted.as_deref().unwrap_or(value);
     let place = json::locate_resource_version(compact)
