@@ -38,6 +38,9 @@ impl Source for EtcdSource {
 enum WatchEnd {
     /// etcd compacted past the revision to resume from: a re-list is needed.
     Compacted(i64),
+    /// The etcd answering is not the one whose history the cache applied (restored from
+    /// a backup, or replaced by another cluster): a re-list is needed.
+    Replaced(String),
     /// The connection broke or etcd answered an error: resume after a backoff.
     Failed(String),
     /// The daemon is stopping.
@@ -53,6 +56,8 @@ pub async fn run(config: EtcdConfig, cache: Arc<Cache>, mut shutdown: watch::Rec
     // resume); the cache is synced once the replay reached the revision etcd had.
     let mut replay = true;
     let mut sync_at: Option<Revision> = None;
+    // Which etcd the cache follows: its cluster, and the last change applied.
+    let mut followed = Followed::default();
     loop {
         if *shutdown.borrow() {
             return;
@@ -62,10 +67,19 @@ pub async fn run(config: EtcdConfig, cache: Arc<Cache>, mut shutdown: watch::Rec
                 .connect()
                 .await
                 .map_err(|e| format!("connect: {e}"))?;
-            if resume.is_none() {
-                let (listed, current) = initial_list(&mut client, &mut ingestor, replay).await?;
+            if let Some(applied) = resume {
+                if let Some(why) = followed.replaced(&mut client, applied).await? {
+                    return Ok(WatchEnd::Replaced(why));
+                }
+            } else {
+                let (listed, current, cluster) =
+                    initial_list(&mut client, &mut ingestor, replay).await?;
                 replay = false;
                 resume = Some(listed);
+                followed = Followed {
+                    cluster,
+                    last: None,
+                };
                 if listed >= current {
                     cache.set_synced(true);
                 } else {
@@ -73,7 +87,14 @@ pub async fn run(config: EtcdConfig, cache: Arc<Cache>, mut shutdown: watch::Rec
                 }
             }
             let from = resume.unwrap_or_default().next();
-            let end = watch(&mut client, from, &mut ingestor, &mut resume, &mut sync_at).await;
+            let end = watch(
+                &mut client,
+                from,
+                &mut ingestor,
+                (&mut resume, &mut followed),
+                &mut sync_at,
+            )
+            .await;
             Ok::<_, String>(end)
         };
         let end = tokio::select! {
@@ -83,6 +104,18 @@ pub async fn run(config: EtcdConfig, cache: Arc<Cache>, mut shutdown: watch::Rec
         cache.set_watch_live(false);
         match end {
             WatchEnd::Shutdown => return,
+            WatchEnd::Replaced(why) => {
+                tracing::error!(
+                    applied = ?resume,
+                    %why,
+                    "etcd is not the one the cache followed (restored from a backup, or replaced): \
+                     ending every watch with 410 and re-listing"
+                );
+                metrics::counter!("watchd_etcd_replaced_total").increment(1);
+                metrics::counter!("watchd_relists_total").increment(1);
+                resume = None;
+                backoff = config::RECONNECT_BACKOFF_MIN;
+            }
             WatchEnd::Compacted(compact) => {
                 tracing::warn!(resume = ?resume, compacted = compact, "etcd compacted past the resume revision; re-listing");
                 metrics::counter!("watchd_relists_total").increment(1);
@@ -112,8 +145,8 @@ async fn initial_list(
     client: &mut EtcdClient,
     ingestor: &mut Ingestor,
     replay: bool,
-) -> Result<(Revision, Revision), String> {
-    let current = current_revision(client)
+) -> Result<(Revision, Revision, u64), String> {
+    let (current, cluster) = current_header(client)
         .await
         .map_err(|e| format!("list: {e}"))?;
     let revision = if replay {
@@ -156,7 +189,64 @@ async fn initial_list(
     if revision < current.0 {
         tracing::info!(from = revision, to = %current, "replaying etcd's history since the list into the event log");
     }
-    Ok((Revision(revision), current))
+    Ok((Revision(revision), current, cluster))
+}
+
+/// What tells the etcd the cache follows from another: its cluster ID, and the last
+/// change applied (its key, its revision, whether it was a deletion).
+#[derive(Debug, Default)]
+struct Followed {
+    cluster: u64,
+    last: Option<(Vec<u8>, Revision, bool)>,
+}
+
+impl Followed {
+    /// Why the etcd `client` reaches is not the one the cache applied up to `applied`
+    /// from, if it is not: another cluster ID (a new cluster), a current revision below
+    /// `applied` (restored from an older backup, or a new empty etcd), or a last change
+    /// that etcd's history does not hold at its revision (restored, then written past
+    /// `applied`). A history compacted past that revision proves nothing (the watch
+    /// that follows re-lists).
+    async fn replaced(
+        &self,
+        client: &mut EtcdClient,
+        applied: Revision,
+    ) -> Result<Option<String>, String> {
+        let (current, cluster) = current_header(client)
+            .await
+            .map_err(|e| format!("resume: {e}"))?;
+        if self.cluster != 0 && cluster != 0 && cluster != self.cluster {
+            return Ok(Some(format!(
+                "its cluster ID is {cluster:x}, the cache followed {:x}",
+                self.cluster
+            )));
+        }
+        if current < applied {
+            return Ok(Some(format!(
+                "its revision is {current}, the cache applied up to {applied}"
+            )));
+        }
+        let Some((key, rev, deleted)) = &self.last else {
+            return Ok(None);
+        };
+        let opts = GetOptions::new().with_revision(rev.0);
+        let held = match client.kv.get(key.clone(), Some(opts)).await {
+            Ok(r) => r.kvs().first().map(|kv| Revision(kv.mod_revision())),
+            Err(e) if e.to_string().contains("compacted") => return Ok(None),
+            Err(e) => return Err(format!("resume: {e}")),
+        };
+        let agrees = match (deleted, held) {
+            (false, Some(r)) => r == *rev,
+            (true, None) => true,
+            _ => false,
+        };
+        Ok((!agrees).then(|| {
+            format!(
+                "at revision {rev} its history does not hold the change the cache applied to {}",
+                String::from_utf8_lossy(key)
+            )
+        }))
+    }
 }
 
 /// Where a replaying list starts: [`config::STARTUP_REPLAY_REVISIONS`] before `current`,
@@ -197,7 +287,7 @@ async fn watch(
     client: &mut EtcdClient,
     from: Revision,
     ingestor: &mut Ingestor,
-    resume: &mut Option<Revision>,
+    (resume, followed): (&mut Option<Revision>, &mut Followed),
     sync_at: &mut Option<Revision>,
 ) -> WatchEnd {
     let opts = WatchOptions::new()
@@ -226,9 +316,17 @@ async fn watch(
             tracing::info!(from = %from, "watching etcd");
         }
         let header_rev = resp.header().map_or(0, |h| h.revision());
+        let cluster = resp.header().map_or(0, |h| h.cluster_id());
+        if followed.cluster != 0 && cluster != 0 && cluster != followed.cluster {
+            return WatchEnd::Replaced(format!(
+                "its watch answers for cluster {cluster:x}, the cache followed {:x}",
+                followed.cluster
+            ));
+        }
         let changes: Vec<KvChange> = resp.events().iter().filter_map(to_change).collect();
         if let Some(last) = changes.last() {
             *resume = Some(last.revision);
+            followed.last = Some((last.key.clone(), last.revision, last.value.is_none()));
         }
         ingestor.apply(changes);
         let applied = cache.applied();
@@ -263,6 +361,11 @@ fn to_change(ev: &etcd_client::Event) -> Option<KvChange> {
 /// Asks etcd for its current revision with a linearizable read: what a consistent read
 /// must wait for.
 pub async fn current_revision(client: &mut EtcdClient) -> Result<Revision, etcd_client::Error> {
+    current_header(client).await.map(|(r, _)| r)
+}
+
+/// etcd's current revision (a linearizable read) and its cluster ID.
+async fn current_header(client: &mut EtcdClient) -> Result<(Revision, u64), etcd_client::Error> {
     // Any key works; the header carries the store revision. count_only keeps it cheap.
     let resp = client
         .kv
@@ -271,7 +374,11 @@ pub async fn current_revision(client: &mut EtcdClient) -> Result<Revision, etcd_
             Some(GetOptions::new().with_count_only().with_limit(1)),
         )
         .await?;
-    Ok(Revision(resp.header().map_or(0, |h| h.revision())))
+    let header = resp.header();
+    Ok((
+        Revision(header.map_or(0, |h| h.revision())),
+        header.map_or(0, |h| h.cluster_id()),
+    ))
 }
 
 /// Reads of etcd for request handlers: its current revision (what a consistent read

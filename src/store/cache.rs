@@ -313,6 +313,17 @@ impl Cache {
             .is_ok_and(|r| r.is_ok())
     }
 
+    /// Sets the applied revision to that of a new epoch, even below the last one: after
+    /// etcd was restored from an older backup, its history is the one that counts.
+    pub fn reset_applied(&self, revision: Revision) {
+        self.applied.send_if_modified(|r| {
+            let changed = revision != *r;
+            *r = revision;
+            changed
+        });
+        metrics::gauge!("watchd_applied_revision").set(revision.0 as f64);
+    }
+
     /// Records that every change up to `revision` is applied, and wakes waiting readers.
     pub fn set_applied(&self, revision: Revision) {
         self.applied.send_if_modified(|r| {

@@ -227,7 +227,7 @@ impl Ingestor {
             store.reset(revision, epoch, objects);
             store.health.loaded(bad);
         }
-        self.cache.set_applied(revision);
+        self.cache.reset_applied(revision);
         metrics::gauge!("watchd_epoch").set(epoch as f64);
         tracing::info!(%revision, epoch, resources = stores.len(), "cache loaded");
     }

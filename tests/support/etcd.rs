@@ -177,6 +177,80 @@ impl Etcd {
         }
     }
 
+    /// Replaces this etcd by a new, empty one at the same address: killed, its data
+    /// removed, started again (revision 1).
+    pub fn replace_with_empty(&mut self) {
+        self.kill9();
+        std::fs::remove_dir_all(self.data_dir()).expect("remove etcd's data");
+        self.restart();
+    }
+
+    /// `etcdctl snapshot save` of this etcd to `path`.
+    pub fn snapshot_save(&self, path: &Path) {
+        let out = Command::new(etcdctl_bin())
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={}", self.client_url()))
+            .arg("--command-timeout=20s")
+            .args(["snapshot", "save"])
+            .arg(path)
+            .output()
+            .expect("run etcdctl snapshot save");
+        assert!(
+            out.status.success(),
+            "etcdctl snapshot save: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Restores this etcd from `snapshot` (`etcdctl snapshot restore`) at the same
+    /// address, as an operator restores a backup: killed, its data replaced, started.
+    pub fn restore(&mut self, snapshot: &Path) {
+        self.kill9();
+        std::fs::remove_dir_all(self.data_dir()).expect("remove etcd's data");
+        let peer_url = self.peer_url();
+        let out = Command::new(etcdctl_bin())
+            .env("ETCDCTL_API", "3")
+            .args(["snapshot", "restore"])
+            .arg(snapshot)
+            .arg(format!("--data-dir={}", self.data_dir().display()))
+            .arg(format!("--name={}", self.name))
+            .arg(format!("--initial-cluster={}={peer_url}", self.name))
+            .arg(format!("--initial-cluster-token={}", self.name))
+            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+            .output()
+            .expect("run etcdctl snapshot restore");
+        assert!(
+            out.status.success(),
+            "etcdctl snapshot restore: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        self.restart();
+    }
+
+    /// Restores this etcd from `snapshot` out of its clients' sight (on another client
+    /// port), writes `puts` there (`etcdctl put`), then serves it at its address: a
+    /// restored etcd whose new history already went past what its clients saw.
+    pub fn restore_and_write_unseen(&mut self, snapshot: &Path, puts: &[(&str, &str)]) {
+        let seen = self.client_port;
+        self.client_port = free_port();
+        self.restore(snapshot);
+        for (key, value) in puts {
+            let out = Command::new(etcdctl_bin())
+                .env("ETCDCTL_API", "3")
+                .arg(format!("--endpoints={}", self.client_url()))
+                .args(["put", key, value])
+                .output()
+                .expect("run etcdctl put");
+            assert!(
+                out.status.success(),
+                "etcdctl put: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        self.client_port = seen;
+        self.restart();
+    }
+
     /// Connects an `etcd_client::Client` to this etcd (bounded by 10 s).
     pub async fn client(&self) -> etcd_client::Client {
         let url = self.client_url();
@@ -289,6 +363,11 @@ impl Drop for Etcd {
     fn drop(&mut self) {
         self.kill9();
     }
+}
+
+/// etcdctl, beside the etcd binary run.
+fn etcdctl_bin() -> std::path::PathBuf {
+    Path::new(&etcd_bin()).with_file_name("etcdctl")
 }
 
 /// The etcd binary to run: `$WATCHD_TEST_ETCD_BIN` or [`DEFAULT_ETCD_BIN`].

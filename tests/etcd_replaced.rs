@@ -1,0 +1,168 @@
+//! An etcd replaced under watchd is noticed: restored from an older snapshot (its
+//! revision goes back), restored and written past what watchd applied (its history does
+//! not hold the last change watchd applied), or replaced by a new empty one. Each time
+//! watchd logs it, counts it, ends every open watch with 410 Expired and re-lists, so
+//! it serves etcd's state, never the old one.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use support::http::{self, WatchStream};
+use support::kube::{configmap, get_json, item_names, metric, put_json, rv};
+use support::{Etcd, Watchd};
+
+const WAIT: Duration = Duration::from_secs(40);
+
+fn key(name: &str) -> String {
+    format!("/registry/configmaps/default/{name}")
+}
+
+/// Reads a watch until its ERROR event (bounded), which must be 410 Expired.
+async fn expect_410(stream: &mut WatchStream) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = stream
+            .next_line(left)
+            .await
+            .expect("the open watch ends with an ERROR event in time");
+        let event: Value = serde_json::from_slice(&line).expect("a JSON line");
+        if event["type"] == "ERROR" {
+            assert_eq!(event["object"]["code"], 410, "{event}");
+            assert_eq!(event["object"]["reason"], "Expired", "{event}");
+            return;
+        }
+    }
+}
+
+/// Polls the ConfigMaps of `default` until their names are `want` (bounded).
+async fn wait_for_names(base: &str, want: &[&str]) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let list = get_json(&format!("{base}/api/v1/namespaces/default/configmaps")).await;
+        if item_names(&list) == want {
+            return list;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "names {:?}, want {want:?}",
+            item_names(&list)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn replaced_count(base: &str) -> Option<f64> {
+    let text = http::get(&format!("{base}/metrics"), &[]).await.text();
+    metric(&text, "watchd_etcd_replaced_total", &[])
+}
+
+async fn open_watch(base: &str) -> WatchStream {
+    let list = get_json(&format!("{base}/api/v1/namespaces/default/configmaps")).await;
+    let from = list["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or("0")
+        .to_string();
+    let stream = http::watch(
+        &format!("{base}/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={from}"),
+        &[],
+    )
+    .await;
+    assert_eq!(stream.status(), 200);
+    stream
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_replaced_by_an_empty_one_ends_watches_and_is_served_as_it_is() {
+    let mut etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    for name in ["a", "b", "c"] {
+        put_json(&mut kv, &key(name), &configmap("default", name, "old")).await;
+    }
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    wait_for_names(&base, &["a", "b", "c"]).await;
+    let mut watch = open_watch(&base).await;
+
+    tokio::task::block_in_place(|| etcd.replace_with_empty());
+    expect_410(&mut watch).await;
+    wait_for_names(&base, &[]).await;
+    assert_eq!(replaced_count(&base).await, Some(1.0));
+
+    // The new etcd's own history is served from now on.
+    let mut kv = etcd.client().await;
+    let r = put_json(&mut kv, &key("new"), &configmap("default", "new", "1")).await;
+    let list = wait_for_names(&base, &["new"]).await;
+    assert_eq!(rv(&list["items"][0]), r);
+    assert!(watchd
+        .log()
+        .contains("etcd is not the one the cache followed"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_restored_from_an_older_snapshot_is_served_as_restored() {
+    let mut etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let ra = put_json(&mut kv, &key("a"), &configmap("default", "a", "1")).await;
+    put_json(&mut kv, &key("b"), &configmap("default", "b", "1")).await;
+    let snapshot = tempfile::NamedTempFile::new().expect("temp file");
+    tokio::task::block_in_place(|| etcd.snapshot_save(snapshot.path()));
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    // After the backup: a changed, b deleted, d created.
+    put_json(&mut kv, &key("a"), &configmap("default", "a", "2")).await;
+    support::kube::delete_key(&mut kv, &key("b")).await;
+    put_json(&mut kv, &key("d"), &configmap("default", "d", "1")).await;
+    wait_for_names(&base, &["a", "d"]).await;
+    let mut watch = open_watch(&base).await;
+
+    tokio::task::block_in_place(|| etcd.restore(snapshot.path()));
+    expect_410(&mut watch).await;
+    let list = wait_for_names(&base, &["a", "b"]).await;
+    assert_eq!(rv(&list["items"][0]), ra, "a as it was at the backup");
+    assert_eq!(list["items"][0]["data"]["value"], "1");
+    assert_eq!(replaced_count(&base).await, Some(1.0));
+    assert!(
+        watchd.log().contains("the cache applied up to"),
+        "noticed by the revision going back"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_restored_and_written_past_the_applied_revision_is_noticed() {
+    let mut etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_json(&mut kv, &key("a"), &configmap("default", "a", "1")).await;
+    let snapshot = tempfile::NamedTempFile::new().expect("temp file");
+    tokio::task::block_in_place(|| etcd.snapshot_save(snapshot.path()));
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    for i in 0..5 {
+        put_json(
+            &mut kv,
+            &key("gone"),
+            &configmap("default", "gone", &i.to_string()),
+        )
+        .await;
+    }
+    wait_for_names(&base, &["a", "gone"]).await;
+    let mut watch = open_watch(&base).await;
+
+    // The restored etcd is written past the revision watchd applied before watchd sees
+    // it: its revision alone cannot tell.
+    let value = serde_json::to_string(&configmap("default", "other", "x")).unwrap();
+    let other = key("other");
+    let puts: Vec<(&str, &str)> = (0..12).map(|_| (other.as_str(), value.as_str())).collect();
+    tokio::task::block_in_place(|| etcd.restore_and_write_unseen(snapshot.path(), &puts));
+    expect_410(&mut watch).await;
+    wait_for_names(&base, &["a", "other"]).await;
+    assert_eq!(replaced_count(&base).await, Some(1.0));
+    assert!(
+        watchd
+            .log()
+            .contains("does not hold the change the cache applied"),
+        "noticed by the last change applied"
+    );
+}
