@@ -43,8 +43,9 @@ async fn bookmarks_arrive_periodically_and_never_run_ahead_of_unsent_events() {
         &format!("{}/api/v1/namespaces/a/configmaps", w.base_url()),
         &[],
     )
-    .await
-    .json();
+    .await;
+    assert_eq!(list.status, 200, "{}", list.text());
+    let list = list.json();
     let start: i64 = list["metadata"]["resourceVersion"]
         .as_str()
         .expect("rv")
@@ -55,6 +56,11 @@ async fn bookmarks_arrive_periodically_and_never_run_ahead_of_unsent_events() {
         w.base_url()
     );
     let mut stream = http::watch(&url, &[]).await;
+    assert_eq!(
+        stream.status(),
+        200,
+        "an error reply must not pass as a quiet stream"
+    );
     // A spawned task does not inherit the scenario's storage format: it is passed on.
     let writer = tokio::spawn(Storage::current().scope(async move {
         // Writes in the watched namespace and in another one, racing the bookmarks.
@@ -133,6 +139,11 @@ async fn no_bookmarks_unless_allowed_even_with_a_short_interval() {
         w.base_url()
     );
     let mut stream = http::watch(&url, &[]).await;
+    assert_eq!(
+        stream.status(),
+        200,
+        "an error reply must not pass as a quiet stream"
+    );
     let mut events = Vec::new();
     while let Some(ev) = stream.next_event(Duration::from_secs(4)).await {
         events.push(ev);

@@ -23,8 +23,9 @@ const PREFIX: &str = "/registry/configmaps/";
 const NAMESPACES: usize = 4;
 const NAMES: usize = 30;
 
-/// One event as a watcher should see it: (type, namespace/name, resourceVersion).
-type Seen = (String, String, i64);
+/// One event as a watcher should see it: (type, namespace/name, resourceVersion, the
+/// object's `data.i`: which of the writer's writes its body is).
+type Seen = (String, String, i64, String);
 
 /// How the writer stores the ConfigMaps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +52,8 @@ struct Writer {
     rng: Rng,
     format: Format,
     exists: BTreeMap<String, bool>,
+    /// Every `i` written to each key, so a value read from etcd can be told by its bytes.
+    written: BTreeMap<String, Vec<usize>>,
     ops: usize,
 }
 
@@ -60,6 +63,7 @@ impl Writer {
             rng: Rng(seed),
             format,
             exists: BTreeMap::new(),
+            written: BTreeMap::new(),
             ops: 0,
         }
     }
@@ -73,6 +77,9 @@ impl Writer {
             let present = self.exists.get(&key).copied().unwrap_or(false);
             let delete = present && self.rng.below(10) < 3;
             self.ops += 1;
+            if !delete {
+                self.written.entry(key.clone()).or_default().push(self.ops);
+            }
             let deadline = Instant::now() + Duration::from_secs(20);
             loop {
                 let res = if delete {
@@ -106,15 +113,32 @@ async fn current_revision(client: &mut Client) -> i64 {
     r.header().expect("header").revision()
 }
 
-/// etcd's own history of the prefix in (from, to], as watch events.
-async fn etcd_history(client: &mut Client, from: i64, to: i64) -> Vec<Seen> {
+impl Writer {
+    /// Which write `value` (as etcd holds it under `key`) is: the `i` whose bytes the
+    /// writer wrote are exactly these. Told by the writer's own bytes, not by decoding.
+    fn which(&self, key: &str, value: &[u8]) -> String {
+        let (ns, name) = key.split_once('/').expect("namespace/name");
+        self.written
+            .get(&format!("{PREFIX}{key}"))
+            .and_then(|is| {
+                is.iter()
+                    .find(|&&i| configmap(ns, name, i, self.format) == value)
+            })
+            .map_or_else(|| format!("unknown value of {key}"), |i| i.to_string())
+    }
+}
+
+/// etcd's own history of the prefix in (from, to], as watch events, each object's body
+/// told by the bytes etcd holds (a deletion's by the value it deleted).
+async fn etcd_history(client: &mut Client, from: i64, to: i64, writer: &Writer) -> Vec<Seen> {
     let opts = WatchOptions::new()
         .with_prefix()
+        .with_prev_key()
         .with_start_revision(from + 1);
     let mut stream = client.watch(PREFIX, Some(opts)).await.expect("etcd watch");
     let mut out = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while out.last().is_none_or(|(_, _, rv): &Seen| *rv < to) {
+    while out.last().is_none_or(|(_, _, rv, _): &Seen| *rv < to) {
         let left = deadline.saturating_duration_since(Instant::now());
         let msg = tokio::time::timeout(left, stream.message())
             .await
@@ -125,18 +149,21 @@ async fn etcd_history(client: &mut Client, from: i64, to: i64) -> Vec<Seen> {
             let kv = ev.kv().expect("kv");
             let key = kv.key_str().expect("utf8 key");
             let obj = key.strip_prefix(PREFIX).expect("prefix").to_string();
-            let t = match ev.event_type() {
-                EventType::Delete => "DELETED",
-                EventType::Put if kv.create_revision() == kv.mod_revision() => "ADDED",
-                EventType::Put => "MODIFIED",
+            let (t, body) = match ev.event_type() {
+                EventType::Delete => ("DELETED", ev.prev_kv().map(|p| p.value())),
+                EventType::Put if kv.create_revision() == kv.mod_revision() => {
+                    ("ADDED", Some(kv.value()))
+                }
+                EventType::Put => ("MODIFIED", Some(kv.value())),
             };
-            out.push((t.to_string(), obj, kv.mod_revision()));
+            let i = body.map_or_else(|| "no value".into(), |b| writer.which(&obj, b));
+            out.push((t.to_string(), obj, kv.mod_revision(), i));
         }
         if msg.events().is_empty() && out.is_empty() && to <= from {
             break;
         }
     }
-    out.retain(|(_, _, rv)| *rv <= to);
+    out.retain(|(_, _, rv, _)| *rv <= to);
     out
 }
 
@@ -152,7 +179,11 @@ fn seen(ev: &Value) -> Seen {
         .as_str()
         .and_then(|s| s.parse().ok())
         .unwrap_or(-1);
-    (t, key, rv)
+    let i = ev["object"]["data"]["i"]
+        .as_str()
+        .unwrap_or("no data.i")
+        .to_string();
+    (t, key, rv, i)
 }
 
 /// A watcher under test: its filter and its stream.
@@ -264,7 +295,7 @@ async fn history_across_an_etcd_restart(format: Format) {
     writer.run(&mut client, 1200).await;
     let end = current_revision(&mut client).await;
 
-    let history = etcd_history(&mut client, start, end).await;
+    let history = etcd_history(&mut client, start, end, &writer).await;
     assert!(
         history.len() >= 2400,
         "etcd history has {} events",
@@ -331,7 +362,7 @@ async fn second_tier_watchers_see_exactly_etcds_history_across_a_restart_of_the_
     writer.run(&mut client, 800).await;
     let end = current_revision(&mut client).await;
 
-    let history = etcd_history(&mut client, start, end).await;
+    let history = etcd_history(&mut client, start, end, &writer).await;
     assert!(
         history.len() >= 1900,
         "etcd history has {} events",
@@ -436,7 +467,7 @@ async fn compaction_past_the_resume_revision(format: Format) {
     let mut watchers = open_watchers(&base, start).await;
     writer.run(&mut client, 500).await;
     let before_gap = current_revision(&mut client).await;
-    let history = etcd_history(&mut client, start, before_gap).await;
+    let history = etcd_history(&mut client, start, before_gap, &writer).await;
     for (i, w) in watchers.iter_mut().enumerate() {
         let expected: Vec<Seen> = history.iter().filter(|s| w.wants(s)).cloned().collect();
         let (got, error) = w.collect(expected.len()).await;
@@ -479,7 +510,7 @@ async fn compaction_past_the_resume_revision(format: Format) {
     let mut watchers = open_watchers(&base, relist).await;
     writer.run(&mut client, 400).await;
     let end = current_revision(&mut client).await;
-    let history = etcd_history(&mut client, relist, end).await;
+    let history = etcd_history(&mut client, relist, end, &writer).await;
     for (i, w) in watchers.iter_mut().enumerate() {
         let expected: Vec<Seen> = history.iter().filter(|s| w.wants(s)).cloned().collect();
         let (got, error) = w.collect(expected.len()).await;
@@ -487,8 +518,9 @@ async fn compaction_past_the_resume_revision(format: Format) {
         assert_eq!(got, expected, "watcher {i} after re-list");
     }
     let metrics = http::get(&format!("{base}/metrics"), &[]).await.text();
-    assert!(
-        metrics.contains("watchd_relists_total 1"),
-        "relist metric missing:\n{metrics}"
+    assert_eq!(
+        counter(&metrics, "watchd_relists_total "),
+        1.0,
+        "one re-list:\n{metrics}"
     );
 }
