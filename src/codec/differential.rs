@@ -172,6 +172,11 @@ mod tests {
         }
 
         fn object(&mut self, members: &[(String, Value)]) {
+            self.members(members, |w, v| w.value(v));
+        }
+
+        /// `{"key": value, ...}`, each value written by `value`.
+        fn members<T>(&mut self, members: &[(String, T)], mut value: impl FnMut(&mut Self, &T)) {
             self.out.push('{');
             self.ws();
             for (i, (k, v)) in members.iter().enumerate() {
@@ -183,7 +188,7 @@ mod tests {
                 self.ws();
                 self.out.push(':');
                 self.ws();
-                self.value(v);
+                value(self, v);
                 self.ws();
             }
             self.out.push('}');
@@ -310,24 +315,10 @@ mod tests {
             style,
         };
         w.ws();
-        w.out.push('{');
-        w.ws();
-        for (i, (k, v)) in members.iter().enumerate() {
-            if i > 0 {
-                w.out.push(',');
-                w.ws();
-            }
-            w.string(k);
-            w.ws();
-            w.out.push(':');
-            w.ws();
-            match v {
-                Some(v) => w.value(v),
-                None => w.object(&meta),
-            }
-            w.ws();
-        }
-        w.out.push('}');
+        w.members(&members, |w, v| match v {
+            Some(v) => w.value(v),
+            None => w.object(&meta),
+        });
         w.ws();
         w.out
     }

@@ -187,19 +187,9 @@ impl Etcd {
 
     /// `etcdctl snapshot save` of this etcd to `path`.
     pub fn snapshot_save(&self, path: &Path) {
-        let out = Command::new(etcdctl_bin())
-            .env("ETCDCTL_API", "3")
-            .arg(format!("--endpoints={}", self.client_url()))
-            .arg("--command-timeout=20s")
-            .args(["snapshot", "save"])
-            .arg(path)
-            .output()
-            .expect("run etcdctl snapshot save");
-        assert!(
-            out.status.success(),
-            "etcdctl snapshot save: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let endpoint = format!("--endpoints={}", self.client_url());
+        let path = path.to_str().expect("a UTF-8 path");
+        etcdctl(&[&endpoint, "--command-timeout=20s", "snapshot", "save", path]);
     }
 
     /// Restores this etcd from `snapshot` (`etcdctl snapshot restore`) at the same
@@ -208,22 +198,16 @@ impl Etcd {
         self.kill9();
         std::fs::remove_dir_all(self.data_dir()).expect("remove etcd's data");
         let peer_url = self.peer_url();
-        let out = Command::new(etcdctl_bin())
-            .env("ETCDCTL_API", "3")
-            .args(["snapshot", "restore"])
-            .arg(snapshot)
-            .arg(format!("--data-dir={}", self.data_dir().display()))
-            .arg(format!("--name={}", self.name))
-            .arg(format!("--initial-cluster={}={peer_url}", self.name))
-            .arg(format!("--initial-cluster-token={}", self.name))
-            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
-            .output()
-            .expect("run etcdctl snapshot restore");
-        assert!(
-            out.status.success(),
-            "etcdctl snapshot restore: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        etcdctl(&[
+            "snapshot",
+            "restore",
+            snapshot.to_str().expect("a UTF-8 path"),
+            &format!("--data-dir={}", self.data_dir().display()),
+            &format!("--name={}", self.name),
+            &format!("--initial-cluster={}={peer_url}", self.name),
+            &format!("--initial-cluster-token={}", self.name),
+            &format!("--initial-advertise-peer-urls={peer_url}"),
+        ]);
         self.restart();
     }
 
@@ -234,18 +218,9 @@ impl Etcd {
         let seen = self.client_port;
         self.client_port = free_port();
         self.restore(snapshot);
+        let endpoint = format!("--endpoints={}", self.client_url());
         for (key, value) in puts {
-            let out = Command::new(etcdctl_bin())
-                .env("ETCDCTL_API", "3")
-                .arg(format!("--endpoints={}", self.client_url()))
-                .args(["put", key, value])
-                .output()
-                .expect("run etcdctl put");
-            assert!(
-                out.status.success(),
-                "etcdctl put: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            etcdctl(&[&endpoint, "put", key, value]);
         }
         self.client_port = seen;
         self.restart();
@@ -365,9 +340,20 @@ impl Drop for Etcd {
     }
 }
 
-/// etcdctl, beside the etcd binary run.
-fn etcdctl_bin() -> std::path::PathBuf {
-    Path::new(&etcd_bin()).with_file_name("etcdctl")
+/// Runs etcdctl (v3 API, beside the etcd binary run) with `args`; panics with its
+/// stderr if it fails.
+fn etcdctl(args: &[&str]) {
+    let bin = Path::new(&etcd_bin()).with_file_name("etcdctl");
+    let out = Command::new(&bin)
+        .env("ETCDCTL_API", "3")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", bin.display()));
+    assert!(
+        out.status.success(),
+        "etcdctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The etcd binary to run: `$WATCHD_TEST_ETCD_BIN` or [`DEFAULT_ETCD_BIN`].
