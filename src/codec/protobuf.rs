@@ -20,6 +20,10 @@ pub struct ObjectMetaView<'a> {
     pub namespace: &'a str,
     /// `uid` (5).
     pub uid: &'a str,
+    /// `generation` (7).
+    pub generation: i64,
+    /// Whether `deletionTimestamp` (9) is set.
+    pub deleting: bool,
     /// `labels` (11).
     pub labels: BTreeMap<&'a str, &'a str>,
 }
@@ -51,6 +55,8 @@ pub fn read_object_meta(raw: &[u8]) -> Result<ObjectMetaView<'_>, WireError> {
             (1, Val::Bytes(v)) => m.name = wire::utf8(v)?,
             (3, Val::Bytes(v)) => m.namespace = wire::utf8(v)?,
             (5, Val::Bytes(v)) => m.uid = wire::utf8(v)?,
+            (7, Val::Varint(v)) => m.generation = v as i64,
+            (9, Val::Bytes(_)) => m.deleting = true,
             (11, Val::Bytes(v)) => {
                 let (k, val) = read_map_entry(v)?;
                 m.labels.insert(k, val);

@@ -313,11 +313,25 @@ impl CachedObject {
         meta.clone()
     }
 
-    /// uid, generation and whether a deletion is under way, read from `metadata` on
-    /// first use (defaults for metadata that does not parse).
+    /// uid, generation and whether a deletion is under way, read on first use: from the
+    /// stored protobuf's ObjectMeta while no JSON is rendered (rendering nothing), else
+    /// from the JSON's `metadata` (defaults for metadata that does not read).
     pub fn facts(&self) -> &MetaFacts {
         self.facts.get_or_init(|| {
-            Box::new(serde_json::from_slice(&self.metadata_json()).unwrap_or_default())
+            let from_wire = match (self.json.get(), self.stored_protobuf()) {
+                (None, Some(pb)) => crate::codec::envelope::parse(&pb.value)
+                    .ok()
+                    .and_then(|e| protobuf::read_object_meta(e.raw).ok())
+                    .map(|m| MetaFacts {
+                        uid: m.uid.into(),
+                        generation: m.generation,
+                        deleting: m.deleting,
+                    }),
+                _ => None,
+            };
+            Box::new(from_wire.unwrap_or_else(|| {
+                serde_json::from_slice(&self.metadata_json()).unwrap_or_default()
+            }))
         })
     }
 
@@ -411,9 +425,12 @@ mod tests {
         let value = crate::codec::pbjson::encode_stored(&pod).unwrap();
         let d = decode(&value, Revision(3), &[]).unwrap();
         let o = CachedObject::new(Arc::from("ns/a"), Revision(3), Arc::from([]), d);
-        let f = o.facts();
+        let f = o.facts().clone();
         assert_eq!((&*f.uid, f.generation, f.deleting), ("u-2", 2, true));
         assert!(!o.json_ready(), "facts do not render the object");
+        // The same facts as the rendered JSON's metadata.
+        let rendered: MetaFacts = serde_json::from_slice(&o.metadata_json()).unwrap();
+        assert_eq!(rendered, f);
     }
 
     #[test]
