@@ -5,6 +5,7 @@
 //! its wire format into those queries and encodes the results.
 
 pub mod access;
+pub mod filter;
 pub mod grpc;
 pub mod guarded;
 pub mod http;

@@ -14,14 +14,15 @@ use std::task::{Poll, Waker};
 
 use tokio::time::{Instant, Sleep};
 
-use super::query::{RvParam, Selectors, WatchQuery};
+use super::filter::{wake_key, Filter};
+use super::query::{RvParam, WatchQuery};
 use super::read::{matches, wait_fresh, ReadContext};
 use super::status::ApiError;
 use crate::config;
 use crate::dispatch::{WakeHandle, WakeKey};
 use crate::registry::ResourceInfo;
 use crate::store::{
-    Cache, CachedObject, EventLog, EventType, ObjectRef, Read, ResourceStore, Snapshot, WatchEvent,
+    Cache, EventLog, EventType, ObjectRef, Read, ResourceStore, Snapshot, WatchEvent,
 };
 use crate::Revision;
 
@@ -541,58 +542,6 @@ impl<E: WatchEncoder> Stepping for WatchSession<E> {
     fn timer(&mut self) -> Pin<&mut Sleep> {
         self.timer.as_mut()
     }
-}
-
-/// What a watcher sees of a resource: its namespace (if one) and selectors.
-pub struct Filter {
-    /// The namespace, for a watch of one namespace.
-    pub namespace: Option<String>,
-    /// The request's selectors.
-    pub selectors: Selectors,
-}
-
-impl Filter {
-    /// Whether an object passes the namespace and selectors.
-    pub fn passes(&self, obj: &CachedObject) -> bool {
-        self.namespace
-            .as_deref()
-            .is_none_or(|ns| obj.namespace() == Some(ns))
-            && matches(obj, &self.selectors)
-    }
-
-    /// The event type this watcher gets for an event, if any: selectors turn an update
-    /// into ADDED or DELETED when the object starts or stops matching.
-    pub fn classify(&self, ev: &WatchEvent) -> Option<EventType> {
-        let now = ev.object.as_deref().is_some_and(|o| self.passes(o));
-        let before = ev.prev.as_deref().is_some_and(|o| self.passes(o));
-        let t = match (ev.object.is_some(), now, before) {
-            (true, true, true) => EventType::Modified,
-            (true, true, false) => EventType::Added,
-            (_, false, true) => EventType::Deleted,
-            _ => return None,
-        };
-        Some(t)
-    }
-}
-
-/// The most selective key a watcher can be found by: an exact value of the resource's
-/// indexed field, an exact name, or its namespace.
-pub fn wake_key(
-    store: &ResourceStore,
-    namespace: Option<&str>,
-    selectors: &Selectors,
-) -> Option<WakeKey> {
-    let exact = |f: &str| selectors.fields.exact_value(f).map(Box::from);
-    if let Some(v) = store.info.indexed_field().and_then(exact) {
-        return Some(WakeKey::Field(v));
-    }
-    if let Some(name) = exact("metadata.name") {
-        return Some(WakeKey::Name(name));
-    }
-    namespace
-        .map(Box::from)
-        .or_else(|| exact("metadata.namespace"))
-        .map(WakeKey::Namespace)
 }
 
 /// About once per `interval`, and once shortly before the watch's timeout.

@@ -18,10 +18,11 @@ use tokio::time::{Instant, Sleep};
 
 use super::events::GrpcEvents;
 use super::{flag, objects, params, pb, positive, Selected};
+use crate::api::filter::{wake_key, Filter};
 use crate::api::query::{RvParam, WatchQuery};
 use crate::api::read::{matches, not_ready, wait_fresh, ReadContext};
 use crate::api::status::ApiError;
-use crate::api::watch::{next_step, wake_key, Filter, Step, Stepping, WatchEncoder};
+use crate::api::watch::{next_step, Step, Stepping, WatchEncoder};
 use crate::config;
 use crate::dispatch::{WakeHandle, WakeKey};
 use crate::store::{Cache, EventLog, Read, Readiness, ResourceStore, Snapshot};

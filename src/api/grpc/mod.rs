@@ -11,9 +11,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::Stream;
-use tokio::net::TcpListener;
-use tokio::sync::watch as signal;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic::{Request, Response, Status};
 
 use crate::api::access;
@@ -25,14 +22,16 @@ use crate::api::watch::{WatchSession, WatchStart};
 use crate::auth::limits::Permit;
 use crate::auth::{Attributes, Security};
 use crate::store::ResourceStore;
-use crate::tls::{ClientCertVerifiers, TlsServing};
+use crate::tls::ClientCertVerifiers;
 
 mod events;
 mod many;
 mod objects;
+mod server;
 mod snapshot;
 
 pub use events::GrpcEvents;
+pub use server::serve;
 
 /// The generated protobuf messages and service.
 #[allow(missing_docs, clippy::all)]
@@ -43,45 +42,7 @@ pub mod pb {
     pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("watchd_descriptor");
 }
 
-/// How often the health service looks at the cache's readiness.
-const HEALTH_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
-
-/// Keeps the health service's statuses (the server's, "", and the API's) equal to the
-/// cache's readiness until `shutdown`; then NOT_SERVING.
-async fn report_health(
-    reporter: tonic_health::server::HealthReporter,
-    cache: Arc<crate::store::Cache>,
-    mut shutdown: signal::Receiver<bool>,
-) {
-    use tonic_health::ServingStatus;
-    let mut last = None;
-    loop {
-        let ready = !*shutdown.borrow() && cache.is_synced() && cache.is_watch_live();
-        if last != Some(ready) {
-            let status = if ready {
-                ServingStatus::Serving
-            } else {
-                ServingStatus::NotServing
-            };
-            for name in [
-                "",
-                <WatchdServer<GrpcApi> as tonic::server::NamedService>::NAME,
-            ] {
-                reporter.set_service_status(name, status).await;
-            }
-            last = Some(ready);
-        }
-        if *shutdown.borrow() {
-            return;
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(HEALTH_EVERY) => {}
-            _ = shutdown.changed() => {}
-        }
-    }
-}
-
-use pb::watchd_server::{Watchd, WatchdServer};
+use pb::watchd_server::Watchd;
 
 /// Most collections in one Snapshot or WatchMany.
 pub const MAX_SELECTIONS: usize = 64;
@@ -116,14 +77,6 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 << 20;
 /// remaining count), bounded generously.
 const LIST_ENVELOPE_BYTES: usize = 4096;
 
-fn json_size(obj: &crate::store::CachedObject) -> usize {
-    objects::size(obj, pb::Encoding::Json)
-}
-
-fn protobuf_size(obj: &crate::store::CachedObject) -> usize {
-    objects::size(obj, pb::Encoding::Protobuf)
-}
-
 /// The bound a List page is held to: `limit` objects if the client gave none, and a
 /// message under `max_message_bytes` with objects in `encoding`.
 fn list_bound(client_limit: i64, max_message_bytes: usize, encoding: pb::Encoding) -> PageBound {
@@ -134,133 +87,7 @@ fn list_bound(client_limit: i64, max_message_bytes: usize, encoding: pb::Encodin
             DEFAULT_LIST_LIMIT
         },
         bytes: max_message_bytes.saturating_sub(LIST_ENVELOPE_BYTES),
-        size: match encoding {
-            pb::Encoding::Json => json_size,
-            pb::Encoding::Protobuf => protobuf_size,
-        },
-    }
-}
-
-/// Serves the gRPC API on `listener` until `shutdown` turns true: over TLS when `tls` is
-/// given; authenticating and authorizing every call as the HTTP API does when `security`
-/// is given (credentials: a client certificate, or `authorization: Bearer` metadata).
-/// List responses and requests stay under `max_message_bytes`; a connection carries at
-/// most `max_streams` calls at once (more wait for one to end) and is pinged as the
-/// HTTP/2 API's are, so a dead peer's watches end.
-pub async fn serve(
-    listener: TcpListener,
-    read: Arc<ReadContext>,
-    tls: Option<TlsServing>,
-    security: Option<Arc<Security>>,
-    max_message_bytes: usize,
-    max_streams: u32,
-    mut shutdown: signal::Receiver<bool>,
-) {
-    let verifiers = tls
-        .as_ref()
-        .map(|t| t.verifiers.clone())
-        .unwrap_or_default();
-    let (reporter, health) = tonic_health::server::health_reporter();
-    tokio::spawn(report_health(
-        reporter,
-        read.cache.clone(),
-        shutdown.clone(),
-    ));
-    let reflection = || {
-        tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-    };
-    // Each builder adds its own reflection service; each is given the other's, so that
-    // either lists both (as grpc-go's do).
-    let (reflection_v1, reflection_v1alpha) = match (
-        reflection()
-            .register_encoded_file_descriptor_set(
-                tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
-            )
-            .build_v1(),
-        reflection()
-            .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
-            .build_v1alpha(),
-    ) {
-        (Ok(v1), Ok(v1alpha)) => (v1, v1alpha),
-        (Err(e), _) | (_, Err(e)) => {
-            tracing::error!(error = %e, "gRPC reflection cannot be built; the gRPC API is not served");
-            return;
-        }
-    };
-    let service = WatchdServer::new(GrpcApi {
-        read,
-        security,
-        verifiers,
-        max_message_bytes,
-    })
-    .max_decoding_message_size(max_message_bytes)
-    // A message over the limit (one object larger than it) fails its call with
-    // ResourceExhausted here rather than at a client that would refuse it anyway.
-    .max_encoding_message_size(max_message_bytes);
-    let server = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(crate::config::HTTP2_PING_INTERVAL))
-        .http2_keepalive_timeout(Some(crate::config::HTTP2_PING_TIMEOUT))
-        .max_concurrent_streams(Some(max_streams))
-        .add_service(health)
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha)
-        .add_service(service);
-    let stop = async move {
-        let _ = shutdown.changed().await;
-    };
-    let result = match tls {
-        None => {
-            // tonic leaves its own nodelay setting aside for a given listener: without
-            // it, Nagle held small watch messages for tens of milliseconds.
-            use futures_util::StreamExt;
-            let incoming = TcpListenerStream::new(listener).map(|accepted| {
-                accepted.inspect(|tcp| {
-                    let _ = tcp.set_nodelay(true);
-                })
-            });
-            server.serve_with_incoming_shutdown(incoming, stop).await
-        }
-        Some(tls) => {
-            let incoming = futures_util::stream::unfold(
-                (listener, tls.acceptor),
-                |(listener, acceptor)| async move {
-                    loop {
-                        let (tcp, peer) = match listener.accept().await {
-                            Ok(x) => x,
-                            Err(e) => {
-                                tracing::warn!(error = %e, "gRPC accept failed");
-                                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                                continue;
-                            }
-                        };
-                        let _ = tcp.set_nodelay(true);
-                        let handshake = tokio::time::timeout(
-                            crate::config::TLS_HANDSHAKE_TIMEOUT,
-                            acceptor.accept(tcp),
-                        );
-                        match handshake.await {
-                            Ok(Ok(stream)) => {
-                                return Some((
-                                    Ok::<_, std::io::Error>(stream),
-                                    (listener, acceptor),
-                                ))
-                            }
-                            _ => {
-                                metrics::counter!("watchd_tls_handshake_failures_total")
-                                    .increment(1);
-                                tracing::debug!(%peer, "gRPC TLS handshake failed");
-                            }
-                        }
-                    }
-                },
-            );
-            server.serve_with_incoming_shutdown(incoming, stop).await
-        }
-    };
-    if let Err(e) = result {
-        tracing::error!(error = %e, "gRPC server stopped");
+        size: objects::sizer(encoding),
     }
 }
 

@@ -50,13 +50,22 @@ pub fn object(obj: &CachedObject, encoding: pb::Encoding) -> pb::Object {
     }
 }
 
-/// What an object adds to a message: its bytes and metadata, with their framing
-/// (counted generously: an estimate for message bounds, not an exact size).
+/// What an object adds to a message: its bytes and metadata, with their framing and
+/// the item or event around it (counted generously: an estimate for message bounds, not
+/// an exact size).
 pub fn size(obj: &CachedObject, encoding: pb::Encoding) -> usize {
     let raw = match encoding {
         pb::Encoding::Protobuf => obj.protobuf().map(|p| p.value.len()),
         pb::Encoding::Json => None,
     };
     let labels: usize = obj.labels.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
-    raw.unwrap_or_else(|| obj.json().len()) + obj.key().len() + obj.facts().uid.len() + labels + 48
+    raw.unwrap_or_else(|| obj.json().len()) + obj.key().len() + obj.facts().uid.len() + labels + 64
+}
+
+/// [`size`] in `encoding`, as a page bound's measure.
+pub fn sizer(encoding: pb::Encoding) -> fn(&CachedObject) -> usize {
+    match encoding {
+        pb::Encoding::Json => |o| size(o, pb::Encoding::Json),
+        pb::Encoding::Protobuf => |o| size(o, pb::Encoding::Protobuf),
+    }
 }

@@ -11,11 +11,7 @@ use super::{objects, params, pb, Selected, DEFAULT_LIST_LIMIT, LIST_ENVELOPE_BYT
 use crate::api::query::{ContinueToken, ListQuery, PageBound, RvParam};
 use crate::api::read::{self, wait_fresh, ReadContext};
 use crate::api::status::ApiError;
-use crate::store::CachedObject;
 use crate::Revision;
-
-/// What an item adds to a response besides its object (selection index, framing).
-const ITEM_OVERHEAD: usize = 16;
 
 /// Where the next page starts: the revision, the selection, and the key in it.
 #[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -104,10 +100,7 @@ pub async fn page(
         n => usize::try_from(n).unwrap_or(usize::MAX),
     };
     let budget = max_message_bytes.saturating_sub(LIST_ENVELOPE_BYTES);
-    let size: fn(&CachedObject) -> usize = match encoding {
-        pb::Encoding::Json => |o| objects::size(o, pb::Encoding::Json) + ITEM_OVERHEAD,
-        pb::Encoding::Protobuf => |o| objects::size(o, pb::Encoding::Protobuf) + ITEM_OVERHEAD,
-    };
+    let size = objects::sizer(encoding);
     let mut items = Vec::new();
     let mut bytes = 0usize;
     let mut next = None;
