@@ -20,7 +20,7 @@ use crate::api::read::{self, ReadContext};
 use crate::api::status::ApiError;
 use crate::api::watch::{WatchSession, WatchStart};
 use crate::auth::limits::Permit;
-use crate::auth::{Attributes, Security};
+use crate::auth::{Attributes, Security, UserInfo};
 use crate::store::ResourceStore;
 use crate::tls::ClientCertVerifiers;
 
@@ -147,6 +147,15 @@ impl GrpcApi {
         name: &str,
         field_selector: &str,
     ) -> Result<Option<(Attributes, Option<Permit>)>, Status> {
+        let Some(user) = self.authenticate(req).await? else {
+            return Ok(None);
+        };
+        self.admit(user, verb, c, name, field_selector).await
+    }
+
+    /// The caller, from its client certificate or `authorization` metadata (None
+    /// without authentication configured).
+    async fn authenticate<T>(&self, req: &Request<T>) -> Result<Option<UserInfo>, Status> {
         let Some(sec) = &self.security else {
             return Ok(None);
         };
@@ -154,7 +163,7 @@ impl GrpcApi {
             .peer_certs()
             .and_then(|chain| self.verifiers.classify(&chain));
         let mut headers = req.metadata().clone().into_headers();
-        let user = match sec
+        match sec
             .authenticator
             .authenticate(
                 certificate.as_ref(),
@@ -163,13 +172,27 @@ impl GrpcApi {
             )
             .await
         {
-            Ok((user, _)) => user,
+            Ok((user, _)) => Ok(Some(user)),
             Err(refused) => {
                 tracing::info!(reason = %refused.0, "gRPC call unauthorized");
-                return Err(to_status(&ApiError::Unauthorized));
+                Err(to_status(&ApiError::Unauthorized))
             }
+        }
+    }
+
+    /// Authorizes `user` for `verb` on the collection (and `name`) and takes the user's
+    /// permit: [`GrpcApi::check`] after authentication.
+    async fn admit(
+        &self,
+        user: UserInfo,
+        verb: &str,
+        c: Option<&pb::Collection>,
+        name: &str,
+        field_selector: &str,
+    ) -> Result<Option<(Attributes, Option<Permit>)>, Status> {
+        let (Some(sec), Some(c)) = (&self.security, c) else {
+            return Ok(None);
         };
-        let Some(c) = c else { return Ok(None) };
         let attrs = Attributes::resource(
             user,
             verb,
@@ -188,8 +211,8 @@ impl GrpcApi {
             .map_err(|e| to_status(&e))
     }
 
-    /// [`GrpcApi::check`] for every selection of a Snapshot or WatchMany; the
-    /// admissions of those that need guarding.
+    /// [`GrpcApi::check`] for every selection of a Snapshot or WatchMany, the caller
+    /// authenticated once; the admissions of those that need guarding.
     async fn check_selections<T>(
         &self,
         req: &Request<T>,
@@ -207,10 +230,14 @@ impl GrpcApi {
             ));
             return Err(to_status(&e));
         }
+        let Some(user) = self.authenticate(req).await? else {
+            return Ok(Vec::new());
+        };
         let mut admitted = Vec::new();
         for s in selections {
+            let c = s.collection.as_ref();
             if let Some(a) = self
-                .check(req, verb, s.collection.as_ref(), "", &s.field_selector)
+                .admit(user.clone(), verb, c, "", &s.field_selector)
                 .await?
             {
                 admitted.push(a);
