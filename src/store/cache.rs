@@ -291,6 +291,22 @@ impl Cache {
         }
     }
 
+    /// The newest revision fully applied to every one of `stores`: the cache's, or the
+    /// least of theirs when each resource is fed by its own stream.
+    pub fn applied_for_all<'a>(
+        &self,
+        stores: impl IntoIterator<Item = &'a ResourceStore>,
+    ) -> Revision {
+        if !self.per_resource {
+            return self.applied();
+        }
+        stores
+            .into_iter()
+            .map(ResourceStore::progress)
+            .min()
+            .unwrap_or_default()
+    }
+
     /// Waits until `revision` is applied to `store`; false if `timeout` passed first. A
     /// per-resource source is told the revision is wanted, so that it can prove a quiet
     /// resource has nothing before it.

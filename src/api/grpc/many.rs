@@ -17,10 +17,10 @@ use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 
 use super::events::GrpcEvents;
-use super::{flag, objects, params, pb, positive, Selected};
+use super::{flag, objects, params, pb, positive, wait_fresh_all, Selected};
 use crate::api::filter::{wake_key, Filter};
 use crate::api::query::{RvParam, WatchQuery};
-use crate::api::read::{matches, not_ready, wait_fresh, ReadContext};
+use crate::api::read::{matches, not_ready, ReadContext};
 use crate::api::status::ApiError;
 use crate::api::watch::{next_step, Step, Stepping, WatchEncoder};
 use crate::config;
@@ -117,22 +117,16 @@ impl ManyWatch {
             (None, RvParam::Unset | RvParam::Any) => true,
             (None, RvParam::At(_)) => false,
         };
-        let min_applied =
-            |sel: &[Selected]| sel.iter().map(|s| read.cache.applied_for(&s.store)).min();
+        let applied_by_all = || {
+            read.cache
+                .applied_for_all(selections.iter().map(|s| &*s.store))
+        };
         let mut parts = Vec::with_capacity(selections.len());
         let mut snapshots = Vec::new();
         let after = if wants_initial {
-            // One question to etcd covers every resource; an upstream is asked per resource.
-            let each = if read.cache.is_per_resource() {
-                selections.len()
-            } else {
-                1
-            };
-            for s in &selections[..each] {
-                wait_fresh(read, &s.store, q.rv).await?;
-            }
+            wait_fresh_all(read, &selections, q.rv).await?;
             ready(&selections)?;
-            let at = min_applied(&selections).unwrap_or_default();
+            let at = applied_by_all();
             for s in &selections {
                 let view = s.store.view(at);
                 let Some(snapshot) = view.snapshot.as_of(at) else {
@@ -150,7 +144,7 @@ impl ManyWatch {
         } else {
             let from = match q.rv {
                 RvParam::At(n) => n,
-                _ => min_applied(&selections).unwrap_or_default(),
+                _ => applied_by_all(),
             };
             for s in &selections {
                 let log = s.store.log();
@@ -211,15 +205,8 @@ impl ManyWatch {
 
     /// The revision every part's resource has applied.
     fn applied(&self) -> Revision {
-        if self.cache.is_per_resource() {
-            self.parts
-                .iter()
-                .map(|p| self.cache.applied_for(&p.store))
-                .min()
-                .unwrap_or_default()
-        } else {
-            self.cache.applied()
-        }
+        self.cache
+            .applied_for_all(self.parts.iter().map(|p| &*p.store))
     }
 
     fn take(&mut self) -> pb::WatchManyResponse {

@@ -125,6 +125,27 @@ fn flag(b: Option<bool>) -> String {
     b.map(|b| b.to_string()).unwrap_or_default()
 }
 
+/// Waits until every selection's resource reflects what `rv` asks for (one question to
+/// etcd covers them all; an upstream is asked per resource), and returns the revision
+/// all of them have applied.
+async fn wait_fresh_all(
+    read: &ReadContext,
+    selections: &[Selected],
+    rv: crate::api::query::RvParam,
+) -> Result<crate::Revision, ApiError> {
+    let each = if read.cache.is_per_resource() {
+        selections.len()
+    } else {
+        1
+    };
+    for s in &selections[..each.min(selections.len())] {
+        read::wait_fresh(read, &s.store, rv).await?;
+    }
+    Ok(read
+        .cache
+        .applied_for_all(selections.iter().map(|s| &*s.store)))
+}
+
 /// Query parameters from request fields, empty ones left out.
 fn params(pairs: &[(&str, &str)]) -> Params {
     Params::from_pairs(

@@ -7,9 +7,11 @@
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-use super::{objects, params, pb, Selected, DEFAULT_LIST_LIMIT, LIST_ENVELOPE_BYTES};
+use super::{
+    objects, params, pb, wait_fresh_all, Selected, DEFAULT_LIST_LIMIT, LIST_ENVELOPE_BYTES,
+};
 use crate::api::query::{ContinueToken, ListQuery, PageBound, RvParam};
-use crate::api::read::{self, wait_fresh, ReadContext};
+use crate::api::read::{self, ReadContext};
 use crate::api::status::ApiError;
 use crate::Revision;
 
@@ -42,7 +44,7 @@ impl Token {
 }
 
 /// The revision a first page is at: `asked`, or the current one read consistently for
-/// every selection (one question to etcd; one per resource with an upstream source).
+/// every selection.
 async fn revision(
     read: &ReadContext,
     selections: &[Selected],
@@ -56,19 +58,7 @@ async fn revision(
     if asked > 0 {
         return Ok(Revision(asked));
     }
-    let each = if read.cache.is_per_resource() {
-        selections.len()
-    } else {
-        1
-    };
-    for s in &selections[..each] {
-        wait_fresh(read, &s.store, RvParam::Unset).await?;
-    }
-    Ok(selections
-        .iter()
-        .map(|s| read.cache.applied_for(&s.store))
-        .min()
-        .unwrap_or_default())
+    wait_fresh_all(read, selections, RvParam::Unset).await
 }
 
 /// One page of a Snapshot request.
