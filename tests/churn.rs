@@ -42,7 +42,7 @@ fn configmap(ns: &str, name: &str, i: usize, format: Format) -> Vec<u8> {
         Format::Json => json.into_bytes(),
         Format::Protobuf => {
             let value: Value = serde_json::from_str(&json).expect("valid JSON");
-            watchd::codec::pbjson::encode_stored(&value).expect("encodes as protobuf")
+            support::kubepb::encode(&value)
         }
     }
 }

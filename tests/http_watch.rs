@@ -55,16 +55,14 @@ async fn watch_from_resource_version_delivers_later_changes_in_order() {
         ),
         (Some("Pod"), Some("v1"))
     );
-    assert_eq!(ev["object"]["metadata"]["labels"]["v"], "1");
+    assert_served(&ev["object"], &pod("w", "x", &[("v", "1")]), added);
     let ev = next_event(&mut stream).await;
     check_event(&ev, "MODIFIED", "x", modified);
-    assert_eq!(ev["object"]["metadata"]["labels"]["v"], "2");
+    assert_served(&ev["object"], &pod("w", "x", &[("v", "2")]), modified);
     let ev = next_event(&mut stream).await;
     check_event(&ev, "DELETED", "x", deleted);
-    assert_eq!(
-        ev["object"]["metadata"]["labels"]["v"], "2",
-        "DELETED carries the last state"
-    );
+    // DELETED carries the last state, at the revision of the deletion.
+    assert_served(&ev["object"], &pod("w", "x", &[("v", "2")]), deleted);
     // Nothing in between: not the other namespace, not the objects that existed at `from`.
     check_event(
         &next_event(&mut stream).await,
@@ -89,8 +87,10 @@ async fn watch_of_cluster_scoped_resource_from_resource_version() {
     let deleted = delete_key(&mut kv, "/registry/minions/n1").await;
     let ev = next_event(&mut stream).await;
     check_event(&ev, "ADDED", "n1", added);
-    assert_eq!(ev["object"]["kind"], "Node");
-    check_event(&next_event(&mut stream).await, "DELETED", "n1", deleted);
+    assert_served(&ev["object"], &node("n1"), added);
+    let ev = next_event(&mut stream).await;
+    check_event(&ev, "DELETED", "n1", deleted);
+    assert_served(&ev["object"], &node("n1"), deleted);
 }
 
 async fn watch_without_resource_version_starts_with_synthetic_added_events() {

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use k8s_pb::api::core::v1::Pod;
 use support::kube::*;
+use support::kubepb;
 use support::{http, Etcd, Watchd};
 
 const PB: &str = "application/vnd.kubernetes.protobuf";
@@ -141,6 +143,14 @@ async fn protobuf_get_and_list_of_protobuf_stored_pods() {
     let (v, k, raw) = envelope(&resp.body);
     assert_eq!((v.as_str(), k.as_str()), ("v1", "Pod"));
     assert_eq!(object_rv(raw), pod_rv.to_string());
+    // The stored message, with its resourceVersion, read by the tests' own decoder.
+    let fixture = std::fs::read(fixtures().unwrap().join("core.v1.Pod.pb")).unwrap();
+    let (_, mut stored): (_, Pod) = kubepb::decode(&fixture);
+    stored.metadata.as_mut().unwrap().resource_version = Some(pod_rv.to_string());
+    let (type_meta, served): (_, Pod) = kubepb::decode(&resp.body);
+    assert_eq!(type_meta, ("v1".to_string(), "Pod".to_string()));
+    assert!(served == stored, "served {served:#?}\nstored {stored:#?}");
+    // And JSON and protobuf are the same object.
     let json_get = http::get(&url, &[]).await.json();
     assert_eq!(transcoded(&resp.body), json_get);
 
@@ -232,15 +242,6 @@ async fn assert_served_as_json_only(url: &str) {
     resp.json();
 }
 
-/// kube-apiserver's answer for the pod `default/web` stored as JSON and read as protobuf:
-/// the object decoded and encoded again (rendered back to JSON for comparison).
-fn web_as_kube_apiserver_serves_it(rv: i64) -> Value {
-    let value = watchd::codec::pbjson::encode_stored(&pod("default", "web", &[("app", "web")]))
-        .expect("pod encodes");
-    let r = watchd::codec::pbjson::render_stored(&value, Some(&rv.to_string())).expect("renders");
-    serde_json::from_slice(&r.json).unwrap()
-}
-
 #[tokio::test]
 async fn json_stored_objects_are_served_as_protobuf() {
     let Some((_etcd, _kv, w, pod_rv, json_rv)) = start_with_pods().await else {
@@ -254,10 +255,9 @@ async fn json_stored_objects_are_served_as_protobuf() {
     .await;
     assert_eq!(resp.status, 200, "{}", resp.text());
     assert_eq!(resp.header("content-type"), Some(PB));
-    assert_eq!(
-        transcoded(&resp.body),
-        web_as_kube_apiserver_serves_it(json_rv)
-    );
+    // kube-apiserver's answer: the stored JSON decoded and encoded again.
+    let written = pod("default", "web", &[("app", "web")]);
+    kubepb::assert_protobuf_as_written(&resp.body, &written, json_rv);
     // A list mixing protobuf- and JSON-stored pods is one protobuf list.
     let list = http::get(&format!("{base}/api/v1/pods"), &[("accept", PB)]).await;
     assert_eq!(list.status, 200, "{}", list.text());
@@ -444,8 +444,7 @@ async fn json_of_protobuf_objects_is_rendered_once_on_first_use() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
     for name in ["a", "b", "c"] {
-        let value = watchd::codec::pbjson::encode_stored(&pod("lazy", name, &[("app", name)]))
-            .expect("pod encodes");
+        let value = kubepb::encode(&pod("lazy", name, &[("app", name)]));
         put_raw(&mut kv, &pod_key("lazy", name), value).await;
     }
     let w = Watchd::start(&etcd.client_url(), &[]);
@@ -463,8 +462,7 @@ async fn json_of_protobuf_objects_is_rendered_once_on_first_use() {
         &[("accept", PB)],
     )
     .await;
-    let value = watchd::codec::pbjson::encode_stored(&pod("lazy", "b", &[("app", "b2")]))
-        .expect("pod encodes");
+    let value = kubepb::encode(&pod("lazy", "b", &[("app", "b2")]));
     let b2 = put_raw(&mut kv, &pod_key("lazy", "b"), value).await;
     let gone = delete_key(&mut kv, &pod_key("lazy", "c")).await;
     let got: Vec<(String, String)> = frames(&stream.rest(Duration::from_secs(20)).await)
@@ -522,7 +520,7 @@ async fn metadata_readers_render_metadata_alone_once() {
     let mut written = Vec::new();
     for name in ["a", "b"] {
         let object = pod("meta", name, &[("app", name)]);
-        let value = watchd::codec::pbjson::encode_stored(&object).expect("pod encodes");
+        let value = kubepb::encode(&object);
         let r = put_raw(&mut kv, &pod_key("meta", name), value).await;
         written.push((object, r));
     }
@@ -541,14 +539,11 @@ async fn metadata_readers_render_metadata_alone_once() {
     let list = list.json();
     assert_eq!(list["kind"], "PartialObjectMetadataList");
     for (i, (object, r)) in written.iter().enumerate() {
-        // Exactly the `metadata` kube-apiserver renders for the stored object.
-        let rendered = watchd::codec::pbjson::render_stored(
-            &watchd::codec::pbjson::encode_stored(object).unwrap(),
-            Some(&r.to_string()),
-        )
-        .unwrap();
-        let full: Value = serde_json::from_slice(&rendered.json).unwrap();
-        assert_eq!(list["items"][i]["metadata"], full["metadata"]);
+        // Exactly the `metadata` written, with its resourceVersion: every ObjectMeta field
+        // is omitempty, so Go's JSON adds no zero values to it.
+        let mut metadata = object["metadata"].clone();
+        metadata["resourceVersion"] = json!(r.to_string());
+        assert_eq!(list["items"][i]["metadata"], metadata);
     }
     let metrics = http::get(&format!("{base}/metrics"), &[]).await.text();
     assert_eq!(counters(&metrics), (2.0, 0.0), "metadata alone, once each");

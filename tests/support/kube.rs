@@ -7,18 +7,19 @@
 //!
 //! [`put_object`] (and the builders on it, such as [`put_pod`]) writes in the running
 //! scenario's [`Storage`] format: compact JSON, or Kubernetes protobuf (`k8s\0` + the
-//! `runtime.Unknown` envelope) as kube-apiserver stores built-in kinds. Custom resources
-//! have no protobuf form and are JSON in both. [`put_json`] always writes JSON and
-//! [`put_raw`] writes the bytes given.
+//! `runtime.Unknown` envelope) as kube-apiserver stores built-in kinds, encoded by the
+//! tests' own [`kubepb`](super::kubepb), never by watchd's codec. Custom resources have no
+//! protobuf form and are JSON in both. [`put_json`] always writes JSON and [`put_raw`]
+//! writes the bytes given. [`assert_served`] checks a served object against the one
+//! written, in either format.
 
 use std::future::Future;
 use std::time::Duration;
 
+use super::http::{self, Response, WatchStream};
+use super::kubepb;
 use etcd_client::Client;
 use serde_json::{json, Map, Value};
-use watchd::codec::pbjson;
-
-use super::http::{self, Response, WatchStream};
 
 /// How a scenario stores built-in objects in etcd.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,11 +51,10 @@ impl Storage {
     }
 
     /// The bytes `object` is stored as in this format. In protobuf, a kind without a
-    /// protobuf schema (a custom resource) stays JSON, as kube-apiserver stores it.
+    /// protobuf form (a custom resource) stays JSON, as kube-apiserver stores it.
     pub fn encode(self, object: &Value) -> Vec<u8> {
         match self {
-            Storage::Protobuf if has_protobuf_form(object) => pbjson::encode_stored(object)
-                .unwrap_or_else(|e| panic!("encode as protobuf ({e}): {object}")),
+            Storage::Protobuf if has_protobuf_form(object) => kubepb::encode(object),
             _ => serde_json::to_vec(object).expect("serialize test object"),
         }
     }
@@ -64,39 +64,30 @@ impl Storage {
     pub fn is_format_of(self, value: &[u8]) -> bool {
         match self {
             Storage::Json => value.first() == Some(&b'{'),
-            Storage::Protobuf => value.starts_with(watchd::codec::envelope::MAGIC),
+            Storage::Protobuf => value.starts_with(b"k8s\0"),
         }
     }
 }
 
-/// Whether kube-apiserver would store `object` as protobuf: a built-in kind (one the
-/// protobuf schema knows), except those of the aggregated-in servers, whose storage codec
-/// is JSON (CustomResourceDefinitions, APIServices).
+/// Whether kube-apiserver would store `object` as protobuf: a built-in kind
+/// ([`kubepb::stored_as_protobuf`]).
 pub fn has_protobuf_form(object: &Value) -> bool {
-    let s = |k: &str| object.get(k).and_then(Value::as_str).unwrap_or("");
-    let api_version = s("apiVersion");
-    let aggregated = ["apiextensions.k8s.io/", "apiregistration.k8s.io/"]
-        .iter()
-        .any(|g| api_version.starts_with(g));
-    !aggregated && pbjson::is_known(api_version, s("kind"))
+    let api_version = object.get("apiVersion").and_then(Value::as_str);
+    kubepb::stored_as_protobuf(api_version.unwrap_or(""))
 }
 
-/// The object watchd serves for `object` stored (in the running scenario's format) at
-/// revision `resource_version`. From JSON: the object as written, with
-/// `metadata.resourceVersion`. From protobuf: kube-apiserver's rendering of the decoded
-/// object, in which non-omitempty zero fields appear (a container's `"resources":{}`),
-/// so it is not the object as written.
-pub fn expected(object: &Value, resource_version: i64) -> Value {
-    let rv = resource_version.to_string();
-    let stored = Storage::current().encode(object);
-    if stored.starts_with(watchd::codec::envelope::MAGIC) {
-        let rendered = pbjson::render_stored(&stored, Some(&rv))
-            .unwrap_or_else(|e| panic!("render the protobuf of {object}: {e}"));
-        serde_json::from_slice(&rendered.json).expect("rendered protobuf is JSON")
+/// Asserts that `served` (JSON from watchd) is `written`, stored in the running scenario's
+/// format at revision `resource_version`. From JSON, exactly the object as written with
+/// `metadata.resourceVersion`. From protobuf, kube-apiserver's rendering of the decoded
+/// object, in which Go's JSON adds and drops zero values (a container's
+/// `"resources":{}`), so [`kubepb::assert_json_as_written`] compares all but zero values.
+pub fn assert_served(served: &Value, written: &Value, resource_version: i64) {
+    if Storage::current() == Storage::Protobuf && has_protobuf_form(written) {
+        kubepb::assert_json_as_written(served, written, resource_version);
     } else {
-        let mut served = object.clone();
-        served["metadata"]["resourceVersion"] = json!(rv);
-        served
+        let mut expected = written.clone();
+        expected["metadata"]["resourceVersion"] = json!(resource_version.to_string());
+        assert_eq!(*served, expected);
     }
 }
 

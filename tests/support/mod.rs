@@ -7,6 +7,8 @@
 //! - [`kube`]: Kubernetes-shaped objects written to etcd as kube-apiserver lays them out,
 //!   in JSON or protobuf ([`kube::Storage`]), and checks of API answers (Status objects,
 //!   lists, watch events, metrics);
+//! - [`kubepb`]: the tests' own Kubernetes protobuf (`k8s-pb` and `k8s-openapi`), which
+//!   writes protobuf objects and checks what is served without watchd's codec;
 //! - [`storage_tests!`]: runs each scenario once per storage format;
 //! - [`clients`]: real Kubernetes client programs (`tests/clients/`) run as child processes;
 //! - [`proxy`]: a loopback proxy that records what a client sends;
@@ -26,6 +28,7 @@ pub mod clients;
 pub mod etcd;
 pub mod http;
 pub mod kube;
+pub mod kubepb;
 pub mod pki;
 pub mod proxy;
 pub mod upstream;

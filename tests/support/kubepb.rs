@@ -1,0 +1,565 @@
+//! The tests' own Kubernetes protobuf, independent of the code under test.
+//!
+//! Scenarios write built-in objects as kube-apiserver stores them: `k8s\0`, then a
+//! `runtime.Unknown` envelope around the object's protobuf message. Nothing here uses
+//! watchd's codec. The messages are the `k8s-pb` types (prost, generated from the upstream
+//! `.proto` files), filled from a test's JSON by hand-written readers that refuse any
+//! member they do not know, so a field is never silently left out of the bytes. The checks
+//! of what watchd serves are independent too:
+//!
+//! - [`assert_protobuf_as_written`]: a served protobuf object, decoded with `k8s-pb`, is
+//!   exactly the message written, with its `resourceVersion`.
+//! - [`assert_json_as_written`]: a served JSON object of a protobuf-stored object is a
+//!   valid object of its kind to `k8s-openapi` (serde types generated from the upstream
+//!   OpenAPI), and equals the JSON written, with its `resourceVersion`, except for zero
+//!   values. Decoding protobuf and writing Go's JSON adds zero values where a Go field has
+//!   no `omitempty` (a container's `"resources":{}`) and drops those where it has;
+//!   `tests/pbjson_fixtures.rs` checks those rules against upstream's own renderings.
+//!
+//! The readers write only the members an object has. Go writes every non-pointer field,
+//! zero or not; such bytes come from the upstream fixtures.
+
+use std::collections::BTreeMap;
+
+use k8s_pb::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
+use prost::Message;
+use serde::de::DeserializeOwned;
+use serde_json::{json, Map, Value};
+
+const MAGIC: &[u8] = b"k8s\0";
+
+/// Whether kube-apiserver stores objects of `api_version` as protobuf: the built-in groups
+/// (the core group, groups without a dot, and `*.k8s.io`), except those of the
+/// aggregated-in servers, whose storage codec is JSON (CustomResourceDefinitions,
+/// APIServices). Custom resources are JSON.
+pub fn stored_as_protobuf(api_version: &str) -> bool {
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let built_in = !group.contains('.') || group.ends_with(".k8s.io");
+    built_in && !matches!(group, "apiextensions.k8s.io" | "apiregistration.k8s.io")
+}
+
+/// The bytes kube-apiserver stores for `object`. Panics for a kind or a member the readers
+/// here do not know (add it below).
+pub fn encode(object: &Value) -> Vec<u8> {
+    let (api_version, kind) = type_meta(object);
+    let raw = dispatch(&api_version, &kind, Encode(object))
+        .unwrap_or_else(|| panic!("{}", unknown_kind(&api_version, &kind)));
+    let unknown = Unknown {
+        type_meta: Some(TypeMeta {
+            api_version: Some(api_version),
+            kind: Some(kind),
+        }),
+        raw: Some(raw),
+        // Go writes its non-pointer strings even when empty.
+        content_encoding: Some(String::new()),
+        content_type: Some(String::new()),
+    };
+    let mut bytes = MAGIC.to_vec();
+    unknown.encode(&mut bytes).expect("a Vec grows");
+    bytes
+}
+
+/// The message of an enveloped object (`k8s\0`, `runtime.Unknown`) as `P`, with the
+/// envelope's (apiVersion, kind).
+pub fn decode<P: Message + Default>(enveloped: &[u8]) -> ((String, String), P) {
+    let (type_meta, raw) = envelope(enveloped);
+    let message = P::decode(raw.as_slice())
+        .unwrap_or_else(|e| panic!("not a {}: {e}", std::any::type_name::<P>()));
+    (type_meta, message)
+}
+
+/// The (apiVersion, kind) and the raw message of an enveloped object.
+fn envelope(enveloped: &[u8]) -> ((String, String), Vec<u8>) {
+    let body = enveloped
+        .strip_prefix(MAGIC)
+        .unwrap_or_else(|| panic!("no k8s\\0 magic: {enveloped:?}"));
+    let unknown = Unknown::decode(body).unwrap_or_else(|e| panic!("not a runtime.Unknown: {e}"));
+    let tm = unknown.type_meta.unwrap_or_default();
+    let type_meta = (
+        tm.api_version.unwrap_or_default(),
+        tm.kind.unwrap_or_default(),
+    );
+    (type_meta, unknown.raw.unwrap_or_default())
+}
+
+/// Asserts that `served` (a protobuf object as watchd serves it: `k8s\0`, the envelope
+/// and the message) is `written`, stored at revision `rv`, exactly.
+pub fn assert_protobuf_as_written(served: &[u8], written: &Value, rv: i64) {
+    let (api_version, kind) = type_meta(written);
+    let (served_type, raw) = envelope(served);
+    assert_eq!(served_type, (api_version.clone(), kind.clone()), "typeMeta");
+    dispatch(
+        &api_version,
+        &kind,
+        SameMessage {
+            raw: &raw,
+            written,
+            rv,
+        },
+    )
+    .unwrap_or_else(|| panic!("{}", unknown_kind(&api_version, &kind)));
+}
+
+/// Asserts that `served` (JSON watchd rendered from protobuf) is a valid object of its kind
+/// and `written`, stored at revision `rv`, except for zero values (see the module's
+/// documentation).
+pub fn assert_json_as_written(served: &Value, written: &Value, rv: i64) {
+    let (api_version, kind) = type_meta(written);
+    if let Some(Err(e)) = dispatch(&api_version, &kind, OpenApi(served)) {
+        panic!("served {api_version} {kind} is not one to k8s-openapi ({e}): {served}");
+    }
+    let mut expected = written.clone();
+    expected["metadata"]["resourceVersion"] = json!(rv.to_string());
+    let (got, want) = (without_zeros(served), without_zeros(&expected));
+    assert_eq!(
+        got, want,
+        "served (left) is not the object written (right), zero values aside\nserved: {served}"
+    );
+}
+
+/// `value` without the members whose value is zero (`null`, `false`, `0`, `""`, `{}`, `[]`,
+/// or an object of only such members). Array elements are kept: their positions matter.
+pub fn without_zeros(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), without_zeros(v)))
+                .filter(|(_, v)| !is_zero(v))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_zeros).collect()),
+        other => other.clone(),
+    }
+}
+
+fn is_zero(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(m) => m.is_empty(),
+    }
+}
+
+fn type_meta(object: &Value) -> (String, String) {
+    let s = |k: &str| match object.get(k) {
+        Some(Value::String(s)) => s.clone(),
+        _ => panic!("test object without a string {k:?}: {object}"),
+    };
+    (s("apiVersion"), s("kind"))
+}
+
+fn unknown_kind(api_version: &str, kind: &str) -> String {
+    format!(
+        "{api_version} {kind} is not known to the tests' protobuf encoder; \
+         add it to tests/support/kubepb.rs"
+    )
+}
+
+/// A top-level kind: a `k8s-pb` message with an ObjectMeta.
+trait Kind:
+    Message + Default + PartialEq + std::fmt::Debug + k8s_pb::Metadata<Ty = ObjectMeta>
+{
+}
+impl<T> Kind for T where
+    T: Message + Default + PartialEq + std::fmt::Debug + k8s_pb::Metadata<Ty = ObjectMeta>
+{
+}
+
+/// What to do with a kind's `k8s-pb` type `P`, its reader and its `k8s-openapi` type `O`.
+trait Visit {
+    type Out;
+    fn visit<P: Kind, O: DeserializeOwned>(self, read: fn(&mut Fields) -> P) -> Self::Out;
+}
+
+/// Reads the whole object (`apiVersion` and `kind` are the envelope's).
+fn read_object<P>(object: &Value, read: fn(&mut Fields) -> P) -> P {
+    read_fields(object, "", |f| {
+        f.get("apiVersion");
+        f.get("kind");
+        read(f)
+    })
+}
+
+struct Encode<'a>(&'a Value);
+impl Visit for Encode<'_> {
+    type Out = Vec<u8>;
+    fn visit<P: Kind, O: DeserializeOwned>(self, read: fn(&mut Fields) -> P) -> Vec<u8> {
+        read_object(self.0, read).encode_to_vec()
+    }
+}
+
+struct SameMessage<'a> {
+    raw: &'a [u8],
+    written: &'a Value,
+    rv: i64,
+}
+impl Visit for SameMessage<'_> {
+    type Out = ();
+    fn visit<P: Kind, O: DeserializeOwned>(self, read: fn(&mut Fields) -> P) {
+        let served = P::decode(self.raw).unwrap_or_else(|e| panic!("served message: {e}"));
+        let mut want = read_object(self.written, read);
+        let meta = want
+            .metadata_mut()
+            .expect("objects are written with metadata");
+        meta.resource_version = Some(self.rv.to_string());
+        assert!(served == want, "served {served:#?}\nwritten {want:#?}");
+    }
+}
+
+struct OpenApi<'a>(&'a Value);
+impl Visit for OpenApi<'_> {
+    type Out = Result<(), serde_json::Error>;
+    fn visit<P: Kind, O: DeserializeOwned>(self, _: fn(&mut Fields) -> P) -> Self::Out {
+        O::deserialize(self.0).map(drop)
+    }
+}
+
+/// The kinds the tests store, each with its `k8s-pb` type, its `k8s-openapi` type and the
+/// reader of its members (other than `apiVersion` and `kind`).
+macro_rules! kinds {
+    ($($pb:ty, $openapi:ty => $read:expr;)*) => {
+        fn dispatch<V: Visit>(api_version: &str, kind: &str, visit: V) -> Option<V::Out> {
+            use k8s_pb::Resource;
+            $(
+                if api_version == <$pb>::API_VERSION && kind == <$pb>::KIND {
+                    return Some(visit.visit::<$pb, $openapi>($read));
+                }
+            )*
+            None
+        }
+    };
+}
+
+use k8s_openapi::api as oa;
+use k8s_pb::api as pb;
+
+kinds! {
+    pb::core::v1::ConfigMap, oa::core::v1::ConfigMap => |f| pb::core::v1::ConfigMap {
+        metadata: f.message("metadata", object_meta),
+        data: f.strings("data"),
+        immutable: f.bool("immutable"),
+        ..Default::default()
+    };
+    pb::core::v1::Secret, oa::core::v1::Secret => |f| pb::core::v1::Secret {
+        metadata: f.message("metadata", object_meta),
+        data: f.bytes("data"),
+        r#type: f.string("type"),
+        immutable: f.bool("immutable"),
+        ..Default::default()
+    };
+    pb::core::v1::Namespace, oa::core::v1::Namespace => |f| pb::core::v1::Namespace {
+        metadata: f.message("metadata", object_meta),
+        status: f.message("status", |f| pb::core::v1::NamespaceStatus {
+            phase: f.string("phase"),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    pb::core::v1::Pod, oa::core::v1::Pod => |f| pb::core::v1::Pod {
+        metadata: f.message("metadata", object_meta),
+        spec: f.message("spec", pod_spec),
+        status: f.message("status", pod_status),
+    };
+    pb::core::v1::Node, oa::core::v1::Node => |f| pb::core::v1::Node {
+        metadata: f.message("metadata", object_meta),
+        spec: f.message("spec", |f| pb::core::v1::NodeSpec {
+            unschedulable: f.bool("unschedulable"),
+            ..Default::default()
+        }),
+        status: f.message("status", |f| pb::core::v1::NodeStatus {
+            conditions: f.list("conditions", |f| pb::core::v1::NodeCondition {
+                r#type: f.string("type"),
+                status: f.string("status"),
+                reason: f.string("reason"),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    };
+    pb::core::v1::Event, oa::core::v1::Event => |f| pb::core::v1::Event {
+        metadata: f.message("metadata", object_meta),
+        involved_object: f.message("involvedObject", object_reference),
+        reason: f.string("reason"),
+        message: f.string("message"),
+        source: f.message("source", |f| pb::core::v1::EventSource {
+            component: f.string("component"),
+            host: f.string("host"),
+        }),
+        r#type: f.string("type"),
+        ..Default::default()
+    };
+    pb::core::v1::Service, oa::core::v1::Service => |f| pb::core::v1::Service {
+        metadata: f.message("metadata", object_meta),
+        ..Default::default()
+    };
+    pb::core::v1::Endpoints, oa::core::v1::Endpoints => |f| pb::core::v1::Endpoints {
+        metadata: f.message("metadata", object_meta),
+        ..Default::default()
+    };
+    pb::core::v1::ReplicationController, oa::core::v1::ReplicationController =>
+        |f| pb::core::v1::ReplicationController {
+            metadata: f.message("metadata", object_meta),
+            ..Default::default()
+        };
+    pb::apps::v1::Deployment, oa::apps::v1::Deployment => |f| pb::apps::v1::Deployment {
+        metadata: f.message("metadata", object_meta),
+        spec: f.message("spec", |f| pb::apps::v1::DeploymentSpec {
+            replicas: f.i32("replicas"),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    pb::coordination::v1::Lease, oa::coordination::v1::Lease => |f| pb::coordination::v1::Lease {
+        metadata: f.message("metadata", object_meta),
+        ..Default::default()
+    };
+    pb::rbac::v1::Role, oa::rbac::v1::Role => |f| pb::rbac::v1::Role {
+        metadata: f.message("metadata", object_meta),
+        ..Default::default()
+    };
+    pb::rbac::v1::ClusterRole, oa::rbac::v1::ClusterRole => |f| pb::rbac::v1::ClusterRole {
+        metadata: f.message("metadata", object_meta),
+        ..Default::default()
+    };
+    pb::networking::v1::Ingress, oa::networking::v1::Ingress => |f| pb::networking::v1::Ingress {
+        metadata: f.message("metadata", object_meta),
+        ..Default::default()
+    };
+}
+
+fn object_meta(f: &mut Fields) -> ObjectMeta {
+    ObjectMeta {
+        name: f.string("name"),
+        generate_name: f.string("generateName"),
+        namespace: f.string("namespace"),
+        uid: f.string("uid"),
+        resource_version: f.string("resourceVersion"),
+        generation: f.i64("generation"),
+        creation_timestamp: f.time("creationTimestamp"),
+        deletion_timestamp: f.time("deletionTimestamp"),
+        deletion_grace_period_seconds: f.i64("deletionGracePeriodSeconds"),
+        labels: f.strings("labels"),
+        annotations: f.strings("annotations"),
+        finalizers: f.list_of_strings("finalizers"),
+        ..Default::default()
+    }
+}
+
+fn object_reference(f: &mut Fields) -> pb::core::v1::ObjectReference {
+    pb::core::v1::ObjectReference {
+        kind: f.string("kind"),
+        namespace: f.string("namespace"),
+        name: f.string("name"),
+        uid: f.string("uid"),
+        api_version: f.string("apiVersion"),
+        resource_version: f.string("resourceVersion"),
+        field_path: f.string("fieldPath"),
+    }
+}
+
+fn pod_spec(f: &mut Fields) -> pb::core::v1::PodSpec {
+    pb::core::v1::PodSpec {
+        containers: f.list("containers", |f| pb::core::v1::Container {
+            name: f.string("name"),
+            image: f.string("image"),
+            ..Default::default()
+        }),
+        restart_policy: f.string("restartPolicy"),
+        node_name: f.string("nodeName"),
+        scheduler_name: f.string("schedulerName"),
+        service_account_name: f.string("serviceAccountName"),
+        ..Default::default()
+    }
+}
+
+fn pod_status(f: &mut Fields) -> pb::core::v1::PodStatus {
+    pb::core::v1::PodStatus {
+        phase: f.string("phase"),
+        pod_ip: f.string("podIP"),
+        container_statuses: f.list("containerStatuses", |f| pb::core::v1::ContainerStatus {
+            name: f.string("name"),
+            ready: f.bool("ready"),
+            restart_count: f.i32("restartCount"),
+            state: f.message("state", |f| pb::core::v1::ContainerState {
+                waiting: f.message("waiting", |f| pb::core::v1::ContainerStateWaiting {
+                    reason: f.string("reason"),
+                    message: f.string("message"),
+                }),
+                running: f.message("running", |f| pb::core::v1::ContainerStateRunning {
+                    started_at: f.time("startedAt"),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The members of one JSON object, read by name; [`read_fields`] refuses the object if a
+/// member was not read. A `null` member reads as absent, as Go's JSON decoder reads it.
+struct Fields<'a> {
+    path: String,
+    map: &'a Map<String, Value>,
+    read: Vec<&'static str>,
+}
+
+fn read_fields<T>(value: &Value, path: &str, read: impl FnOnce(&mut Fields) -> T) -> T {
+    let at = if path.is_empty() { "the object" } else { path };
+    let map = value
+        .as_object()
+        .unwrap_or_else(|| panic!("{at} is not an object: {value}"));
+    let mut fields = Fields {
+        path: path.to_string(),
+        map,
+        read: Vec::new(),
+    };
+    let out = read(&mut fields);
+    let unread: Vec<&String> = map
+        .keys()
+        .filter(|k| !fields.read.contains(&k.as_str()))
+        .collect();
+    assert!(
+        unread.is_empty(),
+        "the tests' protobuf encoder does not know the members {unread:?} of {at}; \
+         add it to tests/support/kubepb.rs"
+    );
+    out
+}
+
+impl Fields<'_> {
+    fn get(&mut self, key: &'static str) -> Option<&Value> {
+        self.read.push(key);
+        self.map.get(key).filter(|v| !v.is_null())
+    }
+
+    fn path_of(&self, key: &str) -> String {
+        if self.path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}.{key}", self.path)
+        }
+    }
+
+    fn wrong(&self, key: &str, want: &str) -> ! {
+        let path = self.path_of(key);
+        panic!("{path} is not {want}: {:?}", self.map.get(key))
+    }
+
+    fn string(&mut self, key: &'static str) -> Option<String> {
+        let v = self.get(key)?;
+        match v.as_str() {
+            Some(s) => Some(s.to_string()),
+            None => self.wrong(key, "a string"),
+        }
+    }
+
+    fn bool(&mut self, key: &'static str) -> Option<bool> {
+        let v = self.get(key)?;
+        match v.as_bool() {
+            Some(b) => Some(b),
+            None => self.wrong(key, "a boolean"),
+        }
+    }
+
+    fn i64(&mut self, key: &'static str) -> Option<i64> {
+        let v = self.get(key)?;
+        match v.as_i64() {
+            Some(n) => Some(n),
+            None => self.wrong(key, "an integer"),
+        }
+    }
+
+    fn i32(&mut self, key: &'static str) -> Option<i32> {
+        let n = self.i64(key)?;
+        match i32::try_from(n) {
+            Ok(n) => Some(n),
+            Err(_) => self.wrong(key, "a 32-bit integer"),
+        }
+    }
+
+    /// An RFC 3339 time, as metav1.Time writes it.
+    fn time(&mut self, key: &'static str) -> Option<Time> {
+        let s = self.string(key)?;
+        let t: k8s_openapi::jiff::Timestamp = s
+            .parse()
+            .unwrap_or_else(|e| panic!("{} is not a time ({e}): {s}", self.path_of(key)));
+        Some(Time {
+            seconds: Some(t.as_second()),
+            nanos: Some(t.subsec_nanosecond()),
+        })
+    }
+
+    fn strings(&mut self, key: &'static str) -> BTreeMap<String, String> {
+        let path = self.path_of(key);
+        let Some(v) = self.get(key) else {
+            return BTreeMap::new();
+        };
+        let map = v
+            .as_object()
+            .unwrap_or_else(|| panic!("{path} is not an object: {v}"));
+        map.iter()
+            .map(|(k, v)| match v.as_str() {
+                Some(s) => (k.clone(), s.to_string()),
+                None => panic!("{path}.{k} is not a string: {v}"),
+            })
+            .collect()
+    }
+
+    /// A map of base64 strings, as Go writes `[]byte` values.
+    fn bytes(&mut self, key: &'static str) -> BTreeMap<String, Vec<u8>> {
+        use base64::Engine;
+        let path = self.path_of(key);
+        self.strings(key)
+            .into_iter()
+            .map(|(k, v)| {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(&v)
+                    .unwrap_or_else(|e| panic!("{path}.{k} is not base64 ({e}): {v}"));
+                (k, bytes)
+            })
+            .collect()
+    }
+
+    fn message<T>(&mut self, key: &'static str, read: impl FnOnce(&mut Fields) -> T) -> Option<T> {
+        let path = self.path_of(key);
+        let v = self.get(key)?;
+        Some(read_fields(v, &path, read))
+    }
+
+    fn list<T>(&mut self, key: &'static str, read: impl Fn(&mut Fields) -> T) -> Vec<T> {
+        let path = self.path_of(key);
+        let Some(v) = self.get(key) else {
+            return Vec::new();
+        };
+        let items = v
+            .as_array()
+            .unwrap_or_else(|| panic!("{path} is not an array: {v}"));
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| read_fields(item, &format!("{path}[{i}]"), &read))
+            .collect()
+    }
+
+    fn list_of_strings(&mut self, key: &'static str) -> Vec<String> {
+        let path = self.path_of(key);
+        let Some(v) = self.get(key) else {
+            return Vec::new();
+        };
+        let items = v
+            .as_array()
+            .unwrap_or_else(|| panic!("{path} is not an array: {v}"));
+        items
+            .iter()
+            .map(|s| match s.as_str() {
+                Some(s) => s.to_string(),
+                None => panic!("{path} has a non-string: {s}"),
+            })
+            .collect()
+    }
+}
