@@ -203,6 +203,10 @@ fn describe() {
         "Times the etcd answering was not the one the cache followed (another cluster ID, a revision below the applied one, or a history without the last change applied: restored from a backup, or replaced); each ended every watch with 410 and re-listed."
     );
     describe_counter!(
+        "watchd_consistent_reads_source_behind_total",
+        "Consistent reads refused with 429 because the source's current revision was below the cache's applied one (an etcd restored or replaced, not yet noticed by ingestion)."
+    );
+    describe_counter!(
         "watchd_json_values_normalized_total",
         "JSON values read through serde_json before caching because keys on the way to metadata or a selectable field were duplicated or escaped (JSON readers keep the last duplicate)."
     );

@@ -166,3 +166,67 @@ async fn an_etcd_restored_and_written_past_the_applied_revision_is_noticed() {
         "noticed by the last change applied"
     );
 }
+
+/// Between a restore and ingestion noticing it, the cache holds a state etcd does not
+/// have. A consistent read then finds etcd's revision below the cache's: it is refused
+/// with 429 and Retry-After, never served the old state, until the cache has re-listed.
+/// etcd stays down for seconds first, so ingestion's reconnect backoff has grown and
+/// reads reach the restored etcd before ingestion does; the first such read wakes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consistent_reads_never_serve_the_old_state_after_a_restore() {
+    let mut etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_json(&mut kv, &key("a"), &configmap("default", "a", "1")).await;
+    put_json(&mut kv, &key("b"), &configmap("default", "b", "1")).await;
+    let snapshot = tempfile::NamedTempFile::new().expect("temp file");
+    tokio::task::block_in_place(|| etcd.snapshot_save(snapshot.path()));
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    put_json(&mut kv, &key("a"), &configmap("default", "a", "2")).await;
+    support::kube::delete_key(&mut kv, &key("b")).await;
+    put_json(&mut kv, &key("d"), &configmap("default", "d", "1")).await;
+    wait_for_names(&base, &["a", "d"]).await;
+
+    tokio::task::block_in_place(|| etcd.restore_after(snapshot.path(), Duration::from_secs(7)));
+    let url = format!("{base}/api/v1/namespaces/default/configmaps");
+    let deadline = Instant::now() + WAIT;
+    let mut refused = 0;
+    loop {
+        let resp = http::get(&url, &[]).await;
+        match resp.status {
+            200 => {
+                let list = resp.json();
+                assert_eq!(item_names(&list), ["a", "b"], "only the restored state");
+                assert_eq!(list["items"][0]["data"]["value"], "1");
+                break;
+            }
+            429 => {
+                let status = resp.json();
+                let message = status["message"].as_str().unwrap_or_default();
+                assert!(message.contains("storage is (re)initializing"), "{status}");
+                assert_eq!(resp.header("retry-after"), Some("1"));
+                refused += 1;
+            }
+            other => panic!("{other}: {}", resp.text()),
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no answer from the restored state"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let text = http::get(&format!("{base}/metrics"), &[]).await.text();
+    let counted = metric(&text, "watchd_consistent_reads_source_behind_total", &[]);
+    assert_eq!(counted.unwrap_or(0.0), f64::from(refused));
+    assert_eq!(replaced_count(&base).await, Some(1.0));
+    if refused > 0 {
+        // The refused read woke ingestion from its backoff.
+        assert!(
+            watchd
+                .log()
+                .contains("a consistent read reached etcd first"),
+            "{refused} refused, ingestion not woken"
+        );
+    }
+    eprintln!("consistent reads refused before the re-list: {refused}");
+}

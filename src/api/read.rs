@@ -47,17 +47,24 @@ pub async fn wait_fresh(
     let target = match rv {
         RvParam::Any => return Ok(state.cache.applied_for(store)),
         RvParam::At(n) => n,
-        RvParam::Unset => state
-            .source
-            .current_revision(store, config::CONSISTENT_READ_TIMEOUT)
-            .await
-            .map_err(|e| ApiError::Timeout {
-                message: format!(
-                    "Timeout: cannot read the source's current revision for a consistent read: {e}"
-                ),
-                too_large_rv: false,
-                retry_after: 1,
-            })?,
+        RvParam::Unset => {
+            let current = state
+                .source
+                .current_revision(store, config::CONSISTENT_READ_TIMEOUT)
+                .await
+                .map_err(|e| ApiError::Timeout {
+                    message: format!(
+                        "Timeout: cannot read the source's current revision for a consistent read: {e}"
+                    ),
+                    too_large_rv: false,
+                    retry_after: 1,
+                })?;
+            if let Err(e) = source_not_behind(store, current, state.cache.applied_for(store)) {
+                state.cache.report_source_behind();
+                return Err(e);
+            }
+            current
+        }
     };
     if !state
         .cache
@@ -70,6 +77,36 @@ pub async fn wait_fresh(
         ));
     }
     Ok(state.cache.applied_for(store))
+}
+
+/// A consistent read must see the source's current state. A source whose current revision
+/// is below what the cache applied from it has gone back in time: an etcd restored from a
+/// backup or replaced, which ingestion notices when its watch resumes and answers with a
+/// re-list (the read wakes it: [`Cache::report_source_behind`]). Until then the cache holds
+/// a state the source does not have, so the read is refused as kube-apiserver refuses
+/// reads of a cache (re)initializing; the client retries after a second.
+fn source_not_behind(
+    store: &ResourceStore,
+    current: Revision,
+    applied: Revision,
+) -> Result<(), ApiError> {
+    if current >= applied {
+        return Ok(());
+    }
+    metrics::counter!("watchd_consistent_reads_source_behind_total").increment(1);
+    tracing::warn!(
+        resource = %store.info.resource,
+        current = current.0,
+        applied = applied.0,
+        "a consistent read found the source behind the cache (restored or replaced?); refused until it re-lists"
+    );
+    Err(ApiError::TooManyRequests {
+        message: format!(
+            "storage is (re)initializing: the source's current revision {} is below the {} the cache applied (restored or replaced); it is being read again",
+            current.0, applied.0
+        ),
+        retry_after: 1,
+    })
 }
 
 /// Whether an object passes a request's namespace and selectors.

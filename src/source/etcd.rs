@@ -43,6 +43,9 @@ enum WatchEnd {
     Replaced(String),
     /// The connection broke or etcd answered an error: resume after a backoff.
     Failed(String),
+    /// A read found etcd's revision below the applied one during the watch: check etcd
+    /// (as before resuming) now.
+    Recheck,
     /// The daemon is stopping.
     Shutdown,
 }
@@ -62,6 +65,7 @@ pub async fn run(config: EtcdConfig, cache: Arc<Cache>, mut shutdown: watch::Rec
         if *shutdown.borrow() {
             return;
         }
+        let resuming = resume.is_some();
         let attempt = async {
             let mut client = config
                 .connect()
@@ -100,6 +104,9 @@ pub async fn run(config: EtcdConfig, cache: Arc<Cache>, mut shutdown: watch::Rec
         let end = tokio::select! {
             r = attempt => r.unwrap_or_else(WatchEnd::Failed),
             _ = shutdown.changed() => WatchEnd::Shutdown,
+            // A read found etcd behind the cache while the watch runs: etcd may answer
+            // reads as another cluster, so check it now, as at a reconnect.
+            _ = cache.source_behind_reported(), if resuming => WatchEnd::Recheck,
         };
         cache.set_watch_live(false);
         match end {
@@ -122,12 +129,19 @@ pub async fn run(config: EtcdConfig, cache: Arc<Cache>, mut shutdown: watch::Rec
                 resume = None;
                 backoff = config::RECONNECT_BACKOFF_MIN;
             }
+            WatchEnd::Recheck => {
+                tracing::warn!(resume = ?resume, "a consistent read found etcd's revision below the applied one; checking etcd now");
+            }
             WatchEnd::Failed(e) => {
                 tracing::warn!(error = %e, retry_in = ?backoff, resume = ?resume, "etcd connection lost");
                 metrics::counter!("watchd_etcd_reconnects_total").increment(1);
                 tokio::select! {
                     _ = tokio::time::sleep(backoff) => {}
                     _ = shutdown.changed() => return,
+                    // etcd is back, and a read found it behind the cache: check it now.
+                    _ = cache.source_behind_reported() => {
+                        tracing::info!("a consistent read reached etcd first; reconnecting now");
+                    }
                 }
                 backoff = (backoff * 2).min(config::RECONNECT_BACKOFF_MAX);
             }

@@ -113,6 +113,9 @@ pub struct Cache {
     epoch: AtomicU64,
     synced: AtomicBool,
     watch_live: AtomicBool,
+    /// Raised by the read path when the source's current revision is below the applied
+    /// one (see [`Cache::report_source_behind`]).
+    source_behind: tokio::sync::Notify,
 }
 
 impl Cache {
@@ -156,6 +159,7 @@ impl Cache {
             epoch: AtomicU64::new(0),
             synced: AtomicBool::new(false),
             watch_live: AtomicBool::new(false),
+            source_behind: tokio::sync::Notify::new(),
         };
         for info in builtin::builtin_resources() {
             cache.register(info, Revision::ZERO);
@@ -388,6 +392,20 @@ impl Cache {
     /// Whether the etcd watch is established.
     pub fn is_watch_live(&self) -> bool {
         self.watch_live.load(Ordering::Acquire)
+    }
+
+    /// Tells ingestion that a read found the source's current revision below the applied
+    /// one: the source went back in time (restored or replaced), and ingestion should
+    /// check it now rather than after its reconnect backoff. Wakes only a waiting
+    /// ingestion, so nothing is left over to wake it later; a refused read reports again
+    /// on every retry.
+    pub fn report_source_behind(&self) {
+        self.source_behind.notify_waiters();
+    }
+
+    /// Resolves at the next [`Cache::report_source_behind`].
+    pub async fn source_behind_reported(&self) {
+        self.source_behind.notified().await;
     }
 }
 

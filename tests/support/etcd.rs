@@ -195,7 +195,13 @@ impl Etcd {
     /// Restores this etcd from `snapshot` (`etcdctl snapshot restore`) at the same
     /// address, as an operator restores a backup: killed, its data replaced, started.
     pub fn restore(&mut self, snapshot: &Path) {
+        self.restore_after(snapshot, Duration::ZERO);
+    }
+
+    /// [`Etcd::restore`], with the etcd down for `down` first (its clients back off).
+    pub fn restore_after(&mut self, snapshot: &Path, down: Duration) {
         self.kill9();
+        std::thread::sleep(down);
         std::fs::remove_dir_all(self.data_dir()).expect("remove etcd's data");
         let peer_url = self.peer_url();
         etcdctl(&[
