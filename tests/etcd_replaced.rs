@@ -1,8 +1,9 @@
 //! An etcd replaced under watchd is noticed: restored from an older snapshot (its
 //! revision goes back), restored and written past what watchd applied (its history does
-//! not hold the last change watchd applied), or replaced by a new empty one. Each time
-//! watchd logs it, counts it, ends every open watch with 410 Expired and re-lists, so
-//! it serves etcd's state, never the old one.
+//! not hold the last change watchd applied), replaced by a new empty one, or by a member
+//! of another cluster (its cluster ID). Each time watchd logs it, counts it, ends every
+//! open watch with 410 Expired and re-lists, so it serves etcd's state, never the old
+//! one; a consistent read before that is refused, never served the old state.
 
 mod support;
 
@@ -74,6 +75,55 @@ async fn open_watch(base: &str) -> WatchStream {
     stream
 }
 
+/// A member of another cluster at the same address is told by its cluster ID, the first
+/// of the checks; its own history is served afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_of_another_cluster_is_noticed_by_its_cluster_id() {
+    let mut etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    for name in ["a", "b"] {
+        put_json(&mut kv, &key(name), &configmap("default", name, "old")).await;
+    }
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    wait_for_names(&base, &["a", "b"]).await;
+    let mut watch = open_watch(&base).await;
+
+    tokio::task::block_in_place(|| etcd.replace_with_other_cluster());
+    let mut kv = etcd.client().await;
+    let mut last = 0;
+    for i in 0..6 {
+        let value = configmap("default", "new", &i.to_string());
+        last = put_json(&mut kv, &key("new"), &value).await;
+    }
+    expect_410(&mut watch).await;
+    let list = wait_for_names(&base, &["new"]).await;
+    assert_eq!(rv(&list["items"][0]), last);
+    assert_eq!(replaced_count(&base).await, Some(1.0));
+    assert!(
+        watchd.log().contains("its cluster ID is"),
+        "noticed by the cluster ID"
+    );
+}
+
+/// An etcd with ConfigMaps a and b, backed up (the snapshot's file), then changed under
+/// a watchd that serves it (a changed, b deleted, d created); and the revision of a at
+/// the backup.
+async fn backed_up_then_changed() -> (Etcd, Watchd, tempfile::NamedTempFile, i64) {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let ra = put_json(&mut kv, &key("a"), &configmap("default", "a", "1")).await;
+    put_json(&mut kv, &key("b"), &configmap("default", "b", "1")).await;
+    let snapshot = tempfile::NamedTempFile::new().expect("temp file");
+    tokio::task::block_in_place(|| etcd.snapshot_save(snapshot.path()));
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    put_json(&mut kv, &key("a"), &configmap("default", "a", "2")).await;
+    support::kube::delete_key(&mut kv, &key("b")).await;
+    put_json(&mut kv, &key("d"), &configmap("default", "d", "1")).await;
+    wait_for_names(&watchd.base_url(), &["a", "d"]).await;
+    (etcd, watchd, snapshot, ra)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_etcd_replaced_by_an_empty_one_ends_watches_and_is_served_as_it_is() {
     let mut etcd = Etcd::start();
@@ -103,19 +153,8 @@ async fn an_etcd_replaced_by_an_empty_one_ends_watches_and_is_served_as_it_is() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_etcd_restored_from_an_older_snapshot_is_served_as_restored() {
-    let mut etcd = Etcd::start();
-    let mut kv = etcd.client().await;
-    let ra = put_json(&mut kv, &key("a"), &configmap("default", "a", "1")).await;
-    put_json(&mut kv, &key("b"), &configmap("default", "b", "1")).await;
-    let snapshot = tempfile::NamedTempFile::new().expect("temp file");
-    tokio::task::block_in_place(|| etcd.snapshot_save(snapshot.path()));
-    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let (mut etcd, watchd, snapshot, ra) = backed_up_then_changed().await;
     let base = watchd.base_url();
-    // After the backup: a changed, b deleted, d created.
-    put_json(&mut kv, &key("a"), &configmap("default", "a", "2")).await;
-    support::kube::delete_key(&mut kv, &key("b")).await;
-    put_json(&mut kv, &key("d"), &configmap("default", "d", "1")).await;
-    wait_for_names(&base, &["a", "d"]).await;
     let mut watch = open_watch(&base).await;
 
     tokio::task::block_in_place(|| etcd.restore(snapshot.path()));
@@ -174,18 +213,8 @@ async fn an_etcd_restored_and_written_past_the_applied_revision_is_noticed() {
 /// reads reach the restored etcd before ingestion does; the first such read wakes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consistent_reads_never_serve_the_old_state_after_a_restore() {
-    let mut etcd = Etcd::start();
-    let mut kv = etcd.client().await;
-    put_json(&mut kv, &key("a"), &configmap("default", "a", "1")).await;
-    put_json(&mut kv, &key("b"), &configmap("default", "b", "1")).await;
-    let snapshot = tempfile::NamedTempFile::new().expect("temp file");
-    tokio::task::block_in_place(|| etcd.snapshot_save(snapshot.path()));
-    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let (mut etcd, watchd, snapshot, _) = backed_up_then_changed().await;
     let base = watchd.base_url();
-    put_json(&mut kv, &key("a"), &configmap("default", "a", "2")).await;
-    support::kube::delete_key(&mut kv, &key("b")).await;
-    put_json(&mut kv, &key("d"), &configmap("default", "d", "1")).await;
-    wait_for_names(&base, &["a", "d"]).await;
 
     tokio::task::block_in_place(|| etcd.restore_after(snapshot.path(), Duration::from_secs(7)));
     let url = format!("{base}/api/v1/namespaces/default/configmaps");

@@ -185,6 +185,13 @@ impl Etcd {
         self.restart();
     }
 
+    /// Replaces this etcd by a new, empty member of another cluster (another member name
+    /// and cluster token, so another cluster ID) at the same address.
+    pub fn replace_with_other_cluster(&mut self) {
+        self.name = format!("{}-other", self.name);
+        self.replace_with_empty();
+    }
+
     /// `etcdctl snapshot save` of this etcd to `path`.
     pub fn snapshot_save(&self, path: &Path) {
         let endpoint = format!("--endpoints={}", self.client_url());

@@ -219,17 +219,25 @@ impl Visit for OpenApi<'_> {
 }
 
 /// The kinds the tests store, each with its `k8s-pb` type, its `k8s-openapi` type and the
-/// reader of its members (other than `apiVersion` and `kind`).
+/// reader of its members other than `apiVersion` and `kind` (none given: `metadata` only).
 macro_rules! kinds {
-    ($($pb:ty, $openapi:ty => $read:expr;)*) => {
+    ($($pb:ty, $openapi:ty $(=> $read:expr)?;)*) => {
         fn dispatch<V: Visit>(api_version: &str, kind: &str, visit: V) -> Option<V::Out> {
             use k8s_pb::Resource;
             $(
                 if api_version == <$pb>::API_VERSION && kind == <$pb>::KIND {
-                    return Some(visit.visit::<$pb, $openapi>($read));
+                    return Some(visit.visit::<$pb, $openapi>(kinds!(@read $pb $(, $read)?)));
                 }
             )*
             None
+        }
+    };
+    (@read $pb:ty, $read:expr) => { $read };
+    (@read $pb:ty) => {
+        |f| {
+            let mut object = <$pb>::default();
+            object.metadata = f.message("metadata", object_meta);
+            object
         }
     };
 }
@@ -292,19 +300,9 @@ kinds! {
         r#type: f.string("type"),
         ..Default::default()
     };
-    pb::core::v1::Service, oa::core::v1::Service => |f| pb::core::v1::Service {
-        metadata: f.message("metadata", object_meta),
-        ..Default::default()
-    };
-    pb::core::v1::Endpoints, oa::core::v1::Endpoints => |f| pb::core::v1::Endpoints {
-        metadata: f.message("metadata", object_meta),
-        ..Default::default()
-    };
-    pb::core::v1::ReplicationController, oa::core::v1::ReplicationController =>
-        |f| pb::core::v1::ReplicationController {
-            metadata: f.message("metadata", object_meta),
-            ..Default::default()
-        };
+    pb::core::v1::Service, oa::core::v1::Service;
+    pb::core::v1::Endpoints, oa::core::v1::Endpoints;
+    pb::core::v1::ReplicationController, oa::core::v1::ReplicationController;
     pb::apps::v1::Deployment, oa::apps::v1::Deployment => |f| pb::apps::v1::Deployment {
         metadata: f.message("metadata", object_meta),
         spec: f.message("spec", |f| pb::apps::v1::DeploymentSpec {
@@ -313,22 +311,10 @@ kinds! {
         }),
         ..Default::default()
     };
-    pb::coordination::v1::Lease, oa::coordination::v1::Lease => |f| pb::coordination::v1::Lease {
-        metadata: f.message("metadata", object_meta),
-        ..Default::default()
-    };
-    pb::rbac::v1::Role, oa::rbac::v1::Role => |f| pb::rbac::v1::Role {
-        metadata: f.message("metadata", object_meta),
-        ..Default::default()
-    };
-    pb::rbac::v1::ClusterRole, oa::rbac::v1::ClusterRole => |f| pb::rbac::v1::ClusterRole {
-        metadata: f.message("metadata", object_meta),
-        ..Default::default()
-    };
-    pb::networking::v1::Ingress, oa::networking::v1::Ingress => |f| pb::networking::v1::Ingress {
-        metadata: f.message("metadata", object_meta),
-        ..Default::default()
-    };
+    pb::coordination::v1::Lease, oa::coordination::v1::Lease;
+    pb::rbac::v1::Role, oa::rbac::v1::Role;
+    pb::rbac::v1::ClusterRole, oa::rbac::v1::ClusterRole;
+    pb::networking::v1::Ingress, oa::networking::v1::Ingress;
 }
 
 fn object_meta(f: &mut Fields) -> ObjectMeta {
