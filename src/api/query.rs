@@ -341,6 +341,17 @@ pub struct WatchQuery {
 }
 
 impl WatchQuery {
+    /// Whether the watch starts with the state as synthetic ADDED events: as asked by
+    /// `sendInitialEvents`, else without a resourceVersion (or with "0"), as
+    /// kube-apiserver starts such a watch.
+    pub fn wants_initial(&self) -> bool {
+        match (self.send_initial_events, self.rv) {
+            (Some(b), _) => b,
+            (None, RvParam::Unset | RvParam::Any) => true,
+            (None, RvParam::At(_)) => false,
+        }
+    }
+
     /// Parses and validates a watch request for a resource.
     pub fn parse(info: &ResourceInfo, p: &Params) -> Result<WatchQuery, ApiError> {
         let match_raw = p.get("resourceVersionMatch").unwrap_or("");

@@ -65,7 +65,7 @@ pub trait WatchEncoder: Send + 'static {
 
 /// Why a watch ended, for `watchd_watchers_ended_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum EndReason {
+pub(crate) enum EndReason {
     /// Its `timeoutSeconds` (or the default) passed.
     Timeout,
     /// Its cursor fell out of the history window: 410.
@@ -244,12 +244,7 @@ impl<E: WatchEncoder> WatchSession<E> {
         if !state.cache.is_synced() {
             not_ready()?;
         }
-        let wants_initial = match (q.send_initial_events, q.rv) {
-            (Some(b), _) => b,
-            (None, RvParam::Unset | RvParam::Any) => true,
-            (None, RvParam::At(_)) => false,
-        };
-        let (log, cursor, after, initial) = if wants_initial {
+        let (log, cursor, after, initial) = if q.wants_initial() {
             let applied = wait_fresh(state, &store, q.rv).await?;
             not_ready()?;
             let view = store.view(applied);
@@ -425,21 +420,15 @@ impl<E: WatchEncoder> WatchSession<E> {
                         events += 1;
                     }
                 }
-                Read::Pending => {
-                    if self.log.is_terminated() {
-                        self.done = true;
-                        self.end = EndReason::Reinitializing;
-                    } else if self.log.is_closed() {
-                        let msg =
-                            "the cache was re-listed from its source; re-list and watch again";
-                        self.end_with(ApiError::Expired(msg.into()), EndReason::Relist);
+                read => {
+                    match end_of_log(&self.log, &read, self.sent) {
+                        Some((reason, Some(err))) => self.end_with(err, reason),
+                        Some((reason, None)) => {
+                            self.done = true;
+                            self.end = reason;
+                        }
+                        None => {}
                     }
-                    return;
-                }
-                Read::Expired => {
-                    let oldest = self.log.oldest_revision();
-                    let err = ApiError::too_old(self.sent.0, oldest.0);
-                    self.end_with(err, EndReason::Expired);
                     return;
                 }
             }
@@ -458,19 +447,12 @@ impl<E: WatchEncoder> WatchSession<E> {
         let Some(init) = self.initial.as_mut() else {
             return;
         };
-        let mut sent = 0;
-        let mut next = None;
-        let snapshot = init.snapshot.clone();
-        for obj in snapshot.range(self.filter.namespace.as_deref(), init.next_key.as_deref()) {
-            if sent == config::WATCH_BATCH_MAX || self.encoder.full() {
-                next = Some(obj.key().clone());
-                break;
-            }
-            if matches(obj, &self.filter.selectors) {
-                self.encoder.initial(obj);
-                sent += 1;
-            }
-        }
+        let next = initial_batch(
+            &mut self.encoder,
+            &init.snapshot,
+            &self.filter,
+            init.next_key.as_deref(),
+        );
         match next {
             Some(k) => init.next_key = Some(k),
             None => {
@@ -493,6 +475,49 @@ impl<E: WatchEncoder> Drop for WatchSession<E> {
         metrics::counter!("watchd_watchers_ended_total", "resource" => resource, "reason" => self.end.label())
             .increment(1);
     }
+}
+
+/// Why a stream ends whose cursor read `read` (no event) in `log` after sending every
+/// event up to `sent`, if it does: quietly while the resource re-initializes (no error),
+/// or with a 410 when the log was replaced by a re-list or the cursor fell out of the
+/// history kept. None: nothing yet.
+pub(crate) fn end_of_log(
+    log: &EventLog,
+    read: &Read,
+    sent: Revision,
+) -> Option<(EndReason, Option<ApiError>)> {
+    if matches!(read, Read::Expired) {
+        let err = ApiError::too_old(sent.0, log.oldest_revision().0);
+        return Some((EndReason::Expired, Some(err)));
+    }
+    if log.is_terminated() {
+        return Some((EndReason::Reinitializing, None));
+    }
+    if log.is_closed() {
+        let msg = "the cache was re-listed from its source; re-list and watch again";
+        return Some((EndReason::Relist, Some(ApiError::Expired(msg.into()))));
+    }
+    None
+}
+
+/// Gives `encoder` the objects of `snapshot` that `filter` passes, from key `from` on, as
+/// initial ADDED events, until its frame holds [`config::WATCH_BATCH_MAX`] events or is
+/// full. Returns the key to go on from; None once the snapshot is done.
+pub(crate) fn initial_batch<E: WatchEncoder>(
+    encoder: &mut E,
+    snapshot: &Snapshot,
+    filter: &Filter,
+    from: Option<&str>,
+) -> Option<Arc<str>> {
+    for obj in snapshot.range(filter.namespace.as_deref(), from) {
+        if encoder.pending() >= config::WATCH_BATCH_MAX || encoder.full() {
+            return Some(obj.key().clone());
+        }
+        if matches(obj, &filter.selectors) {
+            encoder.initial(obj);
+        }
+    }
+    None
 }
 
 /// A stream stepped as a watch is: what [`next_step`] needs of it.

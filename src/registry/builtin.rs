@@ -254,18 +254,20 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
     TABLE.iter().map(info_of).collect()
 }
 
+/// The built-in resource `resource` of `group`, for tests.
+#[cfg(test)]
+pub fn find(group: &str, resource: &str) -> ResourceInfo {
+    builtin_resources()
+        .into_iter()
+        .find(|i| i.group == group && i.resource == resource)
+        .unwrap_or_else(|| panic!("{resource}.{group} is served"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::codec::pbjson;
     use std::collections::HashSet;
-
-    fn find(group: &str, resource: &str) -> ResourceInfo {
-        builtin_resources()
-            .into_iter()
-            .find(|i| i.group == group && i.resource == resource)
-            .unwrap_or_else(|| panic!("{resource}.{group} is served"))
-    }
 
     /// One test per row: the stored kind has a schema and object metadata, the served
     /// one too, and a stored version that differs comes with a conversion that is

@@ -215,6 +215,12 @@ struct Followed {
 }
 
 impl Followed {
+    /// Whether `cluster` (from a response header) is another cluster than the one
+    /// followed; an unknown ID (0) on either side tells nothing.
+    fn is_other(&self, cluster: u64) -> bool {
+        self.cluster != 0 && cluster != 0 && cluster != self.cluster
+    }
+
     /// Why the etcd `client` reaches is not the one the cache applied up to `applied`
     /// from, if it is not: another cluster ID (a new cluster), a current revision below
     /// `applied` (restored from an older backup, or a new empty etcd), or a last change
@@ -229,7 +235,7 @@ impl Followed {
         let (current, cluster) = current_header(client)
             .await
             .map_err(|e| format!("resume: {e}"))?;
-        if self.cluster != 0 && cluster != 0 && cluster != self.cluster {
+        if self.is_other(cluster) {
             return Ok(Some(format!(
                 "its cluster ID is {cluster:x}, the cache followed {:x}",
                 self.cluster
@@ -331,7 +337,7 @@ async fn watch(
         }
         let header_rev = resp.header().map_or(0, |h| h.revision());
         let cluster = resp.header().map_or(0, |h| h.cluster_id());
-        if followed.cluster != 0 && cluster != 0 && cluster != followed.cluster {
+        if followed.is_other(cluster) {
             return WatchEnd::Replaced(format!(
                 "its watch answers for cluster {cluster:x}, the cache followed {:x}",
                 followed.cluster

@@ -20,9 +20,9 @@ use super::events::GrpcEvents;
 use super::{flag, objects, params, pb, positive, wait_fresh_all, Selected};
 use crate::api::filter::{wake_key, Filter};
 use crate::api::query::{RvParam, WatchQuery};
-use crate::api::read::{matches, not_ready, ReadContext};
+use crate::api::read::{not_ready, ReadContext};
 use crate::api::status::ApiError;
-use crate::api::watch::{next_step, Step, Stepping, WatchEncoder};
+use crate::api::watch::{end_of_log, initial_batch, next_step, Step, Stepping, WatchEncoder};
 use crate::config;
 use crate::dispatch::{WakeHandle, WakeKey};
 use crate::store::{Cache, EventLog, Read, Readiness, ResourceStore, Snapshot};
@@ -112,11 +112,7 @@ impl ManyWatch {
             ]),
         )?;
         ready(&selections)?;
-        let wants_initial = match (q.send_initial_events, q.rv) {
-            (Some(b), _) => b,
-            (None, RvParam::Unset | RvParam::Any) => true,
-            (None, RvParam::At(_)) => false,
-        };
+        let wants_initial = q.wants_initial();
         let applied_by_all = || {
             read.cache
                 .applied_for_all(selections.iter().map(|s| &*s.store))
@@ -215,51 +211,6 @@ impl ManyWatch {
         pb::WatchManyResponse { events }
     }
 
-    /// One step, without waiting (as [`crate::api::watch::WatchSession::step`]).
-    fn step(&mut self, waker: &Waker) -> Step<pb::WatchManyResponse> {
-        if self.done {
-            return Step::End;
-        }
-        if self.initial.is_some() {
-            self.initial_message();
-            return Step::Frame(self.take());
-        }
-        let now = Instant::now();
-        if now >= self.deadline {
-            self.done = true;
-            return Step::End;
-        }
-        for p in &self.parts {
-            p.wake.waiter().arm(waker);
-        }
-        let applied = self.applied();
-        let held = self.drain(applied);
-        if self.encoder.pending() > 0 {
-            return Step::Frame(self.take());
-        }
-        if self.done {
-            return Step::End;
-        }
-        if let Some(rev) = held {
-            self.want(rev);
-        }
-        if self.allow_bookmarks && now >= self.next_bookmark {
-            self.next_bookmark = now + self.bookmark_interval;
-            // Every event up to `applied` was taken above.
-            self.sent = self.sent.max(applied);
-            self.encoder.push_bookmark(self.sent, false);
-            return Step::Frame(self.take());
-        }
-        let mut at = self.deadline;
-        if self.allow_bookmarks {
-            at = at.min(self.next_bookmark);
-        }
-        if held.is_some() {
-            at = at.min(now + HELD_RECHECK);
-        }
-        Step::Idle(at)
-    }
-
     /// With an upstream source, asks the resources behind `rev` to prove they reached it
     /// (their followers' progress probe), once per revision.
     fn want(&mut self, rev: Revision) {
@@ -293,23 +244,18 @@ impl ManyWatch {
                             best = Some((i, ev));
                         }
                     }
-                    Read::Pending if p.log.is_terminated() => {
-                        // Its resource re-initializes: the stream ends, as a watch's does.
-                        self.done = true;
-                        return None;
-                    }
-                    Read::Pending if p.log.is_closed() => {
-                        let msg =
-                            "the cache was re-listed from its source; re-list and watch again";
-                        self.end_with(ApiError::Expired(msg.into()));
-                        return None;
-                    }
-                    Read::Pending => {}
-                    Read::Expired => {
-                        let oldest = p.log.oldest_revision();
-                        self.end_with(ApiError::too_old(self.sent.0, oldest.0));
-                        return None;
-                    }
+                    read => match end_of_log(&p.log, &read, self.sent) {
+                        // As a watch's: quietly while the resource re-initializes.
+                        Some((_, None)) => {
+                            self.done = true;
+                            return None;
+                        }
+                        Some((_, Some(err))) => {
+                            self.end_with(err);
+                            return None;
+                        }
+                        None => {}
+                    },
                 }
             }
             let Some((i, ev)) = best else { break };
@@ -355,22 +301,14 @@ impl ManyWatch {
         let Some(init) = self.initial.as_mut() else {
             return;
         };
-        let mut sent = 0;
         while init.part < self.parts.len() {
-            let part = &self.parts[init.part];
-            let snapshot = &init.snapshots[init.part];
             self.encoder.selection = init.part as u32;
-            let mut next = None;
-            for obj in snapshot.range(part.filter.namespace.as_deref(), init.next_key.as_deref()) {
-                if sent == config::WATCH_BATCH_MAX || self.encoder.full() {
-                    next = Some(obj.key().clone());
-                    break;
-                }
-                if matches(obj, &part.filter.selectors) {
-                    self.encoder.push_object(pb::EventType::Added, obj);
-                    sent += 1;
-                }
-            }
+            let next = initial_batch(
+                &mut self.encoder,
+                &init.snapshots[init.part],
+                &self.parts[init.part].filter,
+                init.next_key.as_deref(),
+            );
             match next {
                 Some(k) => {
                     init.next_key = Some(k);
@@ -397,8 +335,49 @@ impl ManyWatch {
 impl Stepping for ManyWatch {
     type Frame = pb::WatchManyResponse;
 
+    /// One step, without waiting (as [`crate::api::watch::WatchSession::step`]).
     fn step_once(&mut self, waker: &Waker) -> Step<pb::WatchManyResponse> {
-        self.step(waker)
+        if self.done {
+            return Step::End;
+        }
+        if self.initial.is_some() {
+            self.initial_message();
+            return Step::Frame(self.take());
+        }
+        let now = Instant::now();
+        if now >= self.deadline {
+            self.done = true;
+            return Step::End;
+        }
+        for p in &self.parts {
+            p.wake.waiter().arm(waker);
+        }
+        let applied = self.applied();
+        let held = self.drain(applied);
+        if self.encoder.pending() > 0 {
+            return Step::Frame(self.take());
+        }
+        if self.done {
+            return Step::End;
+        }
+        if let Some(rev) = held {
+            self.want(rev);
+        }
+        if self.allow_bookmarks && now >= self.next_bookmark {
+            self.next_bookmark = now + self.bookmark_interval;
+            // Every event up to `applied` was taken above.
+            self.sent = self.sent.max(applied);
+            self.encoder.push_bookmark(self.sent, false);
+            return Step::Frame(self.take());
+        }
+        let mut at = self.deadline;
+        if self.allow_bookmarks {
+            at = at.min(self.next_bookmark);
+        }
+        if held.is_some() {
+            at = at.min(now + HELD_RECHECK);
+        }
+        Step::Idle(at)
     }
 
     fn woken(&self, waker: &Waker) -> bool {

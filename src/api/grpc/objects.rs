@@ -13,13 +13,13 @@ pub fn encoding(value: i32) -> pb::Encoding {
 
 /// The object's bytes in `encoding`: Kubernetes protobuf where the object has a
 /// protobuf form (else its JSON), or its JSON. Either is the cache's shared bytes.
-fn raw(obj: &CachedObject, encoding: pb::Encoding) -> (pb::Encoding, Bytes) {
+fn raw(obj: &CachedObject, encoding: pb::Encoding) -> (pb::Encoding, &Bytes) {
     if encoding == pb::Encoding::Protobuf {
         if let Some(pb) = obj.protobuf() {
-            return (pb::Encoding::Protobuf, pb.value.clone());
+            return (pb::Encoding::Protobuf, &pb.value);
         }
     }
-    (pb::Encoding::Json, obj.json().clone())
+    (pb::Encoding::Json, obj.json())
 }
 
 /// The typed metadata of a cached object.
@@ -46,7 +46,7 @@ pub fn object(obj: &CachedObject, encoding: pb::Encoding) -> pb::Object {
     pb::Object {
         metadata: Some(meta(obj)),
         encoding: encoding as i32,
-        raw,
+        raw: raw.clone(),
     }
 }
 
@@ -54,12 +54,8 @@ pub fn object(obj: &CachedObject, encoding: pb::Encoding) -> pb::Object {
 /// the item or event around it (counted generously: an estimate for message bounds, not
 /// an exact size).
 pub fn size(obj: &CachedObject, encoding: pb::Encoding) -> usize {
-    let raw = match encoding {
-        pb::Encoding::Protobuf => obj.protobuf().map(|p| p.value.len()),
-        pb::Encoding::Json => None,
-    };
     let labels: usize = obj.labels.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
-    raw.unwrap_or_else(|| obj.json().len()) + obj.key().len() + obj.facts().uid.len() + labels + 64
+    raw(obj, encoding).1.len() + obj.key().len() + obj.facts().uid.len() + labels + 64
 }
 
 /// [`size`] in `encoding`, as a page bound's measure.

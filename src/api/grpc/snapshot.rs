@@ -123,6 +123,7 @@ pub async fn page(
         let page = read::list_page(read, &s.store, s.namespace.as_deref(), &q).await?;
         let more_here = page.continue_token.is_some();
         let mut stopped = None;
+        let mut last = None;
         for obj in page.items {
             let n = size(&obj);
             // A page holds at least one object; past that, every object must fit.
@@ -136,14 +137,19 @@ pub async fn page(
                 selection: at as u32,
                 object,
             });
-            start = format!("{}\u{0}", obj.key());
+            last = Some(obj);
         }
         if let Some(key) = stopped {
             next = Some((at, key));
             break;
         }
         if more_here {
-            next = Some((at, std::mem::take(&mut start)));
+            // The next page of this selection starts just after its last object.
+            let from = match last {
+                Some(obj) => format!("{}\u{0}", obj.key()),
+                None => std::mem::take(&mut start),
+            };
+            next = Some((at, from));
             break;
         }
         at += 1;

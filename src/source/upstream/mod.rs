@@ -569,14 +569,7 @@ impl SourceReader for UpstreamReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::builtin;
-
-    fn info(group: &str, resource: &str) -> ResourceInfo {
-        builtin::builtin_resources()
-            .into_iter()
-            .find(|i| i.group == group && i.resource == resource)
-            .expect("a built-in resource")
-    }
+    use crate::registry::builtin::find as info;
 
     #[test]
     fn collections_are_addressed_as_the_api_addresses_them() {

@@ -181,14 +181,7 @@ impl LineReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::builtin;
-
-    fn info(group: &str, resource: &str) -> ResourceInfo {
-        builtin::builtin_resources()
-            .into_iter()
-            .find(|i| i.group == group && i.resource == resource)
-            .expect("a built-in resource")
-    }
+    use crate::registry::builtin::find as info;
 
     fn head(object: &str) -> ObjectHead {
         serde_json::from_str(object).unwrap()
