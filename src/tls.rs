@@ -280,6 +280,28 @@ impl TlsServing {
             verifiers,
         })
     }
+
+    /// The server side of a TLS handshake on `io` from `peer`, bounded by
+    /// [`crate::config::TLS_HANDSHAKE_TIMEOUT`]; None (counted in
+    /// `watchd_tls_handshake_failures_total`) if it fails or times out.
+    pub async fn handshake<IO>(
+        &self,
+        io: IO,
+        peer: std::net::SocketAddr,
+    ) -> Option<tokio_rustls::server::TlsStream<IO>>
+    where
+        IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        let accept = self.acceptor.accept(io);
+        let why = match tokio::time::timeout(crate::config::TLS_HANDSHAKE_TIMEOUT, accept).await {
+            Ok(Ok(stream)) => return Some(stream),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "timed out".to_string(),
+        };
+        metrics::counter!("watchd_tls_handshake_failures_total").increment(1);
+        tracing::debug!(%peer, error = %why, "TLS handshake failed");
+        None
+    }
 }
 
 #[cfg(test)]

@@ -359,6 +359,9 @@ async fn grpc_is_secured_the_same_way(pki: &Pki, watchd: &Watchd) {
         }),
         ..Default::default()
     };
+    // A client that connects and never starts its handshake holds up no other: the
+    // calls below are answered while the server still waits for it (up to 10 s).
+    let mut stalled = std::net::TcpStream::connect(watchd.grpc_addr()).unwrap();
     let channel = Channel::from_shared(url.clone())
         .unwrap()
         .tls_config(tls.clone())
@@ -369,6 +372,12 @@ async fn grpc_is_secured_the_same_way(pki: &Pki, watchd: &Watchd) {
     let mut anonymous = WatchdClient::new(channel.clone());
     let e = anonymous.list(list("")).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unauthenticated, "{e:?}");
+    stalled.set_nonblocking(true).unwrap();
+    match std::io::Read::read(&mut stalled, &mut [0u8; 1]) {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the stalled handshake ended before the call was answered: {other:?}"),
+    }
+    drop(stalled);
 
     let mut req = tonic::Request::new(list(""));
     req.metadata_mut()

@@ -51,6 +51,41 @@ async fn report_health(
     }
 }
 
+/// Connections whose handshake ended, waiting for the server to take them.
+const ACCEPTED_QUEUE: usize = 64;
+
+/// Accepts TCP connections and shakes hands with each in a task of its own, so that a
+/// client that never finishes its handshake holds up no other (as the HTTP API's
+/// listener does); hands the connections to the server as their handshakes end, until
+/// it stops taking them.
+async fn accept_tls(
+    listener: TcpListener,
+    tls: TlsServing,
+    accepted: tokio::sync::mpsc::Sender<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>,
+) {
+    let tls = Arc::new(tls);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "gRPC accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = accepted.closed() => return,
+        };
+        let _ = tcp.set_nodelay(true);
+        let (tls, accepted) = (tls.clone(), accepted.clone());
+        tokio::spawn(async move {
+            if let Some(stream) = tls.handshake(tcp, peer).await {
+                let _ = accepted.send(stream).await;
+            }
+        });
+    }
+}
+
 /// Serves the gRPC API on `listener` until `shutdown` turns true: over TLS when `tls` is
 /// given; authenticating and authorizing every call as the HTTP API does when `security`
 /// is given (credentials: a client certificate, or `authorization: Bearer` metadata).
@@ -133,39 +168,11 @@ pub async fn serve(
             server.serve_with_incoming_shutdown(incoming, stop).await
         }
         Some(tls) => {
-            let incoming = futures_util::stream::unfold(
-                (listener, tls.acceptor),
-                |(listener, acceptor)| async move {
-                    loop {
-                        let (tcp, peer) = match listener.accept().await {
-                            Ok(x) => x,
-                            Err(e) => {
-                                tracing::warn!(error = %e, "gRPC accept failed");
-                                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                                continue;
-                            }
-                        };
-                        let _ = tcp.set_nodelay(true);
-                        let handshake = tokio::time::timeout(
-                            crate::config::TLS_HANDSHAKE_TIMEOUT,
-                            acceptor.accept(tcp),
-                        );
-                        match handshake.await {
-                            Ok(Ok(stream)) => {
-                                return Some((
-                                    Ok::<_, std::io::Error>(stream),
-                                    (listener, acceptor),
-                                ))
-                            }
-                            _ => {
-                                metrics::counter!("watchd_tls_handshake_failures_total")
-                                    .increment(1);
-                                tracing::debug!(%peer, "gRPC TLS handshake failed");
-                            }
-                        }
-                    }
-                },
-            );
+            let (tx, rx) = tokio::sync::mpsc::channel(ACCEPTED_QUEUE);
+            tokio::spawn(accept_tls(listener, tls, tx));
+            let incoming = futures_util::stream::unfold(rx, |mut rx| async move {
+                rx.recv().await.map(|s| (Ok::<_, std::io::Error>(s), rx))
+            });
             server.serve_with_incoming_shutdown(incoming, stop).await
         }
     };

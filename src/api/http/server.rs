@@ -70,23 +70,9 @@ pub async fn serve(
                 super::h1::serve(io, state, conn).await;
                 return;
             };
-            let handshake = tokio::time::timeout(
-                crate::config::TLS_HANDSHAKE_TIMEOUT,
-                tls.acceptor
-                    .accept(WriteDeadline::new(stream, write_timeout)),
-            );
-            let stream = match handshake.await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => {
-                    metrics::counter!("watchd_tls_handshake_failures_total").increment(1);
-                    tracing::debug!(error = %e, %peer, "TLS handshake failed");
-                    return;
-                }
-                Err(_) => {
-                    metrics::counter!("watchd_tls_handshake_failures_total").increment(1);
-                    tracing::debug!(%peer, "TLS handshake timed out");
-                    return;
-                }
+            let io = WriteDeadline::new(stream, write_timeout);
+            let Some(stream) = tls.handshake(io, peer).await else {
+                return;
             };
             let certificate = stream
                 .get_ref()
