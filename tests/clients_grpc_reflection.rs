@@ -11,16 +11,14 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use base64::Engine;
 use serde_json::{json, Value};
-use support::clients::{client_program, repo_root, ClientProcess, INSTALL_SCRIPT};
+use support::clients::{python_grpc_command, repo_root, ClientProcess};
 use support::kube::{assert_served, configmap, etcd_revision, node, pod, pod_key, put_json};
 use support::kubepb;
 use support::{Etcd, Watchd};
-use tokio::process::Command;
 
 /// Bound for one client run (start-up, reflection and the call).
 const RUN_WAIT: Duration = Duration::from_secs(30);
@@ -34,50 +32,20 @@ const GET_PROTOBUF: &str = r#"{"collection":{"version":"v1","resource":"configma
 const SNAPSHOT_PODS_NODES: &str = r#"{"selections":[{"collection":{"version":"v1","resource":"pods"}},{"collection":{"version":"v1","resource":"nodes"}}]}"#;
 const WATCH_MANY_PODS_NODES: &str = r#"{"selections":[{"collection":{"version":"v1","resource":"pods"}},{"collection":{"version":"v1","resource":"nodes"}}],"sendInitialEvents":true,"allowWatchBookmarks":true,"timeoutSeconds":30}"#;
 
-/// Where scripts/install-clients.sh puts grpcio, grpcio-reflection and protobuf.
-fn python_grpc_dir() -> PathBuf {
-    repo_root().join(".tools").join("python-grpc")
-}
-
 /// `python3 tests/clients/grpc_reflection.py --timeout .. [--max-messages N] ADDR args..`
-/// with `PYTHONPATH=.tools/python-grpc`; panics, naming the install script, if the
-/// packages are not installed (as the other client tests do).
+/// with the gRPC packages (see [`python_grpc_command`]).
 fn grpc_client(addr: SocketAddr, max_messages: Option<usize>, args: &[&str]) -> ClientProcess {
-    let dir = python_grpc_dir();
-    for (what, file) in [
-        ("grpcio", ["grpc", "__init__.py"]),
-        ("grpcio-reflection", ["grpc_reflection", "__init__.py"]),
-        ("protobuf", ["google", "protobuf"]),
-    ] {
-        let path = file.iter().fold(dir.clone(), |p, f| p.join(f));
-        assert!(
-            path.exists(),
-            "the Python package {what} is not installed ({} is missing): run {INSTALL_SCRIPT} \
-             (scripts/test.sh runs it before the tests)",
-            path.display()
-        );
+    let (max, addr) = (max_messages.map(|n| n.to_string()), addr.to_string());
+    let mut argv = vec!["--timeout", CLIENT_TIMEOUT];
+    if let Some(n) = &max {
+        argv.extend(["--max-messages", n.as_str()]);
     }
-    let mut cmd = Command::new("python3");
-    cmd.arg(client_program("grpc_reflection.py"))
-        .args(["--timeout", CLIENT_TIMEOUT]);
-    if let Some(n) = max_messages {
-        cmd.args(["--max-messages", &n.to_string()]);
-    }
-    cmd.arg(addr.to_string())
-        .args(args)
-        .env("PYTHONPATH", &dir)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .env("PYTHONUNBUFFERED", "1")
-        // Loopback only: no proxy from the environment may get in the way (grpcio
-        // honours these too).
-        .env("NO_PROXY", "127.0.0.1,localhost")
-        .env("no_grpc_proxy", "127.0.0.1,localhost")
-        .env_remove("HTTP_PROXY")
-        .env_remove("http_proxy")
-        .env_remove("HTTPS_PROXY")
-        .env_remove("https_proxy")
-        .env_remove("grpc_proxy");
-    ClientProcess::spawn("grpc_reflection.py", cmd)
+    argv.push(&addr);
+    argv.extend(args);
+    ClientProcess::spawn(
+        "grpc_reflection.py",
+        python_grpc_command("grpc_reflection.py", &argv),
+    )
 }
 
 /// Runs the client to its end (exit 0, else a panic with its output); returns its lines

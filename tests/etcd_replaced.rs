@@ -62,17 +62,11 @@ async fn replaced_count(base: &str) -> Option<f64> {
 
 async fn open_watch(base: &str) -> WatchStream {
     let list = get_json(&format!("{base}/api/v1/namespaces/default/configmaps")).await;
-    let from = list["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap_or("0")
-        .to_string();
-    let stream = http::watch(
-        &format!("{base}/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={from}"),
-        &[],
-    )
-    .await;
-    assert_eq!(stream.status(), 200);
-    stream
+    support::kube::open_watch(&format!(
+        "{base}/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={}",
+        rv(&list)
+    ))
+    .await
 }
 
 /// A member of another cluster at the same address is told by its cluster ID, the first

@@ -31,7 +31,7 @@ use watchd::api::grpc::pb::watchd_client::WatchdClient;
 use watchd::api::grpc::pb::{self, EventType};
 
 use local_copy::{LocalCopy, Moment, Stats};
-use support::kube::{delete_key, node, pod, pod_key, put_json};
+use support::kube::{delete_key, etcd_revision, node, pod, pod_key, put_json, put_raw};
 use support::{Etcd, Rng, Watchd};
 
 const PODS: &str = "/registry/pods/";
@@ -116,7 +116,7 @@ impl Writer {
                 0..=2 => {
                     let key = format!("ns-{}/pod-{}", self.rng.below(3), self.rng.below(30));
                     let node = self.some_node();
-                    put_json_bytes(
+                    put_raw(
                         kv,
                         &format!("{PODS}{key}"),
                         pod_on(&key, node.as_deref(), op),
@@ -136,7 +136,7 @@ impl Writer {
                 // Create or change a node.
                 4 => {
                     let name = format!("node-{}", self.rng.below(8));
-                    put_json_bytes(kv, &format!("{NODES}{name}"), node_value(&name, op)).await;
+                    put_raw(kv, &format!("{NODES}{name}"), node_value(&name, op)).await;
                     self.nodes.insert(name);
                 }
                 // Delete a node, and move (mostly) or delete its pods, at one revision.
@@ -208,20 +208,9 @@ impl Writer {
         for i in 0..n {
             self.ops += 1;
             let key = format!("{ns}/pod-{i}");
-            put_json_bytes(kv, &format!("{PODS}{key}"), pod_on(&key, None, self.ops)).await;
+            put_raw(kv, &format!("{PODS}{key}"), pod_on(&key, None, self.ops)).await;
         }
     }
-}
-
-async fn put_json_bytes(kv: &mut Client, key: &str, value: Vec<u8>) {
-    kv.put(key, value, None)
-        .await
-        .unwrap_or_else(|e| panic!("etcd put {key}: {e}"));
-}
-
-async fn current_revision(kv: &mut Client) -> i64 {
-    let r = kv.get("x", None).await.expect("etcd get");
-    r.header().expect("header").revision()
 }
 
 /// Pods (`namespace/name` → node, resource version) and nodes (name → resource
@@ -428,14 +417,12 @@ fn observe(
 /// What the example did, and the tail of watchd's log, for failure messages.
 fn diagnostics(observed: &Mutex<Observed>, watchd: &Watchd) -> String {
     let o = observed.lock().unwrap();
-    let log = watchd.log();
-    let tail: Vec<&str> = log.lines().rev().take(30).collect();
     format!(
         "copy at {}; {:?}; moments: {:?}\nwatchd log (tail):\n{}",
         o.last_revision,
         o.stats,
         o.moments,
-        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        support::tail_file(&watchd.log_path(), 30)
     )
 }
 
@@ -479,13 +466,13 @@ async fn the_copy_equals_etcd_at_every_message_and_resumes_across_a_watchd_resta
     watchd.kill9();
     writer.create_lasting(&mut kv, "outage", 5).await;
     writer.run(&mut kv, 40).await;
-    let outage_end = current_revision(&mut kv).await;
+    let outage_end = etcd_revision(&mut kv).await;
     tokio::task::block_in_place(|| watchd.restart());
     // Caught up before more changes: the first state after resuming is compared with
     // etcd's at the end of the outage.
     running.wait_revision(&watchd, outage_end).await;
     writer.run(&mut kv, 150).await;
-    let end = current_revision(&mut kv).await;
+    let end = etcd_revision(&mut kv).await;
 
     let (copy, stats, observed) = running.finish(&watchd, end).await;
     let diagnostics = format!("{stats:?}; moments: {:?}", observed.moments);
@@ -524,7 +511,7 @@ async fn the_copy_starts_over_when_its_revision_was_compacted_away() {
     writer.create_lasting(&mut kv, "gone", 3).await;
     writer.run(&mut kv, 40).await;
     running
-        .wait_revision(&watchd, current_revision(&mut kv).await)
+        .wait_revision(&watchd, etcd_revision(&mut kv).await)
         .await;
 
     // watchd goes away; etcd changes (pods the copy holds among them are deleted) and
@@ -535,11 +522,11 @@ async fn the_copy_starts_over_when_its_revision_was_compacted_away() {
         delete_key(&mut kv, &pod_key("gone", &format!("pod-{i}"))).await;
     }
     writer.run(&mut kv, 40).await;
-    let compacted = current_revision(&mut kv).await;
+    let compacted = etcd_revision(&mut kv).await;
     kv.compact(compacted, None).await.expect("etcd compact");
     tokio::task::block_in_place(|| watchd.restart());
     writer.run(&mut kv, 40).await;
-    let end = current_revision(&mut kv).await;
+    let end = etcd_revision(&mut kv).await;
 
     let (copy, stats, observed) = running.finish(&watchd, end).await;
     let diagnostics = format!("{stats:?}; moments: {:?}", observed.moments);

@@ -14,6 +14,7 @@ use tonic::transport::Channel;
 use watchd::api::grpc::pb::watchd_client::WatchdClient;
 use watchd::api::grpc::pb::{self, EventType};
 
+use support::kube::etcd_revision;
 use support::{Etcd, Rng, Watchd};
 
 const CONFIGMAPS: &str = "/registry/configmaps/";
@@ -114,11 +115,6 @@ impl Writer {
         }
         self.exists.insert(key, !delete);
     }
-}
-
-async fn current_revision(kv: &mut Client) -> i64 {
-    let r = kv.get("x", None).await.expect("etcd get");
-    r.header().expect("header").revision()
 }
 
 /// The selection an etcd key is in, for streams of [configmaps, nodes], and its object key.
@@ -295,6 +291,21 @@ async fn read_many(
     }
 }
 
+/// Reads a WatchMany stream until the bookmark that ends its initial events, bounded in
+/// time.
+async fn read_initial(stream: &mut tonic::Streaming<pb::WatchManyResponse>, got: &mut Received) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while got.initial_end.is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let msg = tokio::time::timeout(left, stream.message())
+            .await
+            .expect("initial events in time")
+            .expect("message")
+            .expect("open");
+        got.take(msg.events);
+    }
+}
+
 /// Reads a Watch stream until it delivered an event at `until` or later, or `stop`
 /// events, bounded in time.
 async fn read_watch(
@@ -371,7 +382,7 @@ async fn watch_many_streams_equal_etcds_history_in_order_and_resume_without_gap(
     writer.run(&mut kv, 60).await;
     let watchd = Watchd::start(&etcd.client_url(), &["--history-max-events=100000"]);
     let mut c = client(&watchd).await;
-    let start = current_revision(&mut kv).await;
+    let start = etcd_revision(&mut kv).await;
 
     // (a) Everything, from the current state: initial events, then changes.
     let mut all = c
@@ -387,14 +398,7 @@ async fn watch_many_streams_equal_etcds_history_in_order_and_resume_without_gap(
         in_initial: true,
         ..Default::default()
     };
-    while got_all.initial_end.is_none() {
-        let msg = tokio::time::timeout(Duration::from_secs(10), all.message())
-            .await
-            .expect("initial events in time")
-            .expect("message")
-            .expect("open");
-        got_all.take(msg.events);
-    }
+    read_initial(&mut all, &mut got_all).await;
     // (b) One namespace's ConfigMaps and one Node, from `start`.
     let mut narrow = c
         .watch_many(pb::WatchManyRequest {
@@ -460,7 +464,7 @@ async fn watch_many_streams_equal_etcds_history_in_order_and_resume_without_gap(
         .expect("Watch resumed")
         .into_inner();
     writer.run(&mut kv, 100).await;
-    let end = current_revision(&mut kv).await;
+    let end = etcd_revision(&mut kv).await;
 
     let history = etcd_history(&mut kv, start, end).await;
     assert!(
@@ -536,12 +540,11 @@ async fn snapshot_pages_hold_every_collection_at_one_revision_while_writes_go_on
     let watchd = Watchd::start(&etcd.client_url(), &[]);
     let mut c = client(&watchd).await;
 
-    let page = |c: &mut WatchdClient<Channel>, rv: i64, token: String| {
+    let page = |c: &mut WatchdClient<Channel>, token: String| {
         let mut c = c.clone();
         async move {
             c.snapshot(pb::SnapshotRequest {
                 selections: both(),
-                resource_version: rv,
                 limit: 7,
                 r#continue: token,
                 ..Default::default()
@@ -550,10 +553,9 @@ async fn snapshot_pages_hold_every_collection_at_one_revision_while_writes_go_on
             .map(|r| r.into_inner())
         }
     };
-    // Pages read while another writer goes on: each page moves etcd on.
-    let mut kv2 = kv.clone();
+    // Pages read while the writer goes on: each page moves etcd on.
     let mut items = Vec::new();
-    let mut first = page(&mut c, 0, String::new()).await.expect("first page");
+    let mut first = page(&mut c, String::new()).await.expect("first page");
     let at = first.resource_version;
     let mut pages = 1;
     loop {
@@ -567,16 +569,14 @@ async fn snapshot_pages_hold_every_collection_at_one_revision_while_writes_go_on
         if first.r#continue.is_empty() {
             break;
         }
-        writer.run(&mut kv2, 5).await;
-        first = page(&mut c, 0, first.r#continue.clone())
-            .await
-            .expect("page");
+        writer.run(&mut kv, 5).await;
+        first = page(&mut c, first.r#continue.clone()).await.expect("page");
         pages += 1;
         assert!(pages < 100, "pages end");
     }
     assert!(pages > 3, "the snapshot spans several pages ({pages})");
     assert!(
-        current_revision(&mut kv).await > at,
+        etcd_revision(&mut kv).await > at,
         "etcd moved on while paging"
     );
     assert_eq!(items, etcd_state(&mut kv, at).await, "Snapshot at {at}");
@@ -608,7 +608,7 @@ async fn snapshot_pages_hold_every_collection_at_one_revision_while_writes_go_on
     assert_eq!(again, items);
 
     // Refusals: a token this API did not give, no selections, an unknown resource.
-    let bad = page(&mut c, 0, "bm90IGEgdG9rZW4".into())
+    let bad = page(&mut c, "bm90IGEgdG9rZW4".into())
         .await
         .expect_err("bad token");
     assert_eq!(bad.code(), tonic::Code::InvalidArgument);
@@ -711,7 +711,7 @@ async fn on_a_second_tier_watch_many_and_snapshot_are_still_consistent_across_re
     let tier1 = Watchd::start(&etcd.client_url(), &[]);
     let tier2 = Watchd::start_upstream(&tier1.base_url(), &[]);
     let mut c = client(&tier2).await;
-    let start = current_revision(&mut kv).await;
+    let start = etcd_revision(&mut kv).await;
     // A consistent read waits until both resources reached etcd's revision.
     let first = c
         .snapshot(pb::SnapshotRequest {
@@ -744,7 +744,7 @@ async fn on_a_second_tier_watch_many_and_snapshot_are_still_consistent_across_re
         .expect("WatchMany")
         .into_inner();
     writer.run(&mut kv, 200).await;
-    let end = current_revision(&mut kv).await;
+    let end = etcd_revision(&mut kv).await;
     let history = etcd_history(&mut kv, start, end).await;
     assert!(
         history.len() >= 150,
@@ -773,7 +773,7 @@ async fn watch_many_bookmarks_name_revisions_to_resume_from() {
     writer.run(&mut kv, 30).await;
     let watchd = Watchd::start(&etcd.client_url(), &["--bookmark-interval=200ms"]);
     let mut c = client(&watchd).await;
-    let at = current_revision(&mut kv).await;
+    let at = etcd_revision(&mut kv).await;
 
     let mut quiet = c
         .watch_many(pb::WatchManyRequest {
@@ -787,14 +787,7 @@ async fn watch_many_bookmarks_name_revisions_to_resume_from() {
         in_initial: true,
         ..Default::default()
     };
-    while got.initial_end.is_none() {
-        let msg = tokio::time::timeout(Duration::from_secs(10), quiet.message())
-            .await
-            .expect("initial events in time")
-            .expect("message")
-            .expect("open");
-        got.take(msg.events);
-    }
+    read_initial(&mut quiet, &mut got).await;
     assert_eq!(
         got.initial_end,
         Some(at),

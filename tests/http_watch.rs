@@ -399,7 +399,7 @@ async fn values_spaced_or_keyed_as_any_json_writer_writes_them_are_served() {
     assert_eq!(rv(&c), r3);
     let metrics = http::get(&format!("{base}/metrics"), &[]).await.text();
     assert_eq!(
-        support::kube::metric(&metrics, "watchd_json_values_normalized_total", &[]),
+        metric(&metrics, "watchd_json_values_normalized_total", &[]),
         Some(1.0),
         "only the value with duplicate metadata needed normalizing"
     );

@@ -51,6 +51,11 @@ fn require_file(path: &Path, what: &str) {
     );
 }
 
+/// Where `scripts/install-clients.sh` puts grpcio, grpcio-reflection and protobuf.
+pub fn python_grpc_dir() -> PathBuf {
+    repo_root().join(".tools").join("python-grpc")
+}
+
 /// `python3 tests/clients/<program> args...` with `PYTHONPATH=.tools/python`;
 /// panics, naming the install script, if the client is not installed.
 pub fn python_command(program: &str, args: &[&str]) -> Command {
@@ -59,10 +64,33 @@ pub fn python_command(program: &str, args: &[&str]) -> Command {
         &dir.join("kubernetes").join("__init__.py"),
         "the Python kubernetes client",
     );
+    python_with(&dir, program, args)
+}
+
+/// [`python_command`] with `PYTHONPATH=.tools/python-grpc` (grpcio, grpcio-reflection and
+/// protobuf), no gRPC proxy either.
+pub fn python_grpc_command(program: &str, args: &[&str]) -> Command {
+    let dir = python_grpc_dir();
+    for (what, package) in [
+        ("the Python package grpcio", "grpc"),
+        ("the Python package grpcio-reflection", "grpc_reflection"),
+        ("the Python package protobuf", "google/protobuf"),
+    ] {
+        require_file(&dir.join(package).join("__init__.py"), what);
+    }
+    let mut cmd = python_with(&dir, program, args);
+    // grpcio honours proxies of its own.
+    cmd.env("no_grpc_proxy", "127.0.0.1,localhost")
+        .env_remove("grpc_proxy");
+    cmd
+}
+
+/// `python3 tests/clients/<program> args...` with `PYTHONPATH=dir`, loopback only.
+fn python_with(dir: &Path, program: &str, args: &[&str]) -> Command {
     let mut cmd = Command::new("python3");
     cmd.arg(client_program(program))
         .args(args)
-        .env("PYTHONPATH", &dir)
+        .env("PYTHONPATH", dir)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("PYTHONUNBUFFERED", "1")
         // Loopback only: no proxy from the environment may get in the way.
