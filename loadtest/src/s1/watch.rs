@@ -304,6 +304,21 @@ struct Ctx {
 }
 
 impl Ctx {
+    /// Tells [`open_paths`] how opening the watch went: the opened watch,
+    /// or the outcome the watcher returns at once.
+    async fn report_open<T>(&self, opened: Result<T, String>) -> Result<T, Outcome> {
+        match opened {
+            Ok(x) => {
+                let _ = self.ready.send(Ok(())).await;
+                Ok(x)
+            }
+            Err(e) => {
+                let _ = self.ready.send(Err(e.clone())).await;
+                Err(self.outcome(Tally::new(self.base), Some(e), 0))
+            }
+        }
+    }
+
     fn outcome(&self, tally: Tally, error: Option<String>, error_events: u64) -> Outcome {
         Outcome {
             index: self.idx,
@@ -328,6 +343,31 @@ impl Ctx {
             Some(sent) if sent > 0 => self.shared.latency.record(latency_us(sent, now_ns)),
             _ => {
                 self.shared.unstamped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Accounts for one watchd event received at `now_ns`, as the HTTP and
+    /// gRPC watchers alike: an `ERROR` is counted in `error_events` and ends
+    /// the watcher, a `BOOKMARK` is skipped, any other event recorded, and
+    /// an undecodable one ends the watcher; `bad` keeps the first reason.
+    fn watchd_event(
+        &self,
+        tally: &mut Tally,
+        ev: Result<Received, String>,
+        now_ns: u64,
+        error_events: &mut u64,
+        bad: &mut Option<String>,
+    ) {
+        match ev {
+            Ok(ev) if ev.kind == "ERROR" => {
+                *error_events += 1;
+                bad.get_or_insert_with(|| ev.detail.unwrap_or_else(|| "ERROR event".into()));
+            }
+            Ok(ev) if ev.kind == "BOOKMARK" => {}
+            Ok(ev) => self.record(tally, ev.revision, ev.sent_ns, now_ns),
+            Err(e) => {
+                bad.get_or_insert(e);
             }
         }
     }
@@ -373,7 +413,6 @@ enum Link {
 }
 
 async fn http_watcher(ctx: Ctx, link: Link, accept: Accept, path: String) -> Outcome {
-    let mut tally = Tally::new(ctx.base);
     let opened = async {
         let _permit = ctx.gate.acquire().await.map_err(|e| e.to_string())?;
         let mut conn = match link {
@@ -398,14 +437,11 @@ async fn http_watcher(ctx: Ctx, link: Link, accept: Accept, path: String) -> Out
         }
         Ok::<_, String>((conn, resp.into_body()))
     };
-    let (_conn, mut body) = match opened.await {
+    let (_conn, mut body) = match ctx.report_open(opened.await).await {
         Ok(x) => x,
-        Err(e) => {
-            let _ = ctx.ready.send(Err(e.clone())).await;
-            return ctx.outcome(tally, Some(e), 0);
-        }
+        Err(outcome) => return outcome,
     };
-    let _ = ctx.ready.send(Ok(())).await;
+    let mut tally = Tally::new(ctx.base);
     let mut events = Events::for_accept(accept);
     let mut error_events = 0;
     let mut bad: Option<String> = None;
@@ -424,16 +460,8 @@ async fn http_watcher(ctx: Ctx, link: Link, accept: Accept, path: String) -> Out
             },
         };
         let now = now_unix_nanos();
-        let fed = events.feed(&data, |ev| match ev {
-            Ok(ev) if ev.kind == "ERROR" => {
-                error_events += 1;
-                bad.get_or_insert_with(|| ev.detail.unwrap_or_else(|| "ERROR event".into()));
-            }
-            Ok(ev) if ev.kind == "BOOKMARK" => {}
-            Ok(ev) => ctx.record(&mut tally, ev.revision, ev.sent_ns, now),
-            Err(e) => {
-                bad.get_or_insert(e);
-            }
+        let fed = events.feed(&data, |ev| {
+            ctx.watchd_event(&mut tally, ev, now, &mut error_events, &mut bad)
         });
         if let Err(e) = fed {
             bad.get_or_insert(e);
@@ -454,7 +482,6 @@ async fn grpc_watcher(
     mut client: WatchdClient<Channel>,
     encoding: pb::Encoding,
 ) -> Outcome {
-    let mut tally = Tally::new(ctx.base);
     let opened = async {
         let _permit = ctx.gate.acquire().await.map_err(|e| e.to_string())?;
         let req = grpc::watch_request(ctx.base, encoding);
@@ -464,14 +491,11 @@ async fn grpc_watcher(
             .map_err(|s| format!("gRPC Watch configmaps: {}", grpc::status_text(&s)))?;
         Ok::<_, String>(resp.into_inner())
     };
-    let mut stream = match opened.await {
+    let mut stream = match ctx.report_open(opened.await).await {
         Ok(x) => x,
-        Err(e) => {
-            let _ = ctx.ready.send(Err(e.clone())).await;
-            return ctx.outcome(tally, Some(e), 0);
-        }
+        Err(outcome) => return outcome,
     };
-    let _ = ctx.ready.send(Ok(())).await;
+    let mut tally = Tally::new(ctx.base);
     let mut error_events = 0;
     let mut stop = ctx.stop.clone();
     let error = loop {
@@ -487,17 +511,8 @@ async fn grpc_watcher(
         let now = now_unix_nanos();
         let mut bad: Option<String> = None;
         for ev in &resp.events {
-            match parse_grpc_event(ev, encoding) {
-                Ok(ev) if ev.kind == "ERROR" => {
-                    error_events += 1;
-                    bad.get_or_insert_with(|| ev.detail.unwrap_or_else(|| "ERROR event".into()));
-                }
-                Ok(ev) if ev.kind == "BOOKMARK" => {}
-                Ok(ev) => ctx.record(&mut tally, ev.revision, ev.sent_ns, now),
-                Err(e) => {
-                    bad.get_or_insert(e);
-                }
-            }
+            let ev = parse_grpc_event(ev, encoding);
+            ctx.watchd_event(&mut tally, ev, now, &mut error_events, &mut bad);
         }
         if let Some(e) = bad {
             break Some(e);
@@ -507,7 +522,6 @@ async fn grpc_watcher(
 }
 
 async fn etcd_watcher(ctx: Ctx, mut client: Client, prefix: String) -> Outcome {
-    let mut tally = Tally::new(ctx.base);
     let opened = async {
         let _permit = ctx.gate.acquire().await.map_err(|e| e.to_string())?;
         let opts = WatchOptions::new()
@@ -529,14 +543,11 @@ async fn etcd_watcher(ctx: Ctx, mut client: Client, prefix: String) -> Outcome {
         }
         Ok::<_, String>((stream, first))
     };
-    let (mut stream, first) = match opened.await {
+    let (mut stream, first) = match ctx.report_open(opened.await).await {
         Ok(x) => x,
-        Err(e) => {
-            let _ = ctx.ready.send(Err(e.clone())).await;
-            return ctx.outcome(tally, Some(e), 0);
-        }
+        Err(outcome) => return outcome,
     };
-    let _ = ctx.ready.send(Ok(())).await;
+    let mut tally = Tally::new(ctx.base);
     let mut stop = ctx.stop.clone();
     let mut pending = Some(first);
     let error = loop {
