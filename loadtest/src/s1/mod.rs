@@ -44,8 +44,6 @@ struct Servers {
     etcd: Option<Etcd>,
     watchd: Option<Watchd>,
     endpoint: Option<Arc<Endpoint>>,
-    /// The gRPC API of the watchd this run started.
-    grpc_addr: Option<SocketAddr>,
 }
 
 async fn start_servers(cfg: &S1Config) -> Result<Servers, String> {
@@ -78,13 +76,11 @@ async fn start_servers(cfg: &S1Config) -> Result<Servers, String> {
             (Some(w), Some(endpoint))
         }
     };
-    let grpc_addr = watchd.as_ref().map(|w| w.grpc_addr);
     Ok(Servers {
         etcd_endpoints,
         etcd,
         watchd,
         endpoint,
-        grpc_addr,
     })
 }
 
@@ -221,46 +217,41 @@ pub async fn run(cfg: &S1Config) -> Result<S1Result, String> {
             prefilled,
             etcd_pid.or(cfg.server_pid),
         ),
-        Target::Watchd if cfg.api == WatchApi::Grpc => {
-            let addr = servers
-                .grpc_addr
-                .ok_or("no gRPC address: the gRPC watchers need the watchd this run starts")?;
-            let rv = grpc_list_revision(addr).await?;
-            if rv < prefilled {
-                return Err(format!(
-                    "watchd's gRPC List was at {rv}, before the prefill ({prefilled})"
-                ));
-            }
-            let pid = servers.watchd.as_ref().map(|w| w.proc.pid());
-            (
-                Source::Grpc {
-                    addr,
-                    accept: cfg.accept,
-                    streams_per_connection: cfg.streams_per_connection,
-                },
-                rv,
-                pid.or(cfg.server_pid),
-            )
-        }
         Target::Watchd => {
-            let endpoint = servers.endpoint.clone().ok_or("no HTTP target")?;
-            let rv = list_revision(&endpoint, cfg.protocol).await?;
+            // The watchers start at what their API lists now, which must
+            // include the prefill.
+            let (source, rv, listed) = match cfg.api {
+                WatchApi::Grpc => {
+                    let addr = servers.watchd.as_ref().map(|w| w.grpc_addr).ok_or(
+                        "no gRPC address: the gRPC watchers need the watchd this run starts",
+                    )?;
+                    let rv = grpc_list_revision(addr).await?;
+                    let source = Source::Grpc {
+                        addr,
+                        accept: cfg.accept,
+                        streams_per_connection: cfg.streams_per_connection,
+                    };
+                    (source, rv, "watchd's gRPC List was")
+                }
+                WatchApi::Http => {
+                    let endpoint = servers.endpoint.clone().ok_or("no HTTP target")?;
+                    let rv = list_revision(&endpoint, cfg.protocol).await?;
+                    let source = Source::Http {
+                        endpoint,
+                        accept: cfg.accept,
+                        protocol: cfg.protocol,
+                        streams_per_connection: cfg.streams_per_connection,
+                    };
+                    (source, rv, "watchd listed")
+                }
+            };
             if rv < prefilled {
                 return Err(format!(
-                    "watchd listed at {rv}, before the prefill ({prefilled})"
+                    "{listed} at {rv}, before the prefill ({prefilled})"
                 ));
             }
             let pid = servers.watchd.as_ref().map(|w| w.proc.pid());
-            (
-                Source::Http {
-                    endpoint,
-                    accept: cfg.accept,
-                    protocol: cfg.protocol,
-                    streams_per_connection: cfg.streams_per_connection,
-                },
-                rv,
-                pid.or(cfg.server_pid),
-            )
+            (source, rv, pid.or(cfg.server_pid))
         }
     };
     let watchers = watch::open(&source, cfg.watchers, base).await?;
