@@ -21,9 +21,9 @@ use crate::transport::{H2_CONNECTION_WINDOW, H2_STREAM_WINDOW};
 
 /// The largest message a client decodes: a watch message holds the events
 /// ready at once, at most half of watchd's `--grpc-max-message-bytes` unless
-/// one object alone is larger; 64 MiB, the bound the HTTP watchers put on a
-/// protobuf frame.
-pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
+/// one object alone is larger; the bound the HTTP watchers put on a
+/// protobuf frame (64 MiB).
+pub const MAX_MESSAGE_BYTES: usize = crate::http::MAX_FRAME_BYTES;
 
 /// Opens one HTTP/2 connection to watchd's gRPC listener at `addr`
 /// (TCP_NODELAY), within `timeout`.
