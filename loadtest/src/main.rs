@@ -259,6 +259,7 @@ async fn main() -> ExitCode {
 mod tests {
     use super::*;
     use clap::CommandFactory;
+    use watchd_loadtest::s1::S1Config;
 
     #[test]
     fn cli_is_well_formed() {
@@ -372,6 +373,18 @@ mod tests {
         assert!(a.load.compare_configs().is_err());
     }
 
+    /// Protocol, connections and most streams on one connection of etcd
+    /// direct, then of each watchd side.
+    fn shapes(etcd: &S1Config, watchd: &[S1Config]) -> Vec<(String, usize, usize)> {
+        std::iter::once(etcd)
+            .chain(watchd)
+            .map(|c| {
+                let m = c.multiplexing();
+                (m.protocol, m.connections, m.streams_per_connection)
+            })
+            .collect()
+    }
+
     #[test]
     fn protocols_run_side_by_side_with_etcd_multiplexed_alike() {
         use watchd_loadtest::s1::WatchProtocol::{Http1, Http2};
@@ -379,15 +392,8 @@ mod tests {
         let protocols = a.protocols.clone().expect("given");
         assert_eq!(protocols, [Http1, Http2]);
         let (etcd, watchd) = a.load.compare_configs_for(&protocols).expect("valid");
-        let shapes: Vec<_> = std::iter::once(&etcd)
-            .chain(&watchd)
-            .map(|c| {
-                let m = c.multiplexing();
-                (m.protocol, m.connections, m.streams_per_connection)
-            })
-            .collect();
         assert_eq!(
-            shapes,
+            shapes(&etcd, &watchd),
             [
                 ("grpc".to_string(), 10, 100),
                 ("http1".to_string(), 1000, 1),
@@ -447,15 +453,8 @@ mod tests {
             ]
         );
         let (etcd, watchd) = a.load.compare_configs_for(&protocols).expect("valid");
-        let shapes: Vec<_> = std::iter::once(&etcd)
-            .chain(&watchd)
-            .map(|c| {
-                let m = c.multiplexing();
-                (m.protocol, m.connections, m.streams_per_connection)
-            })
-            .collect();
         assert_eq!(
-            shapes,
+            shapes(&etcd, &watchd),
             [
                 ("grpc".to_string(), 10, 100),
                 ("http1".to_string(), 1000, 1),

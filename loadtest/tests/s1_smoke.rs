@@ -13,6 +13,7 @@ use watchd_loadtest::demo::Storage;
 use watchd_loadtest::http::Accept;
 use watchd_loadtest::s1::Target;
 
+#[allow(dead_code)]
 #[path = "s1/support.rs"]
 mod support;
 

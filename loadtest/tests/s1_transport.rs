@@ -23,7 +23,7 @@ use watchd_loadtest::tls::TlsOptions;
 #[path = "s1/support.rs"]
 mod support;
 
-use support::{assert_clean, run, tiny_config, watchd_bin};
+use support::{assert_clean, assert_multiplexing, run, tiny_config, watchd_bin};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s1_over_http2_multiplexed_loses_nothing() {
@@ -34,16 +34,7 @@ async fn s1_over_http2_multiplexed_loses_nothing() {
     cfg.streams_per_connection = 2;
     let r = run(&cfg).await;
     assert_clean(&r, Target::Watchd, 40);
-    let m = &r.multiplexing;
-    assert_eq!(
-        (
-            m.protocol.as_str(),
-            m.connections,
-            m.streams_per_connection,
-            m.tls
-        ),
-        ("http2", 3, 2, false)
-    );
+    assert_multiplexing(&r, ("http2", 3, 2, false));
     let v = serde_json::to_value(&r).expect("to JSON");
     assert_eq!(
         (&v["protocol"], &v["streams_per_connection"], &v["tls"]),
@@ -69,16 +60,7 @@ async fn s1_over_watchd_grpc_multiplexed_loses_nothing() {
         assert!(r.backing_etcd.is_some(), "watchd's etcd is reported apart");
         assert_eq!(r.accept.as_deref(), Some(accept.name()));
         assert_eq!(r.storage, storage.name());
-        let m = &r.multiplexing;
-        assert_eq!(
-            (
-                m.protocol.as_str(),
-                m.connections,
-                m.streams_per_connection,
-                m.tls
-            ),
-            ("grpc-watchd", 3, 2, false)
-        );
+        assert_multiplexing(&r, ("grpc-watchd", 3, 2, false));
         let v = serde_json::to_value(&r).expect("to JSON");
         assert_eq!(
             (&v["target"], &v["protocol"]),

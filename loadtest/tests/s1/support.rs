@@ -1,6 +1,6 @@
 //! What the S1 integration tests share: the watchd binary they start
-//! (found or built, bounded in time), a tiny S1 configuration, and the
-//! check that a run lost and repeated nothing.
+//! (found or built, bounded in time), a tiny S1 configuration, the check
+//! that a run lost and repeated nothing, and the check of its transport.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -136,4 +136,19 @@ pub fn assert_clean(r: &S1Result, target: Target, min_writes: u64) {
     assert_eq!(v["target"], target.name());
     assert_eq!(v["missed"], 0);
     assert_eq!(v["duplicates"], 0);
+}
+
+/// The run's watchers went as `(protocol, connections, most streams on one
+/// connection, TLS)` says.
+pub fn assert_multiplexing(r: &S1Result, want: (&str, usize, usize, bool)) {
+    let m = &r.multiplexing;
+    assert_eq!(
+        (
+            m.protocol.as_str(),
+            m.connections,
+            m.streams_per_connection,
+            m.tls
+        ),
+        want
+    );
 }
