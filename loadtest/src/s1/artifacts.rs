@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::compare::CompareResult;
-use super::config::GRPC_WATCHD;
+use super::protocol::GRPC_WATCHD;
 use super::report::{figures, fmt_num, single_table, Latency, S1Result};
 use crate::plot::{Panel, Series};
 

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::config::GRPC_WATCHD;
+use super::protocol::GRPC_WATCHD;
 use super::report::{figures, fmt_num, Figure, Multiplexing, S1Result};
 use crate::stats::median;
 

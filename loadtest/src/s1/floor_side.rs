@@ -10,7 +10,8 @@ use prost::Message;
 use serde_json::{json, Value};
 use watchd::api::grpc::pb;
 
-use super::config::{S1Config, WatchApi};
+use super::config::S1Config;
+use super::protocol::WatchApi;
 use super::report::{Machine, Multiplexing, ProcFigures, S1Result};
 use super::writer::{self, WriteStats};
 use crate::demo::Storage;

@@ -13,6 +13,7 @@ pub mod compare;
 pub mod config;
 pub mod event;
 pub mod floor_side;
+pub mod protocol;
 pub mod report;
 pub mod saturate;
 pub mod watch;
@@ -32,9 +33,8 @@ use crate::procstat;
 use crate::progress::{schedule_lag_s, Reading, Ticker};
 use crate::stats::Accounting;
 use crate::transport;
-pub use config::{
-    S1Config, Target, WatchApi, WatchProtocol, GRPC_WATCHD, MAX_STREAMS_PER_CONNECTION,
-};
+pub use config::{S1Config, Target, MAX_STREAMS_PER_CONNECTION};
+pub use protocol::{WatchApi, WatchProtocol, GRPC_WATCHD};
 use report::{Latency, Machine, ProcFigures, S1Result};
 use watch::Source;
 
