@@ -104,11 +104,7 @@ impl SaturateArgs {
             .collect();
         let (etcd, watchd) = if protocols.is_empty() {
             // etcd direct multiplexed as --protocol would multiplex watchd.
-            let like = if self.load.protocol.multiplexed() {
-                WatchProtocol::Http2
-            } else {
-                WatchProtocol::Http1
-            };
+            let like = WatchProtocol::etcd_direct_beside(&[self.load.protocol]);
             let etcd = self.load.config(Target::Etcd, like)?;
             etcd.validate()?;
             (etcd, Vec::new())

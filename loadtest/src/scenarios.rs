@@ -204,11 +204,7 @@ impl LoadArgs {
         if repeated {
             return Err("--protocols takes http1, http2 and grpc-watchd, each once".into());
         }
-        let etcd_protocol = if protocols.iter().any(|p| p.multiplexed()) {
-            WatchProtocol::Http2
-        } else {
-            WatchProtocol::Http1
-        };
+        let etcd_protocol = WatchProtocol::etcd_direct_beside(protocols);
         let mut etcd = self.config(Target::Etcd, etcd_protocol)?;
         etcd.accept = Accept::Json;
         etcd.target_url = None;

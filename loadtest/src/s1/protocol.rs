@@ -77,9 +77,22 @@ impl WatchProtocol {
     }
 
     /// Whether the watchers are streams sharing connections (etcd direct is
-    /// then multiplexed the same way in a comparison).
+    /// then multiplexed the same way in a comparison:
+    /// [`WatchProtocol::etcd_direct_beside`]).
     pub fn multiplexed(self) -> bool {
         self.http() == Protocol::Http2
+    }
+
+    /// How etcd direct is carried beside watchd over `watchd`: multiplexed
+    /// like HTTP/2 when any of them is (HTTP/2, watchd's gRPC API), so that
+    /// the comparison is fair; else as with HTTP/1.1, over
+    /// `--etcd-connections`.
+    pub fn etcd_direct_beside(watchd: &[WatchProtocol]) -> WatchProtocol {
+        if watchd.iter().any(|p| p.multiplexed()) {
+            WatchProtocol::Http2
+        } else {
+            WatchProtocol::Http1
+        }
     }
 }
 
@@ -157,5 +170,15 @@ mod tests {
         assert!(e.contains(GRPC_WATCHD), "{e}");
         let e = "h3".parse::<WatchProtocol>().unwrap_err();
         assert!(e.contains("http1, http2 or grpc-watchd"), "{e}");
+    }
+
+    #[test]
+    fn etcd_direct_is_multiplexed_when_any_watchd_protocol_is() {
+        use WatchProtocol::{GrpcWatchd, Http1, Http2};
+        let beside = WatchProtocol::etcd_direct_beside;
+        assert_eq!(beside(&[Http1]), Http1);
+        assert_eq!(beside(&[Http1, Http2]), Http2);
+        assert_eq!(beside(&[GrpcWatchd]), Http2);
+        assert_eq!(beside(&[]), Http1);
     }
 }
