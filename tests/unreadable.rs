@@ -9,6 +9,11 @@ mod support;
 
 use std::time::Duration;
 
+use base64::Engine as _;
+use serde_json::Value;
+use watchd::api::grpc::pb::watchd_client::WatchdClient;
+use watchd::api::grpc::pb::{self, Collection, ListRequest, Selection, SnapshotRequest};
+
 use support::kube::*;
 use support::{http, storage_tests, Etcd, Watchd};
 
@@ -17,6 +22,7 @@ storage_tests! {
     corrupt_json_value_makes_its_resource_pending_until_replaced,
     corrupt_protobuf_value_makes_its_resource_pending_until_deleted,
     value_going_bad_ends_watches_and_healing_starts_a_new_epoch,
+    forged_continue_tokens_read_nothing_outside_the_requested_namespace,
 }
 
 fn sealed(n: u8) -> Vec<u8> {
@@ -240,4 +246,166 @@ async fn value_going_bad_ends_watches_and_healing_starts_a_new_epoch() {
     .await;
     let c = put_pod(&mut kv, "w", "c", &[]).await;
     check_event(&next_event(&mut fresh).await, "ADDED", "c", c);
+}
+
+/// A continue token of `json`, as a client would forge it.
+fn forged(json: &Value) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json.to_string())
+}
+
+fn pods_in(ns: &str) -> Option<Collection> {
+    Some(Collection {
+        group: String::new(),
+        version: "v1".into(),
+        resource: "pods".into(),
+        namespace: ns.into(),
+    })
+}
+
+/// The namespaces of gRPC objects, read from their typed metadata.
+fn grpc_namespaces<'a>(objects: impl Iterator<Item = &'a pb::Object>) -> Vec<String> {
+    objects
+        .map(|o| o.metadata.as_ref().expect("metadata").namespace.clone())
+        .collect()
+}
+
+/// A continue token's key is relative to the request's own scope and put back behind it
+/// (kube-apiserver's `storage.DecodeContinue`), so a token forged with another
+/// namespace's key reads nothing outside the namespace asked for: not from the cache, not
+/// from etcd while the resource is pending (where the range once started at the forged key
+/// and ran up to the end of the caller's namespace), not over gRPC List or Snapshot; and
+/// no error names a key outside the scope. Tokens `path.Clean` would change are refused.
+async fn forged_continue_tokens_read_nothing_outside_the_requested_namespace() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    for (ns, name) in [
+        ("a", "p1"),
+        ("a", "p2"),
+        ("b", "p1"),
+        ("b", "p2"),
+        ("c", "p1"),
+    ] {
+        put_pod(&mut kv, ns, name, &[]).await;
+        put_object(
+            &mut kv,
+            &format!("/registry/configmaps/{ns}/{name}"),
+            &configmap(ns, name, "v"),
+        )
+        .await;
+    }
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    let rev = etcd_revision(&mut kv).await;
+    let token = |start: &str| {
+        forged(&serde_json::json!({"v": "meta.k8s.io/v1", "rv": rev, "start": start}))
+    };
+    let namespaces = |list: &Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .map(|i| {
+                i["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect()
+    };
+
+    // From the cache: a key of a namespace before or after the caller's.
+    for start in ["a/p1", "c/p1", "a/p1\u{0}"] {
+        let list = get_json(&format!(
+            "{base}/api/v1/namespaces/b/configmaps?limit=10&continue={}",
+            token(start)
+        ))
+        .await;
+        assert_eq!(namespaces(&list), ["b", "b"], "{start:?}: {list}");
+    }
+
+    // From etcd: a value no reader can read in namespace `a` makes pods pending, so a
+    // paginated list without selectors reads etcd.
+    let bad = pod_key("a", "bad");
+    put_raw(&mut kv, &bad, b"{not json".to_vec()).await;
+    let pending = format!("{base}/api/v1/namespaces/b/pods?limit=10");
+    // A consistent read waits for the bad value's revision: pending from then on.
+    get_status(
+        &format!("{pending}&labelSelector=x%3Dy"),
+        429,
+        "TooManyRequests",
+    )
+    .await;
+    for start in ["a/bad", "a/p1", "a", "/a/bad"] {
+        let url = format!("{pending}&continue={}", token(start));
+        let resp = http::get(&url, &[]).await;
+        let body = resp.text();
+        assert_eq!(resp.status, 200, "{start:?}: {body}");
+        assert!(
+            !body.contains("/registry/pods/a/"),
+            "{start:?} names a key outside: {body}"
+        );
+        let list: Value = serde_json::from_str(&body).expect("a list");
+        assert_eq!(namespaces(&list), ["b", "b"], "{start:?}: {list}");
+    }
+    // What path.Clean would change, or an empty key, is refused before anything is read.
+    for start in ["", "../a/bad", "b/../a/bad", "b//p1", "./a"] {
+        let status = get_status(
+            &format!("{pending}&continue={}", token(start)),
+            400,
+            "BadRequest",
+        )
+        .await;
+        let message = status["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("invalid continue token: continue key is not valid"),
+            "{start:?}: {status}"
+        );
+        assert!(!message.contains("/registry/"), "{start:?}: {status}");
+    }
+
+    // gRPC List and Snapshot take the same tokens, so the same scope.
+    let mut c = WatchdClient::connect(watchd.grpc_url())
+        .await
+        .expect("gRPC connect");
+    for start in ["a/bad", "a/p1"] {
+        let page = c
+            .list(ListRequest {
+                collection: pods_in("b"),
+                limit: 10,
+                r#continue: token(start),
+                ..Default::default()
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{start:?}: {e}"))
+            .into_inner();
+        assert_eq!(grpc_namespaces(page.items.iter()), ["b", "b"], "{start:?}");
+        let snapshot_token =
+            forged(&serde_json::json!({"rv": rev, "selection": 0, "start": start}));
+        let page = c
+            .snapshot(SnapshotRequest {
+                selections: vec![Selection {
+                    collection: pods_in("b"),
+                    ..Default::default()
+                }],
+                limit: 10,
+                r#continue: snapshot_token,
+                ..Default::default()
+            })
+            .await
+            .unwrap_or_else(|e| panic!("snapshot {start:?}: {e}"))
+            .into_inner();
+        let objects = page.items.iter().filter_map(|i| i.object.as_ref());
+        assert_eq!(grpc_namespaces(objects), ["b", "b"], "snapshot {start:?}");
+    }
+    let e = c
+        .list(ListRequest {
+            collection: pods_in("b"),
+            limit: 10,
+            r#continue: token("../a/bad"),
+            ..Default::default()
+        })
+        .await
+        .expect_err("a token path.Clean would change");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
+    assert!(!e.message().contains("/registry/"), "{e}");
 }

@@ -162,18 +162,31 @@ impl Selectors {
 }
 
 /// A continue token: the list's revision and the key to resume at.
+///
+/// As kube-apiserver's, the start key is relative to the request's own scope (the
+/// namespace's keys for a namespaced list, the resource's for one across namespaces),
+/// and a decoded one is always put back behind that scope's prefix: a token forged with
+/// another namespace's key, an empty one or a `..` reaches nothing outside the scope
+/// (`storage.DecodeContinue`: the key must be unchanged by `path.Clean`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContinueToken {
     /// Always `meta.k8s.io/v1`.
     pub v: String,
     /// The revision of the listing.
     pub rv: i64,
-    /// The first key of the next page.
+    /// The first key of the next page, relative to the request's scope.
     pub start: String,
 }
 
 impl ContinueToken {
+    /// The token of a page that ends with the object at `last_key` (`namespace/name` or
+    /// `name`), for a list in `namespace` (None: every namespace, or cluster-scoped):
     /// URL-safe unpadded base64 of the JSON form, as kube-apiserver writes.
+    pub fn after(rv: Revision, namespace: Option<&str>, last_key: &str) -> String {
+        Self::encode(rv, &format!("{}\u{0}", scope_relative(namespace, last_key)))
+    }
+
+    /// A token whose start key, relative to the scope, is `start`.
     pub fn encode(rv: Revision, start: &str) -> String {
         let t = ContinueToken {
             v: "meta.k8s.io/v1".into(),
@@ -184,19 +197,69 @@ impl ContinueToken {
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
     }
 
+    /// The object key (`namespace/name` or `name`) the next page starts at, inside the
+    /// scope of a list in `namespace`: the scope's prefix, then the token's start key.
+    pub fn start_key(&self, namespace: Option<&str>) -> String {
+        match namespace {
+            Some(ns) => format!("{ns}/{}", self.start),
+            None => self.start.clone(),
+        }
+    }
+
     fn decode(s: &str) -> Result<ContinueToken, ApiError> {
-        let bad = || {
-            ApiError::BadRequest("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into())
+        let invalid = |why: &str| {
+            ApiError::BadRequest(format!(
+                "invalid continue token: continue key is not valid{why}"
+            ))
         };
         let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(s.trim_end_matches('='))
-            .map_err(|_| bad())?;
-        let t: ContinueToken = serde_json::from_slice(&raw).map_err(|_| bad())?;
-        if t.v != "meta.k8s.io/v1" || t.rv <= 0 || t.start.contains("..") {
-            return Err(bad());
+            .map_err(|e| invalid(&format!(": {e}")))?;
+        let mut t: ContinueToken =
+            serde_json::from_slice(&raw).map_err(|e| invalid(&format!(": {e}")))?;
+        if t.v != "meta.k8s.io/v1" {
+            return Err(invalid(&format!(
+                ": server does not recognize this encoded version {:?}",
+                t.v
+            )));
         }
+        if t.rv <= 0 {
+            return Err(invalid(
+                ": incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+            ));
+        }
+        if t.start.is_empty() {
+            return Err(invalid(
+                ": encoded start key empty (version meta.k8s.io/v1)",
+            ));
+        }
+        let rooted = match t.start.strip_prefix('/') {
+            Some(_) => t.start.clone(),
+            None => format!("/{}", t.start),
+        };
+        if !is_clean_path(&rooted) {
+            return Err(invalid(&format!(": {:?}", t.start)));
+        }
+        t.start = rooted[1..].to_string();
         Ok(t)
     }
+}
+
+/// `key` (`namespace/name` or `name`) relative to the scope of a list in `namespace`.
+pub fn scope_relative<'a>(namespace: Option<&str>, key: &'a str) -> &'a str {
+    namespace
+        .and_then(|ns| key.strip_prefix(ns))
+        .and_then(|rest| rest.strip_prefix('/'))
+        .unwrap_or(key)
+}
+
+/// Whether Go's `path.Clean` leaves a rooted path as it is: no empty, `.` or `..`
+/// element, and no trailing slash but the root's.
+fn is_clean_path(rooted: &str) -> bool {
+    rooted == "/"
+        || rooted[1..]
+            .split('/')
+            .all(|e| !e.is_empty() && e != "." && e != "..")
 }
 
 /// A list request.
@@ -481,6 +544,80 @@ mod tests {
         )
         .unwrap();
         assert_eq!(q.continue_from.unwrap().start, "a/b");
+    }
+
+    fn token_json(json: &str) -> String {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json)
+    }
+
+    #[test]
+    fn continue_tokens_are_relative_to_the_request_scope() {
+        let tok = ContinueToken::after(Revision(5), Some("ns"), "ns/a");
+        let q = ListQuery::parse(&pods(), &params(&format!("continue={tok}"))).unwrap();
+        let t = q.continue_from.unwrap();
+        assert_eq!(
+            t.start, "a\u{0}",
+            "relative to the namespace, as kube-apiserver's"
+        );
+        assert_eq!(t.start_key(Some("ns")), "ns/a\u{0}");
+        // The same token read by a list in another namespace stays in that namespace.
+        assert_eq!(t.start_key(Some("other")), "other/a\u{0}");
+        let tok = ContinueToken::after(Revision(5), None, "ns/a");
+        let t = ListQuery::parse(&pods(), &params(&format!("continue={tok}")))
+            .unwrap()
+            .continue_from
+            .unwrap();
+        assert_eq!(t.start_key(None), "ns/a\u{0}");
+        // A leading slash is the scope's root, as path.Clean reads it.
+        let tok = token_json(r#"{"v":"meta.k8s.io/v1","rv":3,"start":"/b/c"}"#);
+        let t = ListQuery::parse(&pods(), &params(&format!("continue={tok}")))
+            .unwrap()
+            .continue_from
+            .unwrap();
+        assert_eq!(t.start_key(Some("ns")), "ns/b/c");
+    }
+
+    #[test]
+    fn forged_continue_tokens_are_refused_with_kube_apiservers_reasons() {
+        for (json, why) in [
+            (
+                r#"{"v":"meta.k8s.io/v1","rv":3,"start":""}"#,
+                "encoded start key empty",
+            ),
+            (
+                r#"{"v":"meta.k8s.io/v1","rv":0,"start":"a"}"#,
+                "incorrect encoded start resourceVersion",
+            ),
+            (
+                r#"{"v":"meta.k8s.io/v2","rv":3,"start":"a"}"#,
+                "does not recognize this encoded version",
+            ),
+            (
+                r#"{"v":"meta.k8s.io/v1","rv":3,"start":"../kube-system/a"}"#,
+                "../kube-system/a",
+            ),
+            (
+                r#"{"v":"meta.k8s.io/v1","rv":3,"start":"a/../../b"}"#,
+                "a/../../b",
+            ),
+            (r#"{"v":"meta.k8s.io/v1","rv":3,"start":"a//b"}"#, "a//b"),
+            (r#"{"v":"meta.k8s.io/v1","rv":3,"start":"./a"}"#, "./a"),
+            (r#"{"v":"meta.k8s.io/v1","rv":3,"start":"a/"}"#, "a/"),
+            (r#"{"v":"meta.k8s.io/v1","rv":3}"#, "missing field"),
+        ] {
+            let tok = token_json(json);
+            let e = ListQuery::parse(&pods(), &params(&format!("continue={tok}"))).unwrap_err();
+            assert_eq!(e.code(), 400, "{json}");
+            assert!(
+                e.message()
+                    .starts_with("invalid continue token: continue key is not valid")
+                    && e.message().contains(why),
+                "{json}: {}",
+                e.message()
+            );
+        }
+        let e = ListQuery::parse(&pods(), &params("continue=!!!")).unwrap_err();
+        assert_eq!(e.code(), 400);
     }
 
     #[test]

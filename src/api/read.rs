@@ -231,7 +231,7 @@ pub async fn list_page(
         }
         Err(r) => return Err(not_ready(&r)),
     };
-    let start = q.continue_from.as_ref().map(|t| t.start.as_str());
+    let start = q.continue_from.as_ref().map(|t| t.start_key(namespace));
     let limit = q
         .limit
         .unwrap_or(usize::MAX)
@@ -242,7 +242,7 @@ pub async fn list_page(
     let mut bytes = 0usize;
     let mut more = false;
     let mut iter = snapshot
-        .range(namespace, start)
+        .range(namespace, start.as_deref())
         .filter(|o| matches(o, &q.selectors));
     for obj in iter.by_ref() {
         // Only a bounded page measures its objects (JSON rendered on first use).
@@ -260,10 +260,7 @@ pub async fn list_page(
     }
     let (mut continue_token, mut remaining_item_count) = (None, None);
     if let (true, Some(last)) = (more, items.last()) {
-        continue_token = Some(ContinueToken::encode(
-            revision,
-            &format!("{}\u{0}", last.key()),
-        ));
+        continue_token = Some(ContinueToken::after(revision, namespace, last.key()));
         if q.selectors.is_empty() {
             // The object that ended the page is counted too: it was consumed by `break`.
             remaining_item_count = Some(1 + iter.count());
@@ -382,8 +379,10 @@ async fn list_from_etcd(
         Some(ns) => format!("{dir}{ns}/"),
         None => dir.clone(),
     };
+    // The token's key is relative to the request's scope and put back behind its
+    // prefix, so the range never starts outside the scope it ends in.
     let start = match &q.continue_from {
-        Some(t) => format!("{dir}{}", t.start),
+        Some(t) => format!("{dir}{}", t.start_key(namespace)),
         None => range.clone(),
     };
     let at = match (&q.continue_from, q.rv, q.rv_match) {
@@ -415,6 +414,17 @@ async fn list_from_etcd(
     let revision = at.unwrap_or(page.revision);
     let mut items = Vec::with_capacity(page.kvs.len());
     for (key, value, rev) in &page.kvs {
+        // Every key etcd returns lies in the scope (the range is inside it); one that
+        // does not is refused without naming it, never served.
+        if !key.starts_with(range.as_bytes()) {
+            tracing::error!(
+                resource = %store.info.resource,
+                "an etcd range returned a key outside the requested scope; refused"
+            );
+            return Err(ApiError::Internal(
+                "an etcd range returned a key outside the requested scope".into(),
+            ));
+        }
         let object_key = std::str::from_utf8(key)
             .ok()
             .and_then(|k| k.strip_prefix(dir.as_str()))
@@ -425,10 +435,7 @@ async fn list_from_etcd(
     }
     let (mut continue_token, mut remaining_item_count) = (None, None);
     if let (true, Some(last)) = (page.more, items.last()) {
-        continue_token = Some(ContinueToken::encode(
-            revision,
-            &format!("{}\u{0}", last.key()),
-        ));
+        continue_token = Some(ContinueToken::after(revision, namespace, last.key()));
         let left = page.count - page.kvs.len() as i64;
         remaining_item_count = (left > 0).then_some(left as usize);
     }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     objects, params, pb, wait_fresh_all, Selected, DEFAULT_LIST_LIMIT, LIST_ENVELOPE_BYTES,
 };
-use crate::api::query::{ContinueToken, ListQuery, PageBound, RvParam};
+use crate::api::query::{scope_relative, ContinueToken, ListQuery, PageBound, RvParam};
 use crate::api::read::{self, ReadContext};
 use crate::api::status::ApiError;
 use crate::Revision;
@@ -20,7 +20,8 @@ use crate::Revision;
 struct Token {
     rv: i64,
     selection: u32,
-    /// The first key of the next page in that selection ("" for its start).
+    /// The first key of the next page in that selection, relative to the selection's
+    /// scope as a list's continue token holds it ("" for its start).
     start: String,
 }
 
@@ -36,7 +37,8 @@ impl Token {
             .decode(s)
             .map_err(|_| bad())?;
         let t: Token = serde_json::from_slice(&raw).map_err(|_| bad())?;
-        if t.rv <= 0 || t.selection as usize >= selections || t.start.contains("..") {
+        // The start key is checked where every continue token is: it becomes one.
+        if t.rv <= 0 || t.selection as usize >= selections {
             return Err(bad());
         }
         Ok(t)
@@ -128,7 +130,7 @@ pub async fn page(
             let n = size(&obj);
             // A page holds at least one object; past that, every object must fit.
             if !items.is_empty() && bytes + n > budget {
-                stopped = Some(obj.key().to_string());
+                stopped = Some(scope_relative(s.namespace.as_deref(), obj.key()).to_string());
                 break;
             }
             bytes += n;
@@ -146,7 +148,7 @@ pub async fn page(
         if more_here {
             // The next page of this selection starts just after its last object.
             let from = match last {
-                Some(obj) => format!("{}\u{0}", obj.key()),
+                Some(obj) => format!("{}\u{0}", scope_relative(s.namespace.as_deref(), obj.key())),
                 None => std::mem::take(&mut start),
             };
             next = Some((at, from));
