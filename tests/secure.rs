@@ -9,7 +9,7 @@ use std::process::Command;
 
 use support::kube::put_object_text;
 use support::pki::{admin_probe, curl, kubectl, stdout_ok, Pki};
-use support::{Etcd, Watchd};
+use support::{storage_tests, Etcd, Watchd};
 
 fn pod(ns: &str, name: &str) -> String {
     format!(
@@ -749,4 +749,421 @@ async fn a_watch_ends_with_403_when_its_binding_goes_and_watches_are_limited_per
         .expect("bob's refused watch is audited");
     assert_eq!(refused["verb"], "watch");
     assert_eq!(refused["requestURI"], "/api/v1/pods?watch=true");
+}
+
+// Revoked ServiceAccount tokens, as kube-apiserver 1.34 refuses them
+// (`pkg/serviceaccount/legacy.go`, `claims.go`): each scenario runs with the objects
+// stored as JSON and as protobuf (whose JSON watchd renders itself).
+storage_tests! {
+    multi_thread:
+    legacy_token_is_refused_once_its_secret_holds_another_token,
+    legacy_token_is_refused_while_its_secret_is_being_deleted,
+    legacy_token_is_refused_while_its_service_account_is_being_deleted,
+    legacy_token_is_refused_while_its_secret_is_labelled_invalid_since,
+    bound_token_of_a_pod_being_deleted_works_until_a_minute_after_its_deletion_timestamp,
+    bound_token_is_refused_a_minute_after_its_service_account_began_deletion,
+    bound_token_is_refused_a_minute_after_its_secret_began_deletion,
+    bound_token_is_refused_a_minute_after_its_node_began_deletion,
+    bound_tokens_are_refused_once_what_they_are_bound_to_is_gone,
+}
+
+const SA_KEY: &str = "/registry/serviceaccounts/ns1/builder";
+const SECRET_KEY: &str = "/registry/secrets/ns1/builder-token";
+const POD_KEY: &str = "/registry/pods/ns1/p1";
+const NODE_KEY: &str = "/registry/minions/n1";
+const INVALID_SINCE: &str = "kubernetes.io/legacy-token-invalid-since";
+
+/// watchd with TLS, the ServiceAccount key and AlwaysAllow: a request answers 200 when its
+/// token authenticates and 401 when it does not. (Fields drop in order: watchd, then
+/// etcd.)
+struct TokenServer {
+    watchd: Watchd,
+    kv: etcd_client::Client,
+    _etcd: Etcd,
+    pki: Pki,
+    signer: jsonwebtoken::EncodingKey,
+}
+
+impl TokenServer {
+    /// Starts etcd with `objects` (etcd key, object) in the scenario's storage format, and
+    /// watchd on it.
+    async fn start(objects: &[(&str, serde_json::Value)]) -> TokenServer {
+        let pki = Pki::new();
+        pki.issue("admin", "root", Some("system:masters"), false);
+        let key = rcgen::KeyPair::generate().unwrap();
+        std::fs::write(pki.path("sa.pub"), key.public_key_pem()).unwrap();
+        let etcd = Etcd::start();
+        let mut kv = etcd.client().await;
+        for (key, object) in objects {
+            support::kube::put_object(&mut kv, key, object).await;
+        }
+        let args = [
+            pki.arg("tls-cert-file", "server.crt"),
+            pki.arg("tls-private-key-file", "server.key"),
+            pki.arg("client-ca-file", "ca.crt"),
+            pki.arg("service-account-key-file", "sa.pub"),
+            format!("--service-account-issuer={SA_ISSUER}"),
+            "--authorization-mode=AlwaysAllow".to_string(),
+        ];
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let watchd = Watchd::start_with_probe(&etcd.client_url(), &args, Some(admin_probe(&pki)));
+        let signer =
+            jsonwebtoken::EncodingKey::from_ec_pem(key.serialize_pem().as_bytes()).unwrap();
+        TokenServer {
+            watchd,
+            kv,
+            _etcd: etcd,
+            pki,
+            signer,
+        }
+    }
+
+    fn sign(&self, claims: &serde_json::Value) -> String {
+        jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256),
+            claims,
+            &self.signer,
+        )
+        .unwrap()
+    }
+
+    /// curl's answer to `path` with `credentials` (as curl arguments): status code and body.
+    fn curl(&self, path: &str, credentials: &[&str]) -> (u16, String) {
+        let url = format!("https://127.0.0.1:{}{path}", self.watchd.http_addr().port());
+        let ca = self.pki.path("ca.crt");
+        let mut args = vec!["-w", "\n%{http_code}", "--cacert", ca.to_str().unwrap()];
+        args.extend_from_slice(credentials);
+        args.push(&url);
+        let out = curl(&args);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+        (code.parse().unwrap_or(0), body.to_string())
+    }
+
+    /// The status of a read with `token`.
+    fn status(&self, token: &str) -> u16 {
+        let auth = format!("Authorization: Bearer {token}");
+        self.curl("/api/v1/namespaces/ns1/configmaps", &["-H", &auth])
+            .0
+    }
+
+    /// The API path of the object at etcd `key`.
+    fn api_path(key: &str) -> String {
+        let parts: Vec<&str> = key.trim_start_matches("/registry/").split('/').collect();
+        match parts[..] {
+            ["minions", name] => format!("/api/v1/nodes/{name}"),
+            [resource, ns, name] => format!("/api/v1/namespaces/{ns}/{resource}/{name}"),
+            _ => panic!("no API path for {key}"),
+        }
+    }
+
+    /// The resourceVersion watchd serves the object at etcd `key` with (read as the
+    /// admin), None while it serves a 404.
+    fn served_revision(&self, key: &str) -> Option<i64> {
+        let (cert, private) = (self.pki.path("admin.crt"), self.pki.path("admin.key"));
+        let (code, body) = self.curl(
+            &Self::api_path(key),
+            &[
+                "--cert",
+                cert.to_str().unwrap(),
+                "--key",
+                private.to_str().unwrap(),
+            ],
+        );
+        if code == 404 {
+            return None;
+        }
+        let object: serde_json::Value =
+            serde_json::from_str(&body).unwrap_or_else(|e| panic!("GET {key}: {code} {e}: {body}"));
+        Some(support::kube::rv(&object))
+    }
+
+    /// Writes `object` at `key` in the scenario's format and waits until watchd serves it.
+    async fn put(&mut self, key: &str, object: &serde_json::Value) {
+        let rev = support::kube::put_object(&mut self.kv, key, object).await;
+        let served = support::poll_until(
+            std::time::Duration::from_secs(10),
+            std::time::Duration::from_millis(50),
+            || (self.served_revision(key) >= Some(rev)).then_some(()),
+        );
+        assert!(served.is_some(), "watchd serves {key} at {rev}");
+    }
+
+    /// Deletes `key` from etcd and waits until watchd serves a 404 for it.
+    async fn delete(&mut self, key: &str) {
+        etcd_delete(&mut self.kv, key).await;
+        let gone = support::poll_until(
+            std::time::Duration::from_secs(10),
+            std::time::Duration::from_millis(50),
+            || self.served_revision(key).is_none().then_some(()),
+        );
+        assert!(gone.is_some(), "watchd serves 404 for {key}");
+    }
+
+    /// Asserts that `token` is answered `code`; the cache serves the last write already.
+    fn expect(&self, token: &str, code: u16, what: &str) {
+        assert_eq!(self.status(token), code, "{what}");
+    }
+}
+
+fn service_account() -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": "builder", "namespace": "ns1", "uid": "sa-uid",
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+    })
+}
+
+/// The legacy token Secret of ns1/builder, holding `token` (base64 in `data`).
+fn token_secret(token: &str) -> serde_json::Value {
+    use base64::Engine as _;
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "builder-token", "namespace": "ns1", "uid": "secret-uid",
+                     "creationTimestamp": "2026-01-01T00:00:00Z",
+                     "annotations": {"kubernetes.io/service-account.name": "builder",
+                                     "kubernetes.io/service-account.uid": "sa-uid"}},
+        "type": "kubernetes.io/service-account-token",
+        "data": {"token": base64::engine::general_purpose::STANDARD.encode(token),
+                 "namespace": base64::engine::general_purpose::STANDARD.encode("ns1")},
+    })
+}
+
+fn bound_pod() -> serde_json::Value {
+    serde_json::from_str(&pod("ns1", "p1")).unwrap()
+}
+
+fn bound_node() -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "n1", "uid": "node-uid", "creationTimestamp": "2026-01-01T00:00:00Z"},
+    })
+}
+
+/// `object` being deleted: a finalizer holds it, and its deletionTimestamp is `at` (Unix
+/// seconds).
+fn being_deleted(mut object: serde_json::Value, at: u64) -> serde_json::Value {
+    let at = k8s_openapi::jiff::Timestamp::from_second(at as i64).unwrap();
+    object["metadata"]["deletionTimestamp"] = serde_json::json!(at.to_string());
+    object["metadata"]["deletionGracePeriodSeconds"] = serde_json::json!(0);
+    object["metadata"]["finalizers"] = serde_json::json!(["example.com/hold"]);
+    object
+}
+
+/// The claims of a legacy (Secret) token of ns1/builder; `extra` added.
+fn legacy_claims(extra: serde_json::Value) -> serde_json::Value {
+    let mut c = serde_json::json!({
+        "iss": "kubernetes/serviceaccount", "sub": "system:serviceaccount:ns1:builder",
+        "kubernetes.io/serviceaccount/namespace": "ns1",
+        "kubernetes.io/serviceaccount/secret.name": "builder-token",
+        "kubernetes.io/serviceaccount/service-account.name": "builder",
+        "kubernetes.io/serviceaccount/service-account.uid": "sa-uid",
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        c[k] = v.clone();
+    }
+    c
+}
+
+/// The claims of a bound token of ns1/builder, bound to `bound` (`kubernetes.io` members).
+fn bound_claims(bound: serde_json::Value) -> serde_json::Value {
+    let mut c = serde_json::json!({
+        "iss": SA_ISSUER, "aud": [SA_ISSUER], "sub": "system:serviceaccount:ns1:builder",
+        "iat": now() - 10, "nbf": now() - 10, "exp": now() + 3600, "jti": "j-1",
+        "kubernetes.io": {"namespace": "ns1", "serviceaccount": {"name": "builder", "uid": "sa-uid"}},
+    });
+    for (k, v) in bound.as_object().unwrap() {
+        c["kubernetes.io"][k] = v.clone();
+    }
+    c
+}
+
+/// A legacy token server: the ServiceAccount and its Secret holding the token returned.
+async fn legacy_server() -> (TokenServer, String) {
+    let mut server = TokenServer::start(&[(SA_KEY, service_account())]).await;
+    let token = server.sign(&legacy_claims(serde_json::json!({})));
+    server.put(SECRET_KEY, &token_secret(&token)).await;
+    server.expect(&token, 200, "the legacy token of an existing Secret");
+    (server, token)
+}
+
+async fn legacy_token_is_refused_once_its_secret_holds_another_token() {
+    let (mut server, token) = legacy_server().await;
+    // The Secret's token replaced (rotated): the old one no longer matches the server's
+    // copy, the new one does.
+    let rotated = server.sign(&legacy_claims(serde_json::json!({"jti": "rotated"})));
+    server.put(SECRET_KEY, &token_secret(&rotated)).await;
+    server.expect(&token, 401, "the token the Secret no longer holds");
+    server.expect(&rotated, 200, "the token the Secret holds now");
+    // A Secret without the token: nothing matches.
+    let mut emptied = token_secret(&rotated);
+    emptied["data"].as_object_mut().unwrap().remove("token");
+    server.put(SECRET_KEY, &emptied).await;
+    server.expect(&rotated, 401, "a Secret without data.token");
+}
+
+async fn legacy_token_is_refused_while_its_secret_is_being_deleted() {
+    let (mut server, token) = legacy_server().await;
+    // Legacy tokens have no grace: any deletionTimestamp refuses, even one ahead.
+    server
+        .put(SECRET_KEY, &being_deleted(token_secret(&token), now() + 30))
+        .await;
+    server.expect(&token, 401, "the Secret is being deleted");
+    server.put(SECRET_KEY, &token_secret(&token)).await;
+    server.expect(&token, 200, "the Secret kept after all");
+}
+
+async fn legacy_token_is_refused_while_its_service_account_is_being_deleted() {
+    let (mut server, token) = legacy_server().await;
+    server
+        .put(SA_KEY, &being_deleted(service_account(), now() + 30))
+        .await;
+    server.expect(&token, 401, "the ServiceAccount is being deleted");
+    server.put(SA_KEY, &service_account()).await;
+    server.expect(&token, 200, "the ServiceAccount kept after all");
+}
+
+async fn legacy_token_is_refused_while_its_secret_is_labelled_invalid_since() {
+    let (mut server, token) = legacy_server().await;
+    // The legacy token cleaner's label (a label, as legacy.go reads it).
+    let mut marked = token_secret(&token);
+    marked["metadata"]["labels"] = serde_json::json!({INVALID_SINCE: "2025-10-27"});
+    server.put(SECRET_KEY, &marked).await;
+    server.expect(&token, 401, "the Secret is labelled invalid");
+    // The same as an annotation is not the label: accepted.
+    let mut annotated = token_secret(&token);
+    annotated["metadata"]["annotations"][INVALID_SINCE] = serde_json::json!("2025-10-27");
+    server.put(SECRET_KEY, &annotated).await;
+    server.expect(&token, 200, "the label removed, as the message says to");
+}
+
+async fn bound_token_of_a_pod_being_deleted_works_until_a_minute_after_its_deletion_timestamp() {
+    let mut server =
+        TokenServer::start(&[(SA_KEY, service_account()), (POD_KEY, bound_pod())]).await;
+    let token = server.sign(&bound_claims(
+        serde_json::json!({"pod": {"name": "p1", "uid": "u-ns1-p1"}}),
+    ));
+    server.expect(&token, 200, "the pod exists");
+    // The pod's deletion began 50 s ago: still within kube-apiserver's minute.
+    let deleted_at = now() - 50;
+    server
+        .put(POD_KEY, &being_deleted(bound_pod(), deleted_at))
+        .await;
+    server.expect(
+        &token,
+        200,
+        "within a minute of the pod's deletionTimestamp",
+    );
+    // Refused once the minute has passed, and not before: the first refusal is answered
+    // after deleted_at + 60 s.
+    let refused = support::poll_until(
+        std::time::Duration::from_secs(30),
+        std::time::Duration::from_millis(200),
+        || {
+            let refused = server.status(&token) == 401;
+            let answered = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64();
+            refused.then_some(answered)
+        },
+    )
+    .expect("the token is refused a minute after the pod's deletionTimestamp");
+    assert!(
+        refused > (deleted_at + 60) as f64,
+        "refused at {refused}, before the minute from {deleted_at} ended"
+    );
+}
+
+/// A bound token server with the ServiceAccount, its Secret, the pod and the node; and a
+/// token bound to `bound`.
+async fn bound_server(bound: serde_json::Value) -> (TokenServer, String) {
+    let server = TokenServer::start(&[
+        (SA_KEY, service_account()),
+        (SECRET_KEY, token_secret("unused")),
+        (POD_KEY, bound_pod()),
+        (NODE_KEY, bound_node()),
+    ])
+    .await;
+    let token = server.sign(&bound_claims(bound));
+    server.expect(&token, 200, "everything the token names exists");
+    (server, token)
+}
+
+async fn bound_token_is_refused_a_minute_after_its_service_account_began_deletion() {
+    let (mut server, token) = bound_server(serde_json::json!({})).await;
+    server
+        .put(SA_KEY, &being_deleted(service_account(), now() - 5))
+        .await;
+    server.expect(&token, 200, "within the minute");
+    server
+        .put(SA_KEY, &being_deleted(service_account(), now() - 120))
+        .await;
+    server.expect(
+        &token,
+        401,
+        "the ServiceAccount's deletion began two minutes ago",
+    );
+}
+
+async fn bound_token_is_refused_a_minute_after_its_secret_began_deletion() {
+    let (mut server, token) =
+        bound_server(serde_json::json!({"secret": {"name": "builder-token", "uid": "secret-uid"}}))
+            .await;
+    server
+        .put(
+            SECRET_KEY,
+            &being_deleted(token_secret("unused"), now() - 5),
+        )
+        .await;
+    server.expect(&token, 200, "within the minute");
+    server
+        .put(
+            SECRET_KEY,
+            &being_deleted(token_secret("unused"), now() - 120),
+        )
+        .await;
+    server.expect(&token, 401, "the Secret's deletion began two minutes ago");
+}
+
+async fn bound_token_is_refused_a_minute_after_its_node_began_deletion() {
+    let (mut server, token) =
+        bound_server(serde_json::json!({"node": {"name": "n1", "uid": "node-uid"}})).await;
+    server
+        .put(NODE_KEY, &being_deleted(bound_node(), now() - 5))
+        .await;
+    server.expect(&token, 200, "within the minute");
+    server
+        .put(NODE_KEY, &being_deleted(bound_node(), now() - 120))
+        .await;
+    server.expect(&token, 401, "the node's deletion began two minutes ago");
+}
+
+async fn bound_tokens_are_refused_once_what_they_are_bound_to_is_gone() {
+    let (mut server, by_pod) = bound_server(serde_json::json!({
+        "pod": {"name": "p1", "uid": "u-ns1-p1"},
+        // A pod-bound token names its node too: kube-apiserver only reports it.
+        "node": {"name": "n1", "uid": "node-uid"},
+    }))
+    .await;
+    let by_secret = server.sign(&bound_claims(
+        serde_json::json!({"secret": {"name": "builder-token", "uid": "secret-uid"}}),
+    ));
+    let by_node = server.sign(&bound_claims(
+        serde_json::json!({"node": {"name": "n1", "uid": "node-uid"}}),
+    ));
+    let plain = server.sign(&bound_claims(serde_json::json!({})));
+    for t in [&by_secret, &by_node, &plain] {
+        server.expect(t, 200, "everything the token names exists");
+    }
+    server.delete(NODE_KEY).await;
+    server.expect(&by_node, 401, "the node is gone");
+    server.expect(&by_pod, 200, "a pod-bound token's node is not checked");
+    server.delete(POD_KEY).await;
+    server.expect(&by_pod, 401, "the pod is gone");
+    server.delete(SECRET_KEY).await;
+    server.expect(&by_secret, 401, "the Secret is gone");
+    server.expect(&plain, 200, "the ServiceAccount is still there");
+    server.delete(SA_KEY).await;
+    server.expect(&plain, 401, "the ServiceAccount is gone");
 }

@@ -11,13 +11,16 @@ use libfuzzer_sys::fuzz_target;
 use watchd::auth::request_header::RequestHeaderConfig;
 use watchd::auth::service_account::ServiceAccountAuthenticator;
 use watchd::auth::token_file::{bearer_token, TokenFile};
-use watchd::auth::ObjectLookup;
+use watchd::auth::{LookedUp, ObjectLookup};
 
 struct Nothing;
 
 impl ObjectLookup for Nothing {
-    fn uid(&self, _: &str, _: &str, _: &str) -> Option<String> {
-        Some("uid".into())
+    fn get(&self, _: &str, _: &str, _: &str) -> Option<LookedUp> {
+        Some(LookedUp {
+            uid: "uid".into(),
+            ..LookedUp::default()
+        })
     }
 }
 

@@ -1,11 +1,17 @@
 //! What authentication and authorization read from watchd's own cache: objects a
-//! ServiceAccount token names or is bound to, and the RBAC policy, rebuilt only when one of
-//! the four RBAC resources changed. No decision asks kube-apiserver anything.
+//! ServiceAccount token names or is bound to (uid, deletionTimestamp, labels, and a
+//! Secret's `data.token`, read from the object's JSON, rendered for a protobuf-stored
+//! one), and the RBAC policy, rebuilt only when one of the four RBAC resources changed.
+//! No decision asks kube-apiserver anything.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
 
 use super::rbac::Policy;
-use super::ObjectLookup;
+use super::{LookedUp, ObjectLookup};
 use crate::store::Cache;
 
 const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
@@ -22,16 +28,34 @@ pub struct CacheLookup {
     pub cache: Arc<Cache>,
 }
 
-#[derive(serde::Deserialize)]
+#[derive(serde::Deserialize, Default)]
 struct Meta {
     #[serde(default)]
     uid: String,
     #[serde(default, rename = "deletionTimestamp")]
     deletion_timestamp: Option<String>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+}
+
+/// The members of a Secret a legacy token's check reads.
+#[derive(serde::Deserialize)]
+struct Secret {
+    #[serde(default)]
+    metadata: Option<Meta>,
+    #[serde(default)]
+    data: Option<SecretData>,
+}
+
+#[derive(serde::Deserialize)]
+struct SecretData {
+    /// Base64, as Go writes `[]byte` (and as watchd renders a protobuf-stored Secret).
+    #[serde(default)]
+    token: Option<String>,
 }
 
 impl ObjectLookup for CacheLookup {
-    fn uid(&self, resource: &str, namespace: &str, name: &str) -> Option<String> {
+    fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<LookedUp> {
         let index = self.cache.resources();
         let store = index.by_api("", "v1", resource)?;
         let key = if namespace.is_empty() {
@@ -41,12 +65,39 @@ impl ObjectLookup for CacheLookup {
         };
         let snap = store.snapshot();
         let obj = snap.objects.get(key.as_str())?;
-        let meta: Meta = serde_json::from_slice(&obj.metadata_json()).ok()?;
-        // An object being deleted still exists; kube-apiserver's validators decide on
-        // deletionTimestamp themselves where it matters, so it is reported as present.
-        let _ = meta.deletion_timestamp;
-        Some(meta.uid)
+        // An object that does not read is not there, as a Secret kube-apiserver cannot
+        // decode is not: its tokens are refused.
+        let (meta, token) = if resource == "secrets" {
+            // `data` is beyond `metadata`: the whole JSON (rendered once and kept for a
+            // protobuf-stored Secret).
+            let secret: Secret = serde_json::from_slice(obj.json()).ok()?;
+            let token = match secret.data.and_then(|d| d.token) {
+                Some(b64) => Some(base64::engine::general_purpose::STANDARD.decode(b64).ok()?),
+                None => None,
+            };
+            (secret.metadata.unwrap_or_default(), token)
+        } else {
+            let meta: Meta = serde_json::from_slice(&obj.metadata_json()).ok()?;
+            (meta, None)
+        };
+        Some(LookedUp {
+            uid: meta.uid,
+            deletion_timestamp: meta.deletion_timestamp.as_deref().map(timestamp),
+            labels: meta.labels.unwrap_or_default(),
+            token,
+        })
     }
+}
+
+/// A `metadata.deletionTimestamp` as a time; one that does not read as RFC 3339 (or lies
+/// before 1970) is the Unix epoch, long past any grace.
+fn timestamp(text: &str) -> SystemTime {
+    crate::codec::civil::parse_rfc3339(text)
+        .and_then(|(secs, nanos)| {
+            let secs = u64::try_from(secs).ok()?;
+            UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
+        })
+        .unwrap_or(UNIX_EPOCH)
 }
 
 /// The RBAC policy of the cache's current Roles, ClusterRoles, RoleBindings and
@@ -102,5 +153,22 @@ impl RbacCache {
         metrics::gauge!("watchd_rbac_unreadable_objects").set(policy.skipped as f64);
         *built = Some((stamp, policy.clone()));
         policy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deletion_timestamps_read_as_rfc3339_and_unreadable_ones_as_long_ago() {
+        let at = |secs: u64, nanos: u32| UNIX_EPOCH + Duration::new(secs, nanos);
+        assert_eq!(timestamp("2026-01-02T03:04:05Z"), at(1_767_323_045, 0));
+        assert_eq!(
+            timestamp("2026-01-02T04:04:05.5+01:00"),
+            at(1_767_323_045, 500_000_000)
+        );
+        assert_eq!(timestamp("yesterday"), UNIX_EPOCH);
+        assert_eq!(timestamp("1969-12-31T23:59:59Z"), UNIX_EPOCH);
     }
 }

@@ -20,6 +20,7 @@ pub mod ttl_cache;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 /// An authenticated (or anonymous) user, as kube-apiserver's `user.Info`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -69,12 +70,28 @@ pub struct Attributes {
     pub path: String,
 }
 
-/// Looks up an object in the cache: the uid of `resource` (plural, core group:
-/// `serviceaccounts`, `pods`, `secrets`, `nodes`) named `name` in `namespace` (empty for
-/// cluster-scoped), or None when there is no such object.
+/// What ServiceAccount token checks read of an object in the cache, as kube-apiserver's
+/// token validators read it of the object they get.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LookedUp {
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.deletionTimestamp`, when a deletion is under way. One that does not read
+    /// as a time is the Unix epoch: deleted long ago.
+    pub deletion_timestamp: Option<SystemTime>,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// A Secret's `data.token` (decoded from base64); None for other objects and for a
+    /// Secret without one.
+    pub token: Option<Vec<u8>>,
+}
+
+/// Looks up an object in the cache: `resource` (plural, core group: `serviceaccounts`,
+/// `pods`, `secrets`, `nodes`) named `name` in `namespace` (empty for cluster-scoped).
 pub trait ObjectLookup: Send + Sync {
-    /// The object's `metadata.uid`, or None if it does not exist.
-    fn uid(&self, resource: &str, namespace: &str, name: &str) -> Option<String>;
+    /// What the checks read of the object, or None if there is no such object (or it does
+    /// not read as one).
+    fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<LookedUp>;
 }
 
 /// Authentication and authorization together, as the API frontends apply them.

@@ -1,10 +1,21 @@
-//! ServiceAccount tokens verified locally, as kube-apiserver verifies them: a JWT signed
-//! by one of `--service-account-key-file`'s keys, from a known issuer. Legacy tokens
-//! (issuer `kubernetes/serviceaccount`, from token Secrets) need their ServiceAccount (with
-//! the same uid) and Secret to exist; bound tokens (from the TokenRequest API) need an
-//! audience of `--api-audiences`, a valid time window (one minute of leeway), their
-//! ServiceAccount, and the pod, secret or node they are bound to, each with the uid the
-//! token names. Existence is checked in watchd's cache.
+//! ServiceAccount tokens verified locally, as kube-apiserver 1.34 verifies them (with
+//! `--service-account-lookup`, its default): a JWT signed by one of
+//! `--service-account-key-file`'s keys, from a known issuer, checked against the objects
+//! in watchd's cache as `pkg/serviceaccount/legacy.go` and `claims.go` check them.
+//!
+//! - Legacy tokens (issuer `kubernetes/serviceaccount`, from token Secrets) need their
+//!   claims and a `sub` naming the same ServiceAccount; their Secret, not being deleted,
+//!   whose `data.token` is the token presented (compared in constant time), without the
+//!   `kubernetes.io/legacy-token-invalid-since` label (the legacy token cleaner's mark);
+//!   and their ServiceAccount, not being deleted, with the uid the token names. (watchd
+//!   reads only: it does not stamp `kubernetes.io/legacy-token-last-used` as
+//!   kube-apiserver does.)
+//! - Bound tokens (from the TokenRequest API) need an audience of `--api-audiences`, a
+//!   valid time window (a minute of leeway), and their ServiceAccount and the Secret, pod
+//!   or node they are bound to (a pod-bound token's node is only reported), each with the
+//!   uid the token names and not deleted: an object whose `deletionTimestamp` is more than
+//!   the minute of leeway past is, as kube-apiserver decides (a pod ending gracefully
+//!   keeps its tokens working until then).
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -12,18 +23,118 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 
-use super::{ObjectLookup, UserInfo};
+use super::{LookedUp, ObjectLookup, UserInfo};
 
 /// The issuer of legacy (Secret-based) tokens.
 pub const LEGACY_ISSUER: &str = "kubernetes/serviceaccount";
 
-/// Leeway for `exp`, `nbf` and `iat`, as kube-apiserver allows.
+/// The label the legacy token cleaner puts on a Secret whose token it invalidated.
+pub const INVALID_SINCE_LABEL: &str = "kubernetes.io/legacy-token-invalid-since";
+
+/// Leeway for `exp`, `nbf` and `iat`, and after a bound object's `deletionTimestamp`, as
+/// kube-apiserver allows (go-jose's `DefaultLeeway`).
 const LEEWAY_SECS: i64 = 60;
 
-/// The refusal of a token this authenticator recognised (its issuer) but rejects.
+/// Why a token this authenticator recognised (by its issuer) is refused, in
+/// kube-apiserver's words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct AuthError(pub String);
+pub enum AuthError {
+    /// Not a JWS header jsonwebtoken reads.
+    #[error("malformed token: {0}")]
+    MalformedToken(String),
+    /// Verified, but the claims do not read.
+    #[error("malformed claims: {0}")]
+    MalformedClaims(String),
+    /// No key of the token's algorithm verifies it.
+    #[error("invalid signature")]
+    InvalidSignature,
+    /// A legacy token lacks a claim (`sub`, `namespace`, `secretName`, ...).
+    #[error("{0} claim is missing")]
+    MissingClaim(&'static str),
+    /// A legacy token's `sub` is not its ServiceAccount's user name.
+    #[error("sub claim is invalid")]
+    InvalidSubject,
+    /// A bound token for none of `--api-audiences`.
+    #[error("token audiences {token:?} is invalid for the target audiences {accepted:?}")]
+    Audience {
+        /// The token's `aud`.
+        token: Vec<String>,
+        /// `--api-audiences`.
+        accepted: Vec<String>,
+    },
+    /// `exp` over a minute past.
+    #[error("service account token has expired")]
+    Expired,
+    /// `nbf` over a minute ahead.
+    #[error("service account token is not valid yet")]
+    NotValidYet,
+    /// `iat` over a minute ahead.
+    #[error("service account token is issued in the future")]
+    IssuedInTheFuture,
+    /// A bound token without a namespace or ServiceAccount name.
+    #[error("token names no service account")]
+    NoServiceAccount,
+    /// The token's ServiceAccount is not in the cache (kube-apiserver's NotFound).
+    #[error("serviceaccounts {0:?} not found")]
+    ServiceAccountNotFound(String),
+    /// A legacy token's ServiceAccount is being deleted.
+    #[error("ServiceAccount {0} has been deleted")]
+    LegacyServiceAccountDeleted(String),
+    /// A legacy token's ServiceAccount has another uid (it was recreated).
+    #[error("ServiceAccount UID ({found}) does not match claim ({claimed})")]
+    LegacyServiceAccountUid {
+        /// The cached ServiceAccount's uid.
+        found: String,
+        /// The token's.
+        claimed: String,
+    },
+    /// A legacy token's Secret is gone or being deleted.
+    #[error("Token has been invalidated")]
+    LegacyInvalidated,
+    /// A legacy token's Secret holds another token (or none).
+    #[error("Token does not match server's copy")]
+    TokenMismatch,
+    /// A legacy token's Secret carries [`INVALID_SINCE_LABEL`].
+    #[error(
+        "the token in secret {secret} for service account {service_account} has been marked \
+         invalid. Use tokens from the TokenRequest API or manually created secret-based \
+         tokens, or remove the '{INVALID_SINCE_LABEL}' label from the secret to temporarily \
+         allow use of this token"
+    )]
+    MarkedInvalid {
+        /// `namespace/name` of the Secret.
+        secret: String,
+        /// `namespace/name` of the ServiceAccount.
+        service_account: String,
+    },
+    /// A bound token's ServiceAccount has been deleting for over a minute.
+    #[error("service account {0} has been deleted")]
+    ServiceAccountDeleted(String),
+    /// A bound token's ServiceAccount has another uid (it was recreated).
+    #[error("service account UID ({found}) does not match claim ({claimed})")]
+    ServiceAccountUid {
+        /// The cached ServiceAccount's uid.
+        found: String,
+        /// The token's.
+        claimed: String,
+    },
+    /// The Secret, pod or node a bound token is bound to has another uid.
+    #[error(
+        "{object} UID ({found}) does not match service account {object} ref claim ({claimed})"
+    )]
+    BoundUid {
+        /// `secret`, `pod` or `node`.
+        object: &'static str,
+        /// The cached object's uid.
+        found: String,
+        /// The token's.
+        claimed: String,
+    },
+    /// The Secret, pod or node a bound token is bound to is gone, or has been deleting
+    /// for over a minute.
+    #[error("service account token has been invalidated")]
+    Invalidated,
+}
 
 enum Key {
     Rsa(DecodingKey),
@@ -68,6 +179,8 @@ enum Audience {
 struct Claims {
     #[serde(default)]
     iss: String,
+    #[serde(default)]
+    sub: String,
     aud: Option<Audience>,
     exp: Option<i64>,
     nbf: Option<i64>,
@@ -83,10 +196,6 @@ struct Claims {
     legacy_uid: String,
     #[serde(rename = "kubernetes.io/serviceaccount/secret.name", default)]
     legacy_secret: String,
-}
-
-fn invalidated() -> AuthError {
-    AuthError("service account token has been invalidated".into())
 }
 
 /// The public keys in a PEM text: public keys (PKCS#1 RSA or SPKI RSA/EC) and
@@ -191,12 +300,8 @@ impl ServiceAccountAuthenticator {
             return Ok(None);
         }
         let claims = self.verify(token)?;
-        let now = now
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs() as i64)
-            .unwrap_or(0);
         if legacy {
-            self.legacy(claims)
+            self.legacy(claims, token)
         } else {
             self.bound(claims, now)
         }
@@ -206,7 +311,7 @@ impl ServiceAccountAuthenticator {
     /// Checks the signature with each key of the token's algorithm family.
     fn verify(&self, token: &str) -> Result<Claims, AuthError> {
         let header = jsonwebtoken::decode_header(token)
-            .map_err(|e| AuthError(format!("malformed token: {e}")))?;
+            .map_err(|e| AuthError::MalformedToken(e.to_string()))?;
         let ec = matches!(header.alg, Algorithm::ES256 | Algorithm::ES384);
         let rsa = matches!(
             header.alg,
@@ -230,78 +335,150 @@ impl ServiceAccountAuthenticator {
             };
             if let Ok(data) = jsonwebtoken::decode::<serde_json::Value>(token, k, &validation) {
                 return serde_json::from_value(data.claims)
-                    .map_err(|e| AuthError(format!("malformed claims: {e}")));
+                    .map_err(|e| AuthError::MalformedClaims(e.to_string()));
             }
         }
-        Err(AuthError("invalid signature".into()))
+        Err(AuthError::InvalidSignature)
     }
 
-    fn legacy(&self, c: Claims) -> Result<UserInfo, AuthError> {
-        for (value, what) in [
+    /// legacy.go's checks, with the lookup kube-apiserver does by default.
+    fn legacy(&self, c: Claims, token: &str) -> Result<UserInfo, AuthError> {
+        for (value, claim) in [
+            (&c.sub, "sub"),
             (&c.legacy_namespace, "namespace"),
-            (&c.legacy_name, "service account name"),
-            (&c.legacy_uid, "service account uid"),
-            (&c.legacy_secret, "secret name"),
+            (&c.legacy_secret, "secretName"),
+            (&c.legacy_name, "serviceAccountName"),
+            (&c.legacy_uid, "serviceAccountUID"),
         ] {
             if value.is_empty() {
-                return Err(AuthError(format!("token is missing the {what} claim")));
+                return Err(AuthError::MissingClaim(claim));
             }
         }
-        let ns = &c.legacy_namespace;
-        if self.lookup.uid("secrets", ns, &c.legacy_secret).is_none() {
-            return Err(AuthError("token has been invalidated".into()));
+        let (ns, name) = (&c.legacy_namespace, &c.legacy_name);
+        if split_username(&c.sub) != Some((ns.as_str(), name.as_str())) {
+            return Err(AuthError::InvalidSubject);
         }
-        match self.lookup.uid("serviceaccounts", ns, &c.legacy_name) {
-            Some(uid) if uid == c.legacy_uid => {}
-            Some(uid) => {
-                return Err(AuthError(format!(
-                    "service account UID ({uid}) does not match claim ({})",
-                    c.legacy_uid
-                )))
-            }
-            None => return Err(AuthError("token has been invalidated".into())),
+        let secret = self
+            .lookup
+            .get("secrets", ns, &c.legacy_secret)
+            .ok_or(AuthError::LegacyInvalidated)?;
+        if secret.deletion_timestamp.is_some() {
+            return Err(AuthError::LegacyInvalidated);
         }
-        Ok(user(ns, &c.legacy_name, &c.legacy_uid))
+        let held = secret.token.as_deref().unwrap_or_default();
+        if !constant_time_eq(held, token.as_bytes()) {
+            return Err(AuthError::TokenMismatch);
+        }
+        let sa = self
+            .lookup
+            .get("serviceaccounts", ns, name)
+            .ok_or_else(|| AuthError::ServiceAccountNotFound(name.clone()))?;
+        if sa.deletion_timestamp.is_some() {
+            return Err(AuthError::LegacyServiceAccountDeleted(format!(
+                "{ns}/{name}"
+            )));
+        }
+        if sa.uid != c.legacy_uid {
+            return Err(AuthError::LegacyServiceAccountUid {
+                found: sa.uid,
+                claimed: c.legacy_uid,
+            });
+        }
+        if secret
+            .labels
+            .get(INVALID_SINCE_LABEL)
+            .is_some_and(|v| !v.is_empty())
+        {
+            return Err(AuthError::MarkedInvalid {
+                secret: format!("{ns}/{}", c.legacy_secret),
+                service_account: format!("{ns}/{name}"),
+            });
+        }
+        Ok(user(ns, name, &c.legacy_uid))
     }
 
-    fn bound(&self, c: Claims, now: i64) -> Result<UserInfo, AuthError> {
+    /// claims.go's checks (jwt.go checks the audience before them).
+    fn bound(&self, c: Claims, now: SystemTime) -> Result<UserInfo, AuthError> {
         let auds = match &c.aud {
             Some(Audience::One(a)) => vec![a.clone()],
             Some(Audience::Many(v)) => v.clone(),
             None => vec![],
         };
         if !auds.iter().any(|a| self.audiences.contains(a)) {
-            return Err(AuthError(format!(
-                "token audiences {auds:?} is invalid for the target audiences {:?}",
-                self.audiences
+            return Err(AuthError::Audience {
+                token: auds,
+                accepted: self.audiences.clone(),
+            });
+        }
+        // go-jose's order: nbf, exp, iat.
+        let secs = now
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        if c.nbf.is_some_and(|nbf| secs + LEEWAY_SECS < nbf) {
+            return Err(AuthError::NotValidYet);
+        }
+        if c.exp.is_some_and(|exp| secs - LEEWAY_SECS > exp) {
+            return Err(AuthError::Expired);
+        }
+        if c.iat.is_some_and(|iat| secs + LEEWAY_SECS < iat) {
+            return Err(AuthError::IssuedInTheFuture);
+        }
+        let k = c.kubernetes.ok_or(AuthError::NoServiceAccount)?;
+        if k.namespace.is_empty() || k.serviceaccount.name.is_empty() {
+            return Err(AuthError::NoServiceAccount);
+        }
+        // Objects deleted (their deletionTimestamp) before now less the leeway are gone.
+        let invalid_before = now
+            .checked_sub(std::time::Duration::from_secs(LEEWAY_SECS as u64))
+            .unwrap_or(UNIX_EPOCH);
+        let deleted = |o: &LookedUp| o.deletion_timestamp.is_some_and(|t| t < invalid_before);
+        let ns = &k.namespace;
+        let sa_ref = &k.serviceaccount;
+        let sa = self
+            .lookup
+            .get("serviceaccounts", ns, &sa_ref.name)
+            .ok_or_else(|| AuthError::ServiceAccountNotFound(sa_ref.name.clone()))?;
+        if sa.uid != sa_ref.uid {
+            return Err(AuthError::ServiceAccountUid {
+                found: sa.uid,
+                claimed: sa_ref.uid.clone(),
+            });
+        }
+        if deleted(&sa) {
+            return Err(AuthError::ServiceAccountDeleted(format!(
+                "{ns}/{}",
+                sa_ref.name
             )));
         }
-        if c.exp.is_some_and(|exp| now > exp + LEEWAY_SECS) {
-            return Err(AuthError("service account token has expired".into()));
-        }
-        if c.nbf.is_some_and(|nbf| now + LEEWAY_SECS < nbf)
-            || c.iat.is_some_and(|iat| now + LEEWAY_SECS < iat)
-        {
-            return Err(AuthError("service account token is not valid yet".into()));
-        }
-        let k = c
-            .kubernetes
-            .ok_or_else(|| AuthError("token has no kubernetes.io claims".into()))?;
-        if k.namespace.is_empty() || k.serviceaccount.name.is_empty() {
-            return Err(AuthError("token names no service account".into()));
-        }
-        let ns = &k.namespace;
-        let exists = |resource: &str, namespace: &str, r: &Ref| {
-            self.lookup.uid(resource, namespace, &r.name).as_deref() == Some(r.uid.as_str())
-        };
-        if !exists("serviceaccounts", ns, &k.serviceaccount) {
-            return Err(invalidated());
-        }
-        let mut u = user(ns, &k.serviceaccount.name, &k.serviceaccount.uid);
-        if let Some(pod) = &k.pod {
-            if !exists("pods", ns, pod) {
-                return Err(invalidated());
+        // The Secret, pod or node: there, with the token's uid, not deleted.
+        let check = |object: &'static str,
+                     resource: &str,
+                     namespace: &str,
+                     r: &Ref|
+         -> Result<(), AuthError> {
+            let found = self
+                .lookup
+                .get(resource, namespace, &r.name)
+                .ok_or(AuthError::Invalidated)?;
+            if found.uid != r.uid {
+                return Err(AuthError::BoundUid {
+                    object,
+                    found: found.uid,
+                    claimed: r.uid.clone(),
+                });
             }
+            if deleted(&found) {
+                return Err(AuthError::Invalidated);
+            }
+            Ok(())
+        };
+        if let Some(secret) = &k.secret {
+            check("secret", "secrets", ns, secret)?;
+        }
+        let mut u = user(ns, &sa_ref.name, &sa_ref.uid);
+        if let Some(pod) = &k.pod {
+            check("pod", "pods", ns, pod)?;
             u.extra.insert(
                 "authentication.kubernetes.io/pod-name".into(),
                 vec![pod.name.clone()],
@@ -311,14 +488,10 @@ impl ServiceAccountAuthenticator {
                 vec![pod.uid.clone()],
             );
         }
-        if let Some(secret) = &k.secret {
-            if !exists("secrets", ns, secret) {
-                return Err(invalidated());
-            }
-        }
         if let Some(node) = &k.node {
-            if !exists("nodes", "", node) {
-                return Err(invalidated());
+            // A pod-bound token names the pod's node for information only.
+            if k.pod.is_none() {
+                check("node", "nodes", "", node)?;
             }
             u.extra.insert(
                 "authentication.kubernetes.io/node-name".into(),
@@ -337,6 +510,24 @@ impl ServiceAccountAuthenticator {
         }
         Ok(u)
     }
+}
+
+/// The namespace and name of a ServiceAccount's user name
+/// (`system:serviceaccount:<namespace>:<name>`).
+fn split_username(user: &str) -> Option<(&str, &str)> {
+    let rest = user.strip_prefix("system:serviceaccount:")?;
+    let (ns, name) = rest.split_once(':')?;
+    (!ns.is_empty() && !name.is_empty() && !name.contains(':')).then_some((ns, name))
+}
+
+/// Whether `a` and `b` are equal, in a time that depends on their lengths only (as Go's
+/// `subtle.ConstantTimeCompare`, which also answers at once for different lengths).
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
 }
 
 fn user(ns: &str, name: &str, uid: &str) -> UserInfo {
@@ -361,14 +552,21 @@ mod tests {
     use std::time::Duration;
 
     #[derive(Default)]
-    struct Objects(Mutex<HashMap<String, String>>);
+    struct Objects(Mutex<HashMap<String, LookedUp>>);
 
     impl Objects {
         fn put(&self, resource: &str, ns: &str, name: &str, uid: &str) {
-            self.0
-                .lock()
-                .unwrap()
-                .insert(format!("{resource}/{ns}/{name}"), uid.into());
+            self.set(resource, ns, name, |o| {
+                *o = LookedUp {
+                    uid: uid.into(),
+                    ..LookedUp::default()
+                }
+            });
+        }
+        /// Changes the object (created empty if absent).
+        fn set(&self, resource: &str, ns: &str, name: &str, f: impl FnOnce(&mut LookedUp)) {
+            let mut map = self.0.lock().unwrap();
+            f(map.entry(format!("{resource}/{ns}/{name}")).or_default());
         }
         fn remove(&self, resource: &str, ns: &str, name: &str) {
             self.0
@@ -379,7 +577,7 @@ mod tests {
     }
 
     impl ObjectLookup for Objects {
-        fn uid(&self, resource: &str, namespace: &str, name: &str) -> Option<String> {
+        fn get(&self, resource: &str, namespace: &str, name: &str) -> Option<LookedUp> {
             self.0
                 .lock()
                 .unwrap()
@@ -437,6 +635,16 @@ mod tests {
         c
     }
 
+    fn legacy() -> serde_json::Value {
+        json!({
+            "iss": LEGACY_ISSUER, "sub": "system:serviceaccount:ns1:builder",
+            "kubernetes.io/serviceaccount/namespace": "ns1",
+            "kubernetes.io/serviceaccount/secret.name": "builder-token",
+            "kubernetes.io/serviceaccount/service-account.name": "builder",
+            "kubernetes.io/serviceaccount/service-account.uid": "sa-uid",
+        })
+    }
+
     fn at(secs: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(secs)
     }
@@ -466,12 +674,96 @@ mod tests {
             u.extra["authentication.kubernetes.io/credential-id"],
             ["JTI=j-1"]
         );
+        // A pod-bound token's node is reported, not checked (as kube-apiserver).
+        f.objects.remove("nodes", "", "n1");
+        assert!(f.auth.authenticate(&t, at(NOW)).unwrap().is_some());
 
-        // The pod deleted, or replaced by one with another uid: invalidated.
+        // The pod replaced by one with another uid, or deleted: invalidated.
         f.objects.put("pods", "ns1", "p1", "another-uid");
-        assert_eq!(f.auth.authenticate(&t, at(NOW)), Err(invalidated()));
+        assert_eq!(
+            f.auth.authenticate(&t, at(NOW)),
+            Err(AuthError::BoundUid {
+                object: "pod",
+                found: "another-uid".into(),
+                claimed: "pod-uid".into()
+            })
+        );
         f.objects.remove("pods", "ns1", "p1");
-        assert_eq!(f.auth.authenticate(&t, at(NOW)), Err(invalidated()));
+        assert_eq!(
+            f.auth.authenticate(&t, at(NOW)),
+            Err(AuthError::Invalidated)
+        );
+    }
+
+    #[test]
+    fn bound_objects_being_deleted_are_gone_a_minute_after_their_deletion_timestamp() {
+        let f = fixture();
+        let deleting_at = |resource: &str, ns: &str, name: &str, secs: u64| {
+            f.objects.set(resource, ns, name, |o| {
+                o.deletion_timestamp = Some(at(secs))
+            });
+        };
+        let by_pod = sign(
+            &f.signer,
+            &bound(json!({"pod": {"name": "p1", "uid": "pod-uid"}})),
+        );
+        let by_secret = sign(
+            &f.signer,
+            &bound(json!({"secret": {"name": "builder-token", "uid": "secret-uid"}})),
+        );
+        let by_node = sign(
+            &f.signer,
+            &bound(json!({"node": {"name": "n1", "uid": "node-uid"}})),
+        );
+        for (t, resource, ns, name) in [
+            (&by_pod, "pods", "ns1", "p1"),
+            (&by_secret, "secrets", "ns1", "builder-token"),
+            (&by_node, "nodes", "", "n1"),
+        ] {
+            // A pod ending gracefully has a deletionTimestamp in the future.
+            deleting_at(resource, ns, name, NOW + 30);
+            assert!(
+                f.auth.authenticate(t, at(NOW)).unwrap().is_some(),
+                "{resource}"
+            );
+            // Exactly a minute ago is not before now less the leeway: still valid.
+            deleting_at(resource, ns, name, NOW - 60);
+            assert!(
+                f.auth.authenticate(t, at(NOW)).unwrap().is_some(),
+                "{resource}"
+            );
+            deleting_at(resource, ns, name, NOW - 61);
+            assert_eq!(
+                f.auth.authenticate(t, at(NOW)),
+                Err(AuthError::Invalidated),
+                "{resource}"
+            );
+            f.objects
+                .set(resource, ns, name, |o| o.deletion_timestamp = None);
+            assert!(
+                f.auth.authenticate(t, at(NOW)).unwrap().is_some(),
+                "{resource}"
+            );
+        }
+        // The ServiceAccount, for any bound token.
+        let plain = sign(&f.signer, &bound(json!({})));
+        deleting_at("serviceaccounts", "ns1", "builder", NOW - 59);
+        assert!(f.auth.authenticate(&plain, at(NOW)).unwrap().is_some());
+        deleting_at("serviceaccounts", "ns1", "builder", NOW - 61);
+        let e = f.auth.authenticate(&plain, at(NOW)).unwrap_err();
+        assert_eq!(e, AuthError::ServiceAccountDeleted("ns1/builder".into()));
+        assert_eq!(
+            e.to_string(),
+            "service account ns1/builder has been deleted"
+        );
+        // A node-bound token's node replaced.
+        f.objects.put("serviceaccounts", "ns1", "builder", "sa-uid");
+        f.objects.put("nodes", "", "n1", "node-2");
+        let e = f.auth.authenticate(&by_node, at(NOW)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "node UID (node-2) does not match service account node ref claim (node-uid)"
+        );
     }
 
     #[test]
@@ -486,9 +778,17 @@ mod tests {
             .unwrap()
             .is_some());
         let e = f.auth.authenticate(&t, at(NOW + 3600 + 61)).unwrap_err();
-        assert!(e.0.contains("expired"), "{e}");
+        assert_eq!(e, AuthError::Expired);
         let e = f.auth.authenticate(&t, at(NOW - 100)).unwrap_err();
-        assert!(e.0.contains("not valid yet"), "{e}");
+        assert_eq!(e, AuthError::NotValidYet);
+        // Issued in the future (nbf fine).
+        let mut c = bound(json!({}));
+        c["iat"] = json!(NOW + 100);
+        let e = f
+            .auth
+            .authenticate(&sign(&f.signer, &c), at(NOW))
+            .unwrap_err();
+        assert_eq!(e, AuthError::IssuedInTheFuture);
         // Another audience.
         let mut c = bound(json!({}));
         c["aud"] = json!(["vault"]);
@@ -496,17 +796,24 @@ mod tests {
             .auth
             .authenticate(&sign(&f.signer, &c), at(NOW))
             .unwrap_err();
-        assert!(e.0.contains("audiences"), "{e}");
+        assert!(e.to_string().contains("audiences"), "{e}");
         // Signed by another key.
         let e = f
             .auth
             .authenticate(&sign(&f.other, &bound(json!({}))), at(NOW))
             .unwrap_err();
-        assert_eq!(e.0, "invalid signature");
-        // The service account recreated (another uid).
+        assert_eq!(e, AuthError::InvalidSignature);
+        // The service account recreated (another uid), then gone.
         f.objects
             .put("serviceaccounts", "ns1", "builder", "new-uid");
-        assert_eq!(f.auth.authenticate(&t, at(NOW)), Err(invalidated()));
+        let e = f.auth.authenticate(&t, at(NOW)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "service account UID (new-uid) does not match claim (sa-uid)"
+        );
+        f.objects.remove("serviceaccounts", "ns1", "builder");
+        let e = f.auth.authenticate(&t, at(NOW)).unwrap_err();
+        assert_eq!(e.to_string(), r#"serviceaccounts "builder" not found"#);
     }
 
     #[test]
@@ -519,26 +826,151 @@ mod tests {
         assert_eq!(f.auth.authenticate("a.b.c", at(NOW)), Ok(None));
     }
 
-    #[test]
-    fn legacy_tokens_need_their_secret_and_service_account() {
-        let f = fixture();
-        let c = json!({
-            "iss": LEGACY_ISSUER, "sub": "system:serviceaccount:ns1:builder",
-            "kubernetes.io/serviceaccount/namespace": "ns1",
-            "kubernetes.io/serviceaccount/secret.name": "builder-token",
-            "kubernetes.io/serviceaccount/service-account.name": "builder",
-            "kubernetes.io/serviceaccount/service-account.uid": "sa-uid",
+    /// The fixture's Secret holding `token`.
+    fn holding(f: &Fixture, token: &str) {
+        f.objects.set("secrets", "ns1", "builder-token", |o| {
+            o.token = Some(token.as_bytes().to_vec())
         });
-        let t = sign(&f.signer, &c);
+    }
+
+    #[test]
+    fn legacy_tokens_need_their_secret_holding_them_and_their_service_account() {
+        let f = fixture();
+        let t = sign(&f.signer, &legacy());
+        // The Secret without the token (or another one): not the server's copy.
+        assert_eq!(
+            f.auth.authenticate(&t, at(NOW)),
+            Err(AuthError::TokenMismatch)
+        );
+        holding(&f, &t);
         let u = f.auth.authenticate(&t, at(NOW)).unwrap().unwrap();
         assert_eq!(u.name, "system:serviceaccount:ns1:builder");
+        assert_eq!(u.uid, "sa-uid");
+        // Rotated: the Secret holds another token, one byte apart or of another length.
+        let mut other = t.clone().into_bytes();
+        let last = other.len() - 1;
+        other[last] ^= 1;
+        holding(&f, &String::from_utf8(other).unwrap());
+        assert_eq!(
+            f.auth.authenticate(&t, at(NOW)),
+            Err(AuthError::TokenMismatch)
+        );
+        holding(&f, &format!("{t}x"));
+        assert_eq!(
+            f.auth.authenticate(&t, at(NOW)),
+            Err(AuthError::TokenMismatch)
+        );
+        holding(&f, &t);
+        // The Secret being deleted, whenever: invalidated (no grace for legacy tokens).
+        f.objects.set("secrets", "ns1", "builder-token", |o| {
+            o.deletion_timestamp = Some(at(NOW + 30))
+        });
+        let e = f.auth.authenticate(&t, at(NOW)).unwrap_err();
+        assert_eq!(e.to_string(), "Token has been invalidated");
+        f.objects.set("secrets", "ns1", "builder-token", |o| {
+            o.deletion_timestamp = None
+        });
+        // The ServiceAccount being deleted, recreated, gone.
+        f.objects.set("serviceaccounts", "ns1", "builder", |o| {
+            o.deletion_timestamp = Some(at(NOW))
+        });
+        let e = f.auth.authenticate(&t, at(NOW)).unwrap_err();
+        assert_eq!(e.to_string(), "ServiceAccount ns1/builder has been deleted");
         f.objects
             .put("serviceaccounts", "ns1", "builder", "new-uid");
         let e = f.auth.authenticate(&t, at(NOW)).unwrap_err();
-        assert!(e.0.contains("does not match"), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "ServiceAccount UID (new-uid) does not match claim (sa-uid)"
+        );
+        f.objects.remove("serviceaccounts", "ns1", "builder");
+        assert_eq!(
+            f.auth.authenticate(&t, at(NOW)),
+            Err(AuthError::ServiceAccountNotFound("builder".into()))
+        );
         f.objects.put("serviceaccounts", "ns1", "builder", "sa-uid");
+        assert!(f.auth.authenticate(&t, at(NOW)).unwrap().is_some());
         f.objects.remove("secrets", "ns1", "builder-token");
-        assert!(f.auth.authenticate(&t, at(NOW)).is_err());
+        assert_eq!(
+            f.auth.authenticate(&t, at(NOW)),
+            Err(AuthError::LegacyInvalidated)
+        );
+    }
+
+    #[test]
+    fn legacy_tokens_of_a_secret_labelled_invalid_are_refused() {
+        let f = fixture();
+        let t = sign(&f.signer, &legacy());
+        holding(&f, &t);
+        let label = |value: &str| {
+            f.objects.set("secrets", "ns1", "builder-token", |o| {
+                o.labels.insert(INVALID_SINCE_LABEL.into(), value.into());
+            })
+        };
+        label("2025-10-27");
+        let e = f.auth.authenticate(&t, at(NOW)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the token in secret ns1/builder-token for service account ns1/builder has been \
+             marked invalid. Use tokens from the TokenRequest API or manually created \
+             secret-based tokens, or remove the 'kubernetes.io/legacy-token-invalid-since' \
+             label from the secret to temporarily allow use of this token"
+        );
+        // An empty value is no mark (legacy.go reads the value).
+        label("");
+        assert!(f.auth.authenticate(&t, at(NOW)).unwrap().is_some());
+    }
+
+    #[test]
+    fn legacy_claims_and_subject_are_checked() {
+        let f = fixture();
+        for (claim, name) in [
+            ("sub", "sub"),
+            ("kubernetes.io/serviceaccount/namespace", "namespace"),
+            ("kubernetes.io/serviceaccount/secret.name", "secretName"),
+            (
+                "kubernetes.io/serviceaccount/service-account.name",
+                "serviceAccountName",
+            ),
+            (
+                "kubernetes.io/serviceaccount/service-account.uid",
+                "serviceAccountUID",
+            ),
+        ] {
+            let mut c = legacy();
+            c.as_object_mut().unwrap().remove(claim);
+            let e = f
+                .auth
+                .authenticate(&sign(&f.signer, &c), at(NOW))
+                .unwrap_err();
+            assert_eq!(e, AuthError::MissingClaim(name));
+            assert_eq!(e.to_string(), format!("{name} claim is missing"));
+        }
+        for sub in [
+            "system:serviceaccount:ns1:other",
+            "system:serviceaccount:ns2:builder",
+            "system:serviceaccount:ns1:builder:x",
+            "builder",
+        ] {
+            let mut c = legacy();
+            c["sub"] = json!(sub);
+            let t = sign(&f.signer, &c);
+            holding(&f, &t);
+            assert_eq!(
+                f.auth.authenticate(&t, at(NOW)),
+                Err(AuthError::InvalidSubject),
+                "{sub}"
+            );
+        }
+    }
+
+    #[test]
+    fn constant_time_eq_is_equality() {
+        assert!(constant_time_eq(b"", b""));
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+        assert!(!constant_time_eq(b"", b"a"));
     }
 
     #[test]

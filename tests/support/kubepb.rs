@@ -259,6 +259,7 @@ kinds! {
         immutable: f.bool("immutable"),
         ..Default::default()
     };
+    pb::core::v1::ServiceAccount, oa::core::v1::ServiceAccount;
     pb::core::v1::Namespace, oa::core::v1::Namespace => |f| pb::core::v1::Namespace {
         metadata: f.message("metadata", object_meta),
         status: f.message("status", |f| pb::core::v1::NamespaceStatus {
@@ -275,6 +276,7 @@ kinds! {
     pb::core::v1::Node, oa::core::v1::Node => |f| pb::core::v1::Node {
         metadata: f.message("metadata", object_meta),
         spec: f.message("spec", |f| pb::core::v1::NodeSpec {
+            pod_cidr: f.string("podCIDR"),
             unschedulable: f.bool("unschedulable"),
             ..Default::default()
         }),
