@@ -63,19 +63,28 @@ async fn bookmarks_arrive_periodically_and_never_run_ahead_of_unsent_events() {
     );
     // A spawned task does not inherit the scenario's storage format: it is passed on.
     let writer = tokio::spawn(Storage::current().scope(async move {
-        // Writes in the watched namespace and in another one, racing the bookmarks.
+        // Writes in the watched namespace and in another one, racing the bookmarks. The
+        // event each write in namespace a must produce, in order: (type, name, data.i,
+        // resourceVersion).
+        let mut expected = Vec::new();
         for i in 0..150 {
             let ns = if i % 3 == 0 { "b" } else { "a" };
-            put_object_text(
+            let name = format!("c{}", i % 7);
+            let rev = put_object_text(
                 &mut kv,
-                &format!("/registry/configmaps/{ns}/c{}", i % 7),
-                &configmap(ns, &format!("c{}", i % 7), i),
+                &format!("/registry/configmaps/{ns}/{name}"),
+                &configmap(ns, &name, i),
             )
             .await;
+            if ns == "a" {
+                let first = !expected.iter().any(|(_, n, _, _)| *n == name);
+                let kind = if first { "ADDED" } else { "MODIFIED" };
+                expected.push((kind.to_string(), name, i.to_string(), rev));
+            }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let r = kv.get("x", None).await.expect("get");
-        r.header().expect("header").revision()
+        (expected, r.header().expect("header").revision())
     }));
     let mut seen = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -84,7 +93,7 @@ async fn bookmarks_arrive_periodically_and_never_run_ahead_of_unsent_events() {
             seen.push(ev);
         }
     }
-    let last_write = writer.await.expect("writer");
+    let (expected, last_write) = writer.await.expect("writer");
     assert_stored_in_current_format(&mut etcd.client().await, "/registry/configmaps/a/c1").await;
     // Drain until a bookmark covers the last write.
     while Instant::now() < deadline {
@@ -121,10 +130,25 @@ async fn bookmarks_arrive_periodically_and_never_run_ahead_of_unsent_events() {
             }
         }
     }
-    let events = seen.iter().filter(|e| e["type"] != "BOOKMARK").count();
+    // Every write in namespace a arrives exactly once, in the order written, as the
+    // event it is: a count would pass with one event lost and another sent twice.
+    let events: Vec<(String, String, String, i64)> = seen
+        .iter()
+        .filter(|e| e["type"] != "BOOKMARK")
+        .map(|e| {
+            let text = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+            (
+                text(&e["type"]),
+                text(&e["object"]["metadata"]["name"]),
+                text(&e["object"]["data"]["i"]),
+                rv(e),
+            )
+        })
+        .collect();
+    assert_eq!(expected.len(), 100);
     assert_eq!(
-        events, 100,
-        "every write in namespace a arrives exactly once"
+        events, expected,
+        "every write in namespace a arrives exactly once, in order"
     );
     assert!(rv(&seen[*bookmarks.last().expect("bookmark")]) >= last_write);
 }

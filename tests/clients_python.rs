@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use support::clients::{python_command, ClientProcess};
-use support::kube::{delete_key, etcd_revision, pod, pod_key, put_json, put_object};
+use support::kube::{delete_key, etcd_revision, get_json, pod, pod_key, put_json, put_object};
 use support::proxy::RecordingProxy;
 use support::{storage_tests, Etcd, Watchd};
 
@@ -218,9 +218,20 @@ async fn expired_resource_version() -> (Etcd, Watchd, i64) {
     let watchd = Watchd::start(&etcd.client_url(), &["--history-window=1s"]);
     let key = pod_key("apps", "churn");
     let from = put_json(&mut kv, &key, &pod_in_phase("apps", "churn", "Pending")).await;
-    put_json(&mut kv, &key, &pod_in_phase("apps", "churn", "Running")).await;
+    let running = put_json(&mut kv, &key, &pod_in_phase("apps", "churn", "Running")).await;
+    // The window is measured from when the cache took an event: wait until it took each
+    // write (a get not older than its revision) rather than assume it did at once.
+    let cached = |rev: i64| {
+        let url = format!(
+            "{}/api/v1/namespaces/apps/pods/churn?resourceVersion={rev}",
+            watchd.base_url()
+        );
+        async move { get_json(&url).await }
+    };
+    cached(running).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    put_json(&mut kv, &key, &pod_in_phase("apps", "churn", "Succeeded")).await;
+    let last = put_json(&mut kv, &key, &pod_in_phase("apps", "churn", "Succeeded")).await;
+    cached(last).await;
     (etcd, watchd, from)
 }
 

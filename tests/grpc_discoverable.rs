@@ -42,7 +42,7 @@ async fn channel(w: &Watchd) -> tonic::transport::Channel {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_is_serving_once_synced_and_not_serving_while_draining() {
-    let etcd = Etcd::start();
+    let mut etcd = Etcd::start();
     let mut kv = etcd.client().await;
     put_json(
         &mut kv,
@@ -50,8 +50,72 @@ async fn health_is_serving_once_synced_and_not_serving_while_draining() {
         &configmap("default", "a", "1"),
     )
     .await;
-    let mut w = Watchd::start(&etcd.client_url(), &[]);
-    let mut health = HealthClient::new(channel(&w).await);
+    // Before the initial sync: etcd is down, so watchd cannot sync, and the health
+    // service answers NOT_SERVING, for the server and for the API, every time it is
+    // asked over a few of its readiness looks (it looks every 200 ms).
+    etcd.kill9();
+    let mut w = Watchd::spawn(&etcd.client_url(), &[]);
+    // Spawned, not waited for: connect once its gRPC port listens (bounded).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let endpoint = tonic::transport::Endpoint::from_shared(w.grpc_url()).unwrap();
+    let ch = loop {
+        match tokio::time::timeout(WAIT, endpoint.connect()).await {
+            Ok(Ok(ch)) => break ch,
+            other => assert!(
+                std::time::Instant::now() < deadline,
+                "the gRPC port does not listen before sync: {other:?}\n{}",
+                w.log()
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut health = HealthClient::new(ch);
+    let mut before_sync = health
+        .watch(HealthCheckRequest {
+            service: "watchd.v1.Watchd".into(),
+        })
+        .await
+        .expect("health watch before sync")
+        .into_inner();
+    let first = tokio::time::timeout(WAIT, before_sync.message())
+        .await
+        .expect("the status before sync")
+        .expect("a message")
+        .expect("not ended");
+    assert_eq!(first.status(), ServingStatus::NotServing, "before sync");
+    for _ in 0..5 {
+        for service in ["", "watchd.v1.Watchd"] {
+            let r = health
+                .check(HealthCheckRequest {
+                    service: service.into(),
+                })
+                .await
+                .unwrap_or_else(|e| panic!("check {service:?} before sync: {e}"))
+                .into_inner();
+            assert_eq!(
+                r.status(),
+                ServingStatus::NotServing,
+                "{service:?} before sync"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let readyz = support::http::get(&format!("{}/readyz", w.base_url()), &[]).await;
+    assert_ne!(readyz.status, 200, "not synced while etcd is down");
+
+    // etcd comes back: watchd syncs, and the watch of the health sees SERVING.
+    tokio::task::block_in_place(|| {
+        etcd.restart();
+        w.wait_ready(Duration::from_secs(60))
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let synced = tokio::time::timeout(WAIT, before_sync.message())
+        .await
+        .expect("SERVING after the sync")
+        .expect("a message")
+        .expect("not ended");
+    assert_eq!(synced.status(), ServingStatus::Serving, "after sync");
+
     // The health service looks at readiness a few times a second: it follows /readyz
     // (which is 200 now) within a moment.
     for service in ["", "watchd.v1.Watchd"] {

@@ -10,11 +10,13 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, EventType as EtcdEventType, GetOptions, Txn, TxnOp, WatchOptions};
+use serde_json::Value;
 use tonic::transport::Channel;
 use watchd::api::grpc::pb::watchd_client::WatchdClient;
 use watchd::api::grpc::pb::{self, EventType};
 
 use support::kube::etcd_revision;
+use support::kubepb;
 use support::{Etcd, Rng, Watchd};
 
 const CONFIGMAPS: &str = "/registry/configmaps/";
@@ -163,6 +165,45 @@ async fn etcd_history(kv: &mut Client, from: i64, to: i64) -> Vec<Seen> {
     out
 }
 
+/// The object each event of etcd's history of ConfigMaps and Nodes in (from, to] must
+/// carry, by (selection, key, revision): the value put, or for a delete the value it
+/// deleted, as etcd holds it (the oracle for objects served as protobuf).
+async fn etcd_values(kv: &mut Client, from: i64, to: i64) -> BTreeMap<(u32, String, i64), Value> {
+    let opts = WatchOptions::new()
+        .with_prefix()
+        .with_prev_key()
+        .with_start_revision(from + 1);
+    let mut stream = kv
+        .watch("/registry/", Some(opts))
+        .await
+        .expect("etcd watch");
+    let mut out = BTreeMap::new();
+    let mut last = from;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while last < to {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let msg = tokio::time::timeout(left, stream.message())
+            .await
+            .expect("etcd history in time")
+            .expect("etcd watch message")
+            .expect("etcd watch open");
+        for ev in msg.events() {
+            let kv = ev.kv().expect("kv");
+            last = last.max(kv.mod_revision());
+            let Some((selection, key)) = classify(kv.key_str().expect("utf8 key")) else {
+                continue;
+            };
+            let value = match ev.event_type() {
+                EtcdEventType::Delete => ev.prev_kv().expect("a delete's previous value").value(),
+                EtcdEventType::Put => kv.value(),
+            };
+            let value: Value = serde_json::from_slice(value).expect("the writer's JSON");
+            out.insert((selection, key, kv.mod_revision()), value);
+        }
+    }
+    out
+}
+
 /// etcd's ConfigMaps and Nodes at revision `at`: (selection, key, mod revision), in the
 /// order a Snapshot sends them.
 async fn etcd_state(kv: &mut Client, at: i64) -> Vec<(u32, String, i64)> {
@@ -229,6 +270,9 @@ struct Received {
     events: Vec<Seen>,
     /// For each message with events: the revisions in it.
     messages: Vec<Vec<i64>>,
+    /// The objects of `events` that came as Kubernetes protobuf: (selection, key,
+    /// revision, the bytes served).
+    protobuf: Vec<(u32, String, i64, Vec<u8>)>,
 }
 
 impl Received {
@@ -256,6 +300,14 @@ impl Received {
                     }
                     let name = t.as_str_name().to_string();
                     revisions.push(e.resource_version);
+                    if o.encoding() == pb::Encoding::Protobuf {
+                        self.protobuf.push((
+                            e.selection,
+                            key.clone(),
+                            e.resource_version,
+                            o.raw.to_vec(),
+                        ));
+                    }
                     self.events
                         .push((e.selection, name, key, e.resource_version));
                 }
@@ -518,6 +570,21 @@ async fn watch_many_streams_equal_etcds_history_in_order_and_resume_without_gap(
     read_many(&mut resumed, &mut got_resumed, last(&history), None).await;
     assert_history("(c) resumed WatchMany", &got_resumed.events, &history);
     assert_revisions_whole("(c)", &got_resumed.messages);
+    // (c) asked for Kubernetes protobuf: every object came so, and decoded with k8s-pb
+    // it is exactly the message of the value etcd holds for that event (for a delete,
+    // the value deleted), with the event's resourceVersion.
+    assert_eq!(
+        got_resumed.protobuf.len(),
+        got_resumed.events.len(),
+        "(c) every object in protobuf"
+    );
+    let values = etcd_values(&mut kv, start, end).await;
+    for (selection, key, rev, raw) in &got_resumed.protobuf {
+        let written = values
+            .get(&(*selection, key.clone(), *rev))
+            .unwrap_or_else(|| panic!("(c) {key}@{rev} is not in etcd's history"));
+        kubepb::assert_protobuf_as_written(raw, written, *rev);
+    }
 
     // (d) likewise for one resource's Watch.
     let expected_single: Vec<Seen> = history.iter().filter(|s| s.0 == 0).cloned().collect();
@@ -631,9 +698,13 @@ async fn snapshot_pages_hold_every_collection_at_one_revision_while_writes_go_on
 async fn list_resources_says_what_is_served_and_objects_come_in_the_encoding_asked() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
-    kv.put(format!("{NODES}node-1"), node("node-1", 1), None)
+    let node_rev = kv
+        .put(format!("{NODES}node-1"), node("node-1", 1), None)
         .await
-        .expect("put");
+        .expect("put")
+        .header()
+        .expect("a response header")
+        .revision();
     let watchd = Watchd::start(&etcd.client_url(), &[]);
     let mut c = client(&watchd).await;
 
@@ -696,6 +767,19 @@ async fn list_resources_says_what_is_served_and_objects_come_in_the_encoding_ask
     assert!(!meta.deleting);
     let value: serde_json::Value = serde_json::from_slice(&json.raw).expect("JSON");
     assert_eq!(value["spec"]["podCIDR"], "10.0.1.0/24");
+    // The protobuf object, decoded with k8s-pb (not watchd's codec): a Node with the
+    // fields written, and exactly the message of the stored value.
+    let (type_meta, decoded): (_, k8s_pb::api::core::v1::Node) = kubepb::decode(&proto.raw);
+    assert_eq!(type_meta, ("v1".to_string(), "Node".to_string()));
+    let m = decoded.metadata.as_ref().expect("metadata");
+    assert_eq!(m.name.as_deref(), Some("node-1"));
+    assert_eq!(m.uid.as_deref(), Some("u-node-1"));
+    assert_eq!(m.labels.get("n").map(String::as_str), Some("1"));
+    assert_eq!(m.resource_version, Some(node_rev.to_string()));
+    let spec = decoded.spec.as_ref().expect("spec");
+    assert_eq!(spec.pod_cidr.as_deref(), Some("10.0.1.0/24"));
+    let written: Value = serde_json::from_str(&node("node-1", 1)).expect("JSON");
+    kubepb::assert_protobuf_as_written(&proto.raw, &written, node_rev);
 }
 
 /// With an API server as the source each resource is followed on its own stream, at its

@@ -15,17 +15,16 @@ use watchd::codec::{extract, json, pbjson};
 /// something kube-apiserver does not serve.
 const SKIP: &[(&str, &str)] = &[];
 
-fn fixtures_root() -> Option<PathBuf> {
+/// The fixture folder. It comes with `../shared` and CI always has it, so its absence is
+/// a failure naming the path, never a silent pass.
+fn fixtures_root() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/k8s-api-testdata");
-    if root.is_dir() {
-        Some(root)
-    } else {
-        eprintln!(
-            "SKIPPED: fixture folder {} is absent (it comes with shared/)",
-            root.display()
-        );
-        None
-    }
+    assert!(
+        root.is_dir(),
+        "fixture folder {} is absent (it comes with ../shared; CI always has it)",
+        root.display()
+    );
+    root
 }
 
 /// The `.pb` fixtures of one version folder, sorted, without `*.after_roundtrip.*`.
@@ -166,7 +165,7 @@ fn render_dir_exactly(dir: &Path) -> (usize, Vec<String>, Vec<String>) {
 
 #[test]
 fn v1_34_fixtures_render_as_kube_apiserver_json() {
-    let Some(root) = fixtures_root() else { return };
+    let root = fixtures_root();
     let dir = root.join("v1.34.0");
     let (passed, failed, _) = render_dir_exactly(&dir);
     assert!(passed > 150, "too few fixtures found in {}", dir.display());
@@ -203,7 +202,7 @@ fn extra_fixtures_render_as_kube_apiserver_json() {
 
 #[test]
 fn head_fixtures_render_without_errors() {
-    let Some(root) = fixtures_root() else { return };
+    let root = fixtures_root();
     let dir = root.join("HEAD");
     let (mut ok, mut unknown_kinds, mut with_unknown, mut unknown_total, mut exact) =
         (0, Vec::new(), 0, 0u64, 0);
@@ -311,7 +310,7 @@ const FIELD_PATHS: &[&str] = &[
 
 #[test]
 fn validate_field_values_and_metadata_agree_with_the_rendering() {
-    let Some(root) = fixtures_root() else { return };
+    let root = fixtures_root();
     let (mut objects, mut values, mut metas) = (0, 0, 0);
     for dir in ["v1.34.0", "HEAD"] {
         for pb in pb_files(&root.join(dir)) {
@@ -452,7 +451,7 @@ fn corrupt_and_render(files: &[PathBuf], rounds: u32, seed: &mut u32) -> (u32, u
 
 #[test]
 fn corrupted_fixtures_never_panic() {
-    let Some(root) = fixtures_root() else { return };
+    let root = fixtures_root();
     let mut seed = 0x2545_f491_u32;
     let (runs, errs) = corrupt_and_render(&pb_files(&root.join("v1.34.0")), 24, &mut seed);
     println!("corrupted fixtures: {runs} renders, {errs} errors, no panics");

@@ -10,18 +10,17 @@ use serde_json::Value;
 use support::http;
 use support::{Etcd, Watchd};
 
-fn fixtures() -> Option<PathBuf> {
+/// The v1.34.0 fixture folder. It comes with `../shared` and CI always has it, so its
+/// absence is a failure naming the path, never a silent pass.
+fn fixtures() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/fixtures/k8s-api-testdata/v1.34.0");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "SKIPPED: {} is absent (it is always present in CI)",
-            dir.display()
-        );
-        None
-    }
+    assert!(
+        dir.is_dir(),
+        "fixture folder {} is absent (it comes with ../shared; CI always has it)",
+        dir.display()
+    );
+    dir
 }
 
 fn read(dir: &std::path::Path, name: &str) -> Vec<u8> {
@@ -37,7 +36,7 @@ fn expected(dir: &std::path::Path, name: &str, rv: i64) -> Value {
 
 #[tokio::test]
 async fn protobuf_pods_nodes_and_deployments_are_served_as_kube_apiserver_json() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
     let mut revs = Vec::new();
@@ -94,7 +93,7 @@ async fn protobuf_pods_nodes_and_deployments_are_served_as_kube_apiserver_json()
 
 #[tokio::test]
 async fn protobuf_watch_events_carry_the_transcoded_object_and_the_delete_revision() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     let etcd = Etcd::start();
     let w = Watchd::start(&etcd.client_url(), &[]);
     let list = http::get(&format!("{}/api/v1/configmaps", w.base_url()), &[])

@@ -18,15 +18,17 @@ const PB: &str = "application/vnd.kubernetes.protobuf";
 const PB_OR_JSON: &str = "application/vnd.kubernetes.protobuf, application/json";
 const POD_KEY: &str = "/registry/pods/namespaceValue/nameValue";
 
-fn fixtures() -> Option<PathBuf> {
+/// The v1.34.0 fixture folder. It comes with `../shared` and CI always has it, so its
+/// absence is a failure naming the path, never a silent pass.
+fn fixtures() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/fixtures/k8s-api-testdata/v1.34.0");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("SKIPPED: {} is absent", dir.display());
-        None
-    }
+    assert!(
+        dir.is_dir(),
+        "fixture folder {} is absent (it comes with ../shared; CI always has it)",
+        dir.display()
+    );
+    dir
 }
 
 /// A minimal protobuf reader: the length-delimited and varint fields of a message.
@@ -116,8 +118,8 @@ fn transcoded(body: &[u8]) -> Value {
     serde_json::from_slice(&r.json).unwrap()
 }
 
-async fn start_with_pods() -> Option<(Etcd, etcd_client::Client, Watchd, i64, i64)> {
-    let dir = fixtures()?;
+async fn start_with_pods() -> (Etcd, etcd_client::Client, Watchd, i64, i64) {
+    let dir = fixtures();
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
     let pb = std::fs::read(dir.join("core.v1.Pod.pb")).unwrap();
@@ -127,14 +129,12 @@ async fn start_with_pods() -> Option<(Etcd, etcd_client::Client, Watchd, i64, i6
     // revision) starts at them: a watch from resourceVersion 1 is too old.
     kv.compact(json_rv, None).await.expect("etcd compact");
     let w = Watchd::start(&etcd.client_url(), &[]);
-    Some((etcd, kv, w, pod_rv, json_rv))
+    (etcd, kv, w, pod_rv, json_rv)
 }
 
 #[tokio::test]
 async fn protobuf_get_and_list_of_protobuf_stored_pods() {
-    let Some((_etcd, _kv, w, pod_rv, _)) = start_with_pods().await else {
-        return;
-    };
+    let (_etcd, _kv, w, pod_rv, _) = start_with_pods().await;
     let base = w.base_url();
     let url = format!("{base}/api/v1/namespaces/namespaceValue/pods/nameValue");
     let resp = http::get(&url, &[("accept", PB)]).await;
@@ -144,7 +144,7 @@ async fn protobuf_get_and_list_of_protobuf_stored_pods() {
     assert_eq!((v.as_str(), k.as_str()), ("v1", "Pod"));
     assert_eq!(object_rv(raw), pod_rv.to_string());
     // The stored message, with its resourceVersion, read by the tests' own decoder.
-    let fixture = std::fs::read(fixtures().unwrap().join("core.v1.Pod.pb")).unwrap();
+    let fixture = std::fs::read(fixtures().join("core.v1.Pod.pb")).unwrap();
     let (_, mut stored): (_, Pod) = kubepb::decode(&fixture);
     stored.metadata.as_mut().unwrap().resource_version = Some(pod_rv.to_string());
     let (type_meta, served): (_, Pod) = kubepb::decode(&resp.body);
@@ -198,7 +198,7 @@ async fn protobuf_get_and_list_of_protobuf_stored_pods() {
     assert_eq!(item, json_get);
 
     // Paging: continue and remainingItemCount are in ListMeta.
-    let dir = fixtures().unwrap();
+    let dir = fixtures();
     let mut kv = _kv;
     let pb = std::fs::read(dir.join("core.v1.Pod.pb")).unwrap();
     put_raw(&mut kv, "/registry/pods/namespaceValue/zzz", pb).await;
@@ -217,7 +217,7 @@ async fn protobuf_get_and_list_of_protobuf_stored_pods() {
 
 #[test]
 fn rewriting_to_the_stored_resource_version_keeps_the_bytes() {
-    let Some(dir) = fixtures() else { return };
+    let dir = fixtures();
     for file in ["core.v1.Pod.pb", "core.v1.Node.pb", "apps.v1.Deployment.pb"] {
         let stored = std::fs::read(dir.join(file)).unwrap();
         let (_, _, raw) = envelope(&stored);
@@ -244,9 +244,7 @@ async fn assert_served_as_json_only(url: &str) {
 
 #[tokio::test]
 async fn json_stored_objects_are_served_as_protobuf() {
-    let Some((_etcd, _kv, w, pod_rv, json_rv)) = start_with_pods().await else {
-        return;
-    };
+    let (_etcd, _kv, w, pod_rv, json_rv) = start_with_pods().await;
     let base = w.base_url();
     let resp = http::get(
         &format!("{base}/api/v1/namespaces/default/pods/web"),
@@ -295,10 +293,8 @@ fn frames(mut body: &[u8]) -> Vec<(String, Vec<u8>)> {
 
 #[tokio::test]
 async fn protobuf_watch_frames() {
-    let Some((_etcd, mut kv, w, _, json_rv)) = start_with_pods().await else {
-        return;
-    };
-    let dir = fixtures().unwrap();
+    let (_etcd, mut kv, w, _, json_rv) = start_with_pods().await;
+    let dir = fixtures();
     let base = w.base_url();
     let url = format!(
         "{base}/api/v1/namespaces/namespaceValue/pods?watch=true&resourceVersion={json_rv}&allowWatchBookmarks=true&timeoutSeconds=3"
@@ -338,6 +334,15 @@ async fn protobuf_watch_frames() {
     // A watch from resourceVersion 0 starts with synthetic ADDED frames of the objects.
     let pb = std::fs::read(dir.join("core.v1.Pod.pb")).unwrap();
     let r4 = put_raw(&mut kv, POD_KEY, pb).await;
+    // Wait until the cache holds r4 (a get not older than it), so the watch below starts
+    // from a cache with the pod in it: its ADDED is synthetic, not r4's event arriving
+    // after the watch began.
+    let held = http::get(
+        &format!("{base}/api/v1/namespaces/namespaceValue/pods/nameValue?resourceVersion={r4}"),
+        &[],
+    )
+    .await;
+    assert_eq!(held.status, 200, "{}", held.text());
     let url = format!(
         "{base}/api/v1/namespaces/namespaceValue/pods?watch=true&resourceVersion=0&timeoutSeconds=1"
     );
@@ -370,9 +375,7 @@ async fn protobuf_watch_frames() {
 
 #[tokio::test]
 async fn bookmarks_carry_the_kind_and_resource_version() {
-    let Some((_etcd, _kv, w, _, _)) = start_with_pods().await else {
-        return;
-    };
+    let (_etcd, _kv, w, _, _) = start_with_pods().await;
     let base = w.base_url();
     let url = format!(
         "{base}/api/v1/namespaces/namespaceValue/pods?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=2"

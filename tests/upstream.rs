@@ -6,7 +6,7 @@
 
 mod support;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -15,7 +15,7 @@ use tokio::net::TcpStream;
 use support::http;
 use support::kube::{configmap, pod, put_json};
 use support::pki::{self, Pki};
-use support::upstream::{FakeUpstream, MARKER_HEADER};
+use support::upstream::{FakeUpstream, FOLLOW_LOG_INTERVAL, FOLLOW_LOG_LINES, MARKER_HEADER};
 use support::{Etcd, Watchd};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -230,20 +230,32 @@ async fn a_followed_log_streams_line_by_line() {
             .and_then(|v| v.to_str().ok()),
         Some("yes")
     );
-    let first = log.next_line(WAIT).await.expect("the first line");
-    assert_eq!(&first[..], b"line 1");
-    // Not buffered: the first line arrived while the upstream was still writing (it
-    // writes one line every 100 ms, 20 in all).
-    assert!(
-        !log.is_ended(),
-        "the stream is still open after its first line"
-    );
-    let mut lines = vec![first];
+    // Each line with the time it arrived. The stream ends within a bounded count: the
+    // upstream writes FOLLOW_LOG_LINES lines and closes.
+    let mut lines: Vec<(Instant, String)> = Vec::new();
     while let Some(l) = log.next_line(WAIT).await {
-        lines.push(l);
+        lines.push((Instant::now(), String::from_utf8_lossy(&l).into_owned()));
+        assert!(
+            lines.len() <= FOLLOW_LOG_LINES as usize,
+            "more lines than the upstream wrote: {lines:?}"
+        );
     }
-    assert_eq!(lines.len(), 20);
-    assert_eq!(&lines[19][..], b"line 20");
+    let printed: Vec<&str> = lines.iter().map(|(_, l)| l.as_str()).collect();
+    let expected: Vec<String> = (1..=FOLLOW_LOG_LINES)
+        .map(|i| format!("line {i}"))
+        .collect();
+    assert_eq!(printed, expected);
+    // Not buffered: the upstream writes one line every FOLLOW_LOG_INTERVAL, so lines
+    // passed on as they come arrive spread over about that span; a body held until the
+    // upstream ended (or held for many lines) arrives at once. Half the span allows for
+    // a slow machine delaying the first line, as upstream_kubectl.rs does.
+    let spread = lines[lines.len() - 1].0 - lines[0].0;
+    let sent_over = FOLLOW_LOG_INTERVAL * (FOLLOW_LOG_LINES - 1);
+    assert!(
+        spread >= sent_over / 2,
+        "the followed log arrived within {spread:?} although the upstream sent it over \
+         {sent_over:?}: it was buffered, not streamed"
+    );
     let seen = up.requests_to("/api/v1/namespaces/default/pods/web/log");
     assert_eq!(seen[0].query.as_deref(), Some("follow=true&container=main"));
 }
