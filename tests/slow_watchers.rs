@@ -1,5 +1,5 @@
-//! Slow and stalled watchers: a client that stops reading costs the others nothing and
-//! holds bounded memory, and its watch ends — after `--write-timeout` over HTTP/1.1, with
+//! Slow and stalled watchers: clients that stop reading cost the others nothing and hold
+//! no copy of the events each, and their watches end — after `--write-timeout` over HTTP/1.1, with
 //! 410 once it fell out of the history window over HTTP/2 — while a thousand live
 //! watchers of the same resource receive every event. Also: `--watch-batch-window`
 //! gathers events that arrive within the window into one write.
@@ -16,8 +16,13 @@ use support::{Etcd, Watchd};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// Live watchers next to the stalled one.
+/// Live watchers next to the stalled ones.
 const LIVE: usize = 1000;
+/// Stalled HTTP/1.1 watchers: they open a watch and never read.
+const STALLED: usize = 50;
+/// Large objects written while they are stalled, and the size of each one's filler.
+const BULK_WRITES: usize = 20;
+const BULK_FILLER: usize = 800 * 1024;
 /// Events every live watcher must receive.
 const WRITES: usize = 40;
 /// How long any phase may take before the test gives up.
@@ -49,14 +54,60 @@ fn raise_fd_limit() -> u64 {
     lim.rlim_cur
 }
 
-/// VmRSS of `pid` in bytes.
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
+/// A memory figure of `pid` from `/proc/<pid>/status` in bytes: `VmRSS` (resident now) or
+/// `VmHWM` (the most it was ever resident). A status that cannot be read or lacks the
+/// field is a failure: a memory bound checked against 0 would pass for any server.
+fn proc_status_bytes(pid: u32, field: &str) -> u64 {
+    let path = format!("/proc/{pid}/status");
+    let status =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+    let kb = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no {field} in kB in {path}:\n{status}"));
+    assert!(kb > 0, "{field} of {pid} is 0 kB");
+    kb * 1024
+}
+
+/// Samples watchd's resident memory every 20 ms on its own thread (the runtime's two
+/// workers are busy with a thousand readers) until stopped or `until`; returns the
+/// highest `VmRSS` seen.
+struct RssSampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl RssSampler {
+    fn start(pid: u32, until: Instant) -> RssSampler {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut peak = 0;
+            // Bounded by the deadline, and by a count in case the clock misbehaves.
+            let most = (PHASE.as_millis() / 20) as usize;
+            for _ in 0..most {
+                peak = peak.max(proc_status_bytes(pid, "VmRSS"));
+                if flag.load(Ordering::Acquire) || Instant::now() >= until {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            peak
+        });
+        RssSampler { stop, thread }
+    }
+
+    /// The highest `VmRSS` sampled (a panic of the sampler, such as an unreadable
+    /// `/proc`, is this test's failure).
+    fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Release);
+        match self.thread.join() {
+            Ok(peak) => peak,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+    }
 }
 
 /// Opens an HTTP/1.1 watch on its own connection and reads the response head.
@@ -118,47 +169,52 @@ async fn read_events(mut s: TcpStream, n: usize, until: Instant) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stalled_http1_watcher_is_closed_by_the_write_timeout_and_costs_the_others_nothing() {
+async fn stalled_http1_watchers_are_closed_by_the_write_timeout_and_cost_the_others_nothing() {
     let limit = raise_fd_limit();
+    let needed = (LIVE + STALLED + 200) as u64;
     assert!(
-        limit > LIVE as u64 + 200,
-        "this test needs {} open files, the hard limit is {limit}",
-        LIVE + 200
+        limit > needed,
+        "this test needs {needed} open files, the hard limit is {limit}"
     );
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
     let live_key = "/registry/configmaps/live/cm";
     let rv = put_object_text(&mut kv, live_key, &configmap("live", "cm", 0, 900)).await;
-    let watchd = Watchd::start(&etcd.client_url(), &["--write-timeout=2s"]);
+    // Long enough that the stalled watchers are still open, their sockets full, when the
+    // last bulk write has been sent to them, even on a loaded machine.
+    let watchd = Watchd::start(&etcd.client_url(), &["--write-timeout=5s"]);
     let addr = watchd.http_addr();
+    let pid = watchd.pid();
 
-    // The stalled client watches every namespace and reads nothing after the head; the
+    // The stalled clients watch every namespace and read nothing after the head; the
     // live ones watch namespace `live` only, so the bulk writes below reach only the
-    // stalled one and fill its socket.
-    let stalled = open_h1_watch(
-        addr,
-        &format!("/api/v1/configmaps?watch=1&resourceVersion={rv}"),
-    )
-    .await;
+    // stalled ones and fill their sockets.
+    let all_path = format!("/api/v1/configmaps?watch=1&resourceVersion={rv}");
+    let mut stalled = Vec::with_capacity(STALLED);
+    for _ in 0..STALLED {
+        stalled.push(open_h1_watch(addr, &all_path).await);
+    }
     let live_path = format!("/api/v1/namespaces/live/configmaps?watch=1&resourceVersion={rv}");
     let mut live = Vec::with_capacity(LIVE);
     for _ in 0..LIVE {
         live.push(open_h1_watch(addr, &live_path).await);
     }
-    let rss_before = rss(watchd.pid());
+    let rss_before = proc_status_bytes(pid, "VmRSS");
+    let hwm_before = proc_status_bytes(pid, "VmHWM");
     let until = Instant::now() + PHASE;
+    let sampler = RssSampler::start(pid, until);
     let readers: Vec<_> = live
         .into_iter()
         .map(|s| tokio::spawn(read_events(s, WRITES, until)))
         .collect();
 
-    // 6 MiB for the stalled watcher (more than loopback socket buffers hold), with the
-    // live writes in between.
+    // 16 MB for the stalled watchers (far more than loopback socket buffers hold), with
+    // the live writes in between.
     let mut written = 0usize;
     for i in 1..=WRITES {
         put_object_text(&mut kv, live_key, &configmap("live", "cm", i, 900)).await;
-        if i % 2 == 0 {
-            let bulk = configmap("bulk", &format!("b{i}"), i, 300 * 1024);
+        if i % (WRITES / BULK_WRITES) == 0 {
+            let bulk = configmap("bulk", &format!("b{i}"), i, BULK_FILLER);
             written += bulk.len();
             put_object_text(&mut kv, &format!("/registry/configmaps/bulk/b{i}"), &bulk).await;
         }
@@ -171,40 +227,87 @@ async fn a_stalled_http1_watcher_is_closed_by_the_write_timeout_and_costs_the_ot
         );
     }
 
-    // The stalled connection is closed by the write timeout: reading it now gives what
-    // its socket held, then the end.
+    // Every stalled connection is closed by the write timeout.
     let metrics_url = format!("{}/metrics", watchd.base_url());
     let text = loop {
         let text = support::http::get(&metrics_url, &[]).await.text();
-        if metric(&text, "watchd_write_timeouts_total", &[]).is_some_and(|n| n >= 1.0) {
+        if metric(&text, "watchd_write_timeouts_total", &[]).is_some_and(|n| n >= STALLED as f64) {
             break text;
         }
-        assert!(Instant::now() < until, "no write timeout counted: {text}");
+        assert!(
+            Instant::now() < until,
+            "not every write timeout counted: {text}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
-    assert_eq!(metric(&text, "watchd_write_timeouts_total", &[]), Some(1.0));
-    let mut stalled = stalled;
-    let mut sink = vec![0u8; 1 << 16];
-    let drained = tokio::time::timeout(PHASE, async {
+    assert_eq!(
+        metric(&text, "watchd_write_timeouts_total", &[]),
+        Some(STALLED as f64)
+    );
+    // The peak while they were stalled: the highest VmRSS sampled, or VmHWM if the
+    // process reached a new high meanwhile (a spike between two samples).
+    let sampled = sampler.stop();
+    let hwm_after = proc_status_bytes(pid, "VmHWM");
+    let peak = if hwm_after > hwm_before {
+        hwm_after
+    } else {
+        sampled
+    };
+    let grown = peak.saturating_sub(rss_before);
+
+    // Reading each stalled connection now gives what its sockets held, then the end.
+    let drains = stalled.into_iter().map(|mut s| async move {
+        let mut sink = vec![0u8; 1 << 16];
         let mut total = 0usize;
+        // Bounded: the stream ends, or the timeout below ends it.
         loop {
-            match stalled.read(&mut sink).await {
+            match s.read(&mut sink).await {
                 Ok(0) | Err(_) => return total,
                 Ok(k) => total += k,
             }
         }
-    })
-    .await
-    .expect("the stalled connection is closed");
+    });
+    let drained = tokio::time::timeout(PHASE, futures_util::future::join_all(drains))
+        .await
+        .expect("the stalled connections are closed");
+    for d in &drained {
+        assert!(
+            *d < written,
+            "a stalled watcher got {d} of {written} bytes: it was cut off, not served"
+        );
+    }
+
+    // Memory: watchd keeps each event once (the stored value in its history, its frame
+    // rendered once and shared by every watcher), whatever the number of watchers. It may
+    // hold a few copies of what was written at once — the etcd watch response as received,
+    // the decoded value, the rendered frame, allocator slack — so the bound is
+    // COPIES × written + SLACK, independent of STALLED: with 16 MB written, 128 MB.
+    // A server that kept a copy of each frame per watcher would hold, at the last bulk
+    // write, everything its sockets had not taken for each of the 50 stalled watchers:
+    // Σ (written − drained), what each read when drained being what its sockets took —
+    // about 50 × (16 − 4) MB = 600 MB with loopback's 4 MiB send buffers. The test checks
+    // that it can tell the two apart: that sum is more than twice the bound.
+    const COPIES: u64 = 4;
+    const SLACK: u64 = 64 << 20;
+    let bound = COPIES * written as u64 + SLACK;
+    let per_watcher_copies: u64 = drained
+        .iter()
+        .map(|d| written.saturating_sub(*d) as u64)
+        .sum();
     assert!(
-        drained < written,
-        "the stalled watcher got {drained} of {written} bytes: it was cut off, not served"
+        per_watcher_copies > 2 * bound,
+        "this test cannot tell a copy per watcher ({per_watcher_copies} bytes) from none \
+         (bound {bound}): write more"
     );
-    // Its memory stayed bounded: no copy per stalled watcher, only the shared events.
-    let grown = rss(watchd.pid()).saturating_sub(rss_before);
     assert!(
-        grown < written as u64 + (64 << 20),
-        "watchd grew {grown} bytes while {written} bytes were written to etcd"
+        grown < bound,
+        "watchd grew {grown} bytes (peak {peak}, before {rss_before}) while {STALLED} stalled \
+         watchers were sent {written} bytes each: over {bound}, the bound for shared frames \
+         (a copy per watcher would be about {per_watcher_copies})"
+    );
+    eprintln!(
+        "{STALLED} stalled watchers, {written} bytes written: grew {grown} bytes \
+         (bound {bound}, a copy per watcher {per_watcher_copies})"
     );
 }
 
