@@ -1,6 +1,8 @@
 //! A watch stream under authorization, for both frontends: its permission is checked
-//! again whenever the RBAC policy changes (looked at every
-//! [`crate::config::PERMISSION_RECHECK_INTERVAL`]), and a watch no longer allowed ends
+//! again when an RBAC change concerns its user (its name, one of its groups, or its
+//! ServiceAccount is a subject of a binding that changed or of one whose role changed;
+//! with a Webhook mode, at any RBAC change), looked at every
+//! [`crate::config::PERMISSION_RECHECK_INTERVAL`], and a watch no longer allowed ends
 //! with a 403 `ERROR` event in the frontend's encoding. kube-apiserver checks only when a
 //! watch starts; a cache that holds the RBAC objects can do better. The watch's per-user
 //! permit is held until the stream ends.
@@ -15,7 +17,6 @@ use futures_util::Stream;
 use crate::api::status::ApiError;
 use crate::auth::authz::Denied;
 use crate::auth::limits::Permit;
-use crate::auth::rbac::Policy;
 use crate::auth::{Attributes, Security};
 
 /// A check of the watch's permission under way (a webhook mode may be asked).
@@ -28,7 +29,9 @@ pub struct Guarded<S: ?Sized, F> {
     security: Arc<Security>,
     attrs: Attributes,
     tick: tokio::time::Interval,
-    policy: Option<Arc<Policy>>,
+    /// The RBAC policy's generation the permission was last checked at (None without
+    /// RBAC).
+    generation: Option<u64>,
     check: Option<Check>,
     done: bool,
     _permit: Option<Permit>,
@@ -49,32 +52,37 @@ where
     ) -> Self {
         let mut tick = tokio::time::interval(crate::config::PERMISSION_RECHECK_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let policy = security.authorizer.rbac_policy();
+        let generation = security.authorizer.rbac_policy().map(|p| p.generation());
         Guarded {
             inner,
             on_revoked,
             security,
             attrs,
             tick,
-            policy,
+            generation,
             check: None,
             done: false,
             _permit: permit,
         }
     }
 
-    /// Starts a check when the policy changed since the last one.
+    /// Starts a check when the policy changed since the last one in a way that may
+    /// concern the watch's user.
     fn check_if_policy_changed(&mut self) {
-        let current = self.security.authorizer.rbac_policy();
-        let same = match (&current, &self.policy) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (None, None) => true,
-            _ => false,
+        let Some(policy) = self.security.authorizer.rbac_policy() else {
+            return;
         };
-        if same {
+        let since = self.generation.unwrap_or(0);
+        if policy.generation() == since {
             return;
         }
-        self.policy = current;
+        self.generation = Some(policy.generation());
+        if !self.security.authorizer.rechecks_at_any_rbac_change()
+            && !policy.changed_for(&self.attrs.user, since)
+        {
+            return;
+        }
+        metrics::counter!("watchd_watch_permission_rechecks_total").increment(1);
         let (security, attrs) = (self.security.clone(), self.attrs.clone());
         self.check = Some(Box::pin(async move {
             security.authorizer.authorize(&attrs).await

@@ -7,7 +7,8 @@
 use std::sync::Arc;
 
 use super::authz_webhook::{AuthzWebhook, Verdict};
-use super::cached::RbacCache;
+use super::cached::{RbacCache, RbacPolicy};
+use super::errors::{ConfigError, WebhookError};
 use super::rbac::{self, Decision};
 use super::Attributes;
 
@@ -26,7 +27,7 @@ pub enum Mode {
 
 impl Mode {
     /// Parses `--authorization-mode`'s comma list (kube-apiserver's names).
-    pub fn parse_list(s: &str) -> Result<Vec<Mode>, String> {
+    pub fn parse_list(s: &str) -> Result<Vec<Mode>, ConfigError> {
         let mut modes = Vec::new();
         for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
             let mode = match name {
@@ -34,24 +35,16 @@ impl Mode {
                 "AlwaysDeny" => Mode::AlwaysDeny,
                 "RBAC" => Mode::Rbac,
                 "Webhook" => Mode::Webhook,
-                "Node" | "ABAC" => {
-                    return Err(format!(
-                        "--authorization-mode {name} is not supported by watchd (use AlwaysAllow, AlwaysDeny, RBAC or Webhook)"
-                    ))
-                }
-                other => {
-                    return Err(format!(
-                        "unknown --authorization-mode {other:?} (use AlwaysAllow, AlwaysDeny, RBAC or Webhook)"
-                    ))
-                }
+                "Node" | "ABAC" => return Err(ConfigError::UnsupportedMode(name.into())),
+                other => return Err(ConfigError::UnknownMode(other.into())),
             };
             if modes.contains(&mode) {
-                return Err(format!("--authorization-mode lists {name} twice"));
+                return Err(ConfigError::RepeatedMode(name.into()));
             }
             modes.push(mode);
         }
         if modes.is_empty() {
-            return Err("--authorization-mode is empty".into());
+            return Err(ConfigError::NoMode);
         }
         Ok(modes)
     }
@@ -75,13 +68,27 @@ pub struct Authorizer {
 }
 
 /// A refusal.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Denied {
     /// 403: the reason kube-apiserver appends to the message (may be empty).
     Forbidden(String),
-    /// 500: a mode failed and none allowed; the error.
-    Failed(String),
+    /// 500: a mode failed and none allowed; the failure.
+    Failed(Arc<WebhookError>),
 }
+
+/// Refusals are equal when they are forbidden for the same reason, or fail with the
+/// same failure (the same one, not one that reads alike).
+impl PartialEq for Denied {
+    fn eq(&self, other: &Denied) -> bool {
+        match (self, other) {
+            (Denied::Forbidden(a), Denied::Forbidden(b)) => a == b,
+            (Denied::Failed(a), Denied::Failed(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Denied {}
 
 impl Authorizer {
     /// Authorizers for `modes`; `rbac` is required when RBAC is among them, `webhook`
@@ -90,14 +97,12 @@ impl Authorizer {
         modes: Vec<Mode>,
         rbac: Option<Arc<RbacCache>>,
         webhook: Option<Arc<AuthzWebhook>>,
-    ) -> Result<Authorizer, String> {
+    ) -> Result<Authorizer, ConfigError> {
         if modes.contains(&Mode::Rbac) && rbac.is_none() {
-            return Err("RBAC authorization needs the cache".into());
+            return Err(ConfigError::RbacWithoutCache);
         }
         if modes.contains(&Mode::Webhook) && webhook.is_none() {
-            return Err(
-                "--authorization-mode Webhook needs --authorization-webhook-config-file".into(),
-            );
+            return Err(ConfigError::WebhookWithoutConfig);
         }
         Ok(Authorizer {
             modes,
@@ -116,10 +121,16 @@ impl Authorizer {
         self.modes.first() == Some(&Mode::AlwaysAllow)
     }
 
-    /// The RBAC policy in force now (None without RBAC): a new one means a Role or
-    /// binding changed, and open watches check their permission again.
-    pub fn rbac_policy(&self) -> Option<Arc<rbac::Policy>> {
+    /// The RBAC policy published last (None without RBAC): open watches look whether a
+    /// change since the one they checked against concerns their user.
+    pub fn rbac_policy(&self) -> Option<Arc<RbacPolicy>> {
         self.rbac.as_ref().map(|r| r.policy())
+    }
+
+    /// Whether an open watch is checked again at any RBAC change, not only one that
+    /// concerns its user: with a Webhook mode, whose answer may change with anything.
+    pub fn rechecks_at_any_rbac_change(&self) -> bool {
+        self.modes.contains(&Mode::Webhook)
     }
 
     /// Allowed, or the reason for the 403 (or the error for the 500).
@@ -128,14 +139,15 @@ impl Authorizer {
             return Ok(());
         }
         let mut reasons = Vec::new();
-        let mut errors = Vec::new();
+        // The first failure (the webhook is the only mode that can fail).
+        let mut failed = None;
         for mode in &self.modes {
             match mode {
                 Mode::AlwaysAllow => return Ok(()),
                 Mode::AlwaysDeny => reasons.push("Everything is forbidden.".to_string()),
                 Mode::Rbac => {
                     let Some(rbac) = &self.rbac else { continue };
-                    match rbac.policy().authorize(attrs) {
+                    match rbac.fresh_policy().await.authorize(attrs) {
                         Decision::Allow { .. } => return Ok(()),
                         Decision::NoOpinion { reason } => {
                             if !reason.is_empty() {
@@ -158,14 +170,14 @@ impl Authorizer {
                             metrics::counter!("watchd_authorization_webhook_errors_total")
                                 .increment(1);
                             tracing::warn!(error = %e, "authorization webhook failed");
-                            errors.push(e);
+                            failed.get_or_insert(e);
                         }
                     }
                 }
             }
         }
-        if !errors.is_empty() {
-            return Err(Denied::Failed(errors.join(", ")));
+        if let Some(e) = failed {
+            return Err(Denied::Failed(Arc::new(e)));
         }
         Err(Denied::Forbidden(join(&reasons)))
     }
@@ -213,8 +225,12 @@ mod tests {
         );
         assert!(Mode::parse_list("Node")
             .unwrap_err()
+            .to_string()
             .contains("not supported"));
-        assert!(Mode::parse_list("rbac").unwrap_err().contains("unknown"));
+        assert!(Mode::parse_list("rbac")
+            .unwrap_err()
+            .to_string()
+            .contains("unknown"));
         assert!(Mode::parse_list("RBAC,RBAC").is_err());
         assert!(Mode::parse_list("").is_err());
     }
@@ -266,7 +282,7 @@ mod tests {
         );
         let e = only.authorize(&attrs("crash", &[])).await.unwrap_err();
         assert!(
-            matches!(&e, Denied::Failed(m) if m.contains("400")),
+            matches!(&e, Denied::Failed(m) if m.to_string().contains("400")),
             "{e:?}"
         );
         // A denial ends the evaluation; no opinion and failures let a later mode allow.

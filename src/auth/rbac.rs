@@ -4,7 +4,12 @@
 //! Missing roles grant nothing and are named in the refusal's reason. ClusterRole
 //! aggregation is not evaluated here: kube-controller-manager writes aggregated rules into
 //! the stored ClusterRole, which is what is read.
+//!
+//! The authorizer reads [`index::RbacIndex`], kept up to date one changed object at a
+//! time (`auth::cached`); `Policy`, the whole policy read at once (test builds only), is
+//! the reference the index is tested against.
 
+#[cfg(test)]
 use std::collections::HashMap;
 
 use serde::Deserialize;
@@ -74,6 +79,9 @@ pub struct Binding {
     pub subjects: Vec<Subject>,
 }
 
+#[path = "rbac_index.rs"]
+pub mod index;
+
 #[derive(Deserialize)]
 struct Meta {
     #[serde(default)]
@@ -84,6 +92,9 @@ struct Meta {
 
 #[derive(Deserialize)]
 struct RoleObject {
+    /// Required (an object without it does not read); only the reference reads it, the
+    /// index keys roles by object key.
+    #[cfg_attr(not(test), allow(dead_code))]
     metadata: Meta,
     #[serde(default)]
     rules: Option<Vec<PolicyRule>>,
@@ -98,7 +109,9 @@ struct BindingObject {
     subjects: Option<Vec<Subject>>,
 }
 
-/// What the authorizer reads, indexed for lookups per request.
+/// The whole policy, read from every object at once: the reference
+/// [`index::RbacIndex`]'s decisions are tested against.
+#[cfg(test)]
 #[derive(Debug, Default)]
 pub struct Policy {
     roles: HashMap<(String, String), Vec<PolicyRule>>,
@@ -125,6 +138,85 @@ pub enum Decision {
     },
 }
 
+/// A role a binding refers to that does not grant anything, as kube-apiserver's RBAC
+/// authorizer names it in the refusal's reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RoleMissing {
+    /// No Role of that name in the binding's namespace.
+    #[error("role.rbac.authorization.k8s.io \"{0}\" not found")]
+    Role(String),
+    /// No ClusterRole of that name.
+    #[error("clusterrole.rbac.authorization.k8s.io \"{0}\" not found")]
+    ClusterRole(String),
+    /// The roleRef's kind is neither.
+    #[error("unsupported role reference kind: {0:?}")]
+    UnsupportedKind(String),
+}
+
+impl RoleRef {
+    /// The error for this reference when its role is not there.
+    fn missing(&self) -> RoleMissing {
+        match self.kind.as_str() {
+            "Role" => RoleMissing::Role(self.name.clone()),
+            "ClusterRole" => RoleMissing::ClusterRole(self.name.clone()),
+            other => RoleMissing::UnsupportedKind(other.to_string()),
+        }
+    }
+}
+
+/// Reads a binding's JSON: a ClusterRoleBinding (`cluster`, its namespace left empty) or
+/// a RoleBinding. None when it does not read (it grants nothing).
+fn read_binding(json: &[u8], cluster: bool) -> Option<Binding> {
+    let b = serde_json::from_slice::<BindingObject>(json).ok()?;
+    Some(Binding {
+        namespace: if cluster {
+            String::new()
+        } else {
+            b.metadata.namespace
+        },
+        name: b.metadata.name,
+        role_ref: b.role_ref,
+        subjects: b.subjects.unwrap_or_default(),
+    })
+}
+
+/// Decides `attrs` over `bindings` in kube-apiserver's order (ClusterRoleBindings, then
+/// the RoleBindings of the request's namespace; bindings that name none of the user's
+/// subjects may be left out), `rules` giving the rules each binding's role grants.
+fn evaluate<'a>(
+    attrs: &Attributes,
+    bindings: impl IntoIterator<Item = &'a Binding>,
+    rules: impl Fn(&Binding) -> Result<&'a [PolicyRule], RoleMissing>,
+) -> Decision {
+    let mut errors = Vec::new();
+    for binding in bindings {
+        let Some(subject) = binding
+            .subjects
+            .iter()
+            .find(|s| applies_to(&attrs.user, s, &binding.namespace))
+        else {
+            continue;
+        };
+        match rules(binding) {
+            Ok(rules) => {
+                if rules.iter().any(|r| rule_allows(attrs, r)) {
+                    return Decision::Allow {
+                        reason: describe(binding, subject),
+                    };
+                }
+            }
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    let reason = match errors.len() {
+        0 => String::new(),
+        1 => format!("RBAC: {}", errors[0]),
+        _ => format!("RBAC: [{}]", errors.join(", ")),
+    };
+    Decision::NoOpinion { reason }
+}
+
+#[cfg(test)]
 impl Policy {
     /// Reads the four kinds' JSON objects.
     pub fn from_objects<'a>(
@@ -159,19 +251,9 @@ impl Policy {
             .map(|j| (j, false))
             .chain(cluster_role_bindings.into_iter().map(|j| (j, true)))
         {
-            let Ok(b) = serde_json::from_slice::<BindingObject>(json) else {
+            let Some(binding) = read_binding(json, cluster) else {
                 p.skipped += 1;
                 continue;
-            };
-            let binding = Binding {
-                namespace: if cluster {
-                    String::new()
-                } else {
-                    b.metadata.namespace
-                },
-                name: b.metadata.name,
-                role_ref: b.role_ref,
-                subjects: b.subjects.unwrap_or_default(),
             };
             if cluster {
                 p.cluster_role_bindings.push(binding);
@@ -186,66 +268,30 @@ impl Policy {
     }
 
     /// The rules `role_ref` grants within `namespace` (empty for a ClusterRoleBinding).
-    fn rules(&self, role_ref: &RoleRef, namespace: &str) -> Result<&[PolicyRule], String> {
-        match role_ref.kind.as_str() {
+    fn rules(&self, role_ref: &RoleRef, namespace: &str) -> Result<&[PolicyRule], RoleMissing> {
+        let rules = match role_ref.kind.as_str() {
             "Role" => self
                 .roles
-                .get(&(namespace.to_string(), role_ref.name.clone()))
-                .map(Vec::as_slice)
-                .ok_or_else(|| {
-                    format!(
-                        "role.rbac.authorization.k8s.io \"{}\" not found",
-                        role_ref.name
-                    )
-                }),
-            "ClusterRole" => self
-                .cluster_roles
-                .get(&role_ref.name)
-                .map(Vec::as_slice)
-                .ok_or_else(|| {
-                    format!(
-                        "clusterrole.rbac.authorization.k8s.io \"{}\" not found",
-                        role_ref.name
-                    )
-                }),
-            other => Err(format!("unsupported role reference kind: {other:?}")),
-        }
+                .get(&(namespace.to_string(), role_ref.name.clone())),
+            "ClusterRole" => self.cluster_roles.get(&role_ref.name),
+            _ => None,
+        };
+        rules.map(Vec::as_slice).ok_or_else(|| role_ref.missing())
     }
 
     /// Decides `attrs` as kube-apiserver's RBAC authorizer does.
     pub fn authorize(&self, attrs: &Attributes) -> Decision {
-        let mut errors = Vec::new();
         let namespaced = self
             .role_bindings
             .get(&attrs.namespace)
             .filter(|_| !attrs.namespace.is_empty())
             .into_iter()
             .flatten();
-        for binding in self.cluster_role_bindings.iter().chain(namespaced) {
-            let Some(subject) = binding
-                .subjects
-                .iter()
-                .find(|s| applies_to(&attrs.user, s, &binding.namespace))
-            else {
-                continue;
-            };
-            match self.rules(&binding.role_ref, &binding.namespace) {
-                Ok(rules) => {
-                    if rules.iter().any(|r| rule_allows(attrs, r)) {
-                        return Decision::Allow {
-                            reason: describe(binding, subject),
-                        };
-                    }
-                }
-                Err(e) => errors.push(e),
-            }
-        }
-        let reason = match errors.len() {
-            0 => String::new(),
-            1 => format!("RBAC: {}", errors[0]),
-            _ => format!("RBAC: [{}]", errors.join(", ")),
-        };
-        Decision::NoOpinion { reason }
+        evaluate(
+            attrs,
+            self.cluster_role_bindings.iter().chain(namespaced),
+            |b| self.rules(&b.role_ref, &b.namespace),
+        )
     }
 }
 
