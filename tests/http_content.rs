@@ -306,3 +306,244 @@ async fn kubectl_get_pods_prints_kubectls_usual_columns() {
         "{out}"
     );
 }
+
+/// ConfigMaps in the large-list fixture: about 6.5 MB of list.
+const BIG_ITEMS: usize = 1500;
+
+/// A ConfigMap with 4 KiB of random base64 letters: gzip keeps about 3/4 of it, so the
+/// compressed list is megabytes too.
+fn noisy_configmap(i: usize) -> String {
+    const LETTERS: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut rng = support::Rng(0x9E37_79B9_7F4A_7C15 ^ (i as u64 + 1));
+    let noise: String = (0..4096).map(|_| LETTERS[rng.below(64)] as char).collect();
+    format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"big-{i:05}","namespace":"big","uid":"u-{i}","creationTimestamp":"2026-01-02T03:04:05Z"}},"data":{{"noise":"{noise}"}}}}"#
+    )
+}
+
+async fn big_fixture() -> (Etcd, Watchd) {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    for i in 0..BIG_ITEMS {
+        put_object_text(
+            &mut kv,
+            &format!("/registry/configmaps/big/big-{i:05}"),
+            &noisy_configmap(i),
+        )
+        .await;
+    }
+    let w = Watchd::start(&etcd.client_url(), &[]);
+    (etcd, w)
+}
+
+fn gunzip(gz: &[u8]) -> Vec<u8> {
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(gz)
+        .read_to_end(&mut plain)
+        .expect("a complete gzip stream");
+    plain
+}
+
+/// The list of the big fixture, uncompressed, as the cache serves it.
+async fn big_identity_list(w: &Watchd) -> bytes::Bytes {
+    let r = http::get(
+        &format!("{}/api/v1/namespaces/big/configmaps", w.base_url()),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["items"].as_array().map(Vec::len), Some(BIG_ITEMS));
+    assert!(r.body.len() > 6_000_000, "{} bytes", r.body.len());
+    r.body
+}
+
+/// VmRSS of `pid` in bytes; an unreadable or unparsable /proc fails the test.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}"));
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status:\n{status}"))
+}
+
+/// Sends a gzip list request on a raw connection (`version`: "1.1" or "1.0") and returns
+/// the connection, nothing of the answer read.
+async fn raw_gzip_list(w: &Watchd, version: &str) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt as _;
+    let mut s = tokio::net::TcpStream::connect(w.http_addr())
+        .await
+        .expect("connect");
+    let req = format!(
+        "GET /api/v1/namespaces/big/configmaps HTTP/{version}\r\nHost: watchd\r\nAccept-Encoding: gzip\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.expect("send");
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_gzip_lists_gunzip_to_the_identity_list_over_http1_and_http2() {
+    use http_body_util::BodyExt as _;
+    use tokio::io::AsyncReadExt as _;
+    let (_etcd, w) = big_fixture().await;
+    let identity = big_identity_list(&w).await;
+    let url = format!("{}/api/v1/namespaces/big/configmaps", w.base_url());
+
+    // HTTP/1.1: watchd's own path, a chunked stream of compressed frames.
+    let h1 = http::get(&url, &[("accept-encoding", "gzip")]).await;
+    assert_eq!(h1.status, 200);
+    assert_eq!(h1.header("content-encoding"), Some("gzip"));
+    assert_eq!(h1.header("vary"), Some("Accept-Encoding"));
+    assert_eq!(h1.header("content-type"), Some("application/json"));
+    assert!(
+        gunzip(&h1.body) == identity,
+        "HTTP/1.1: the gzip list is the identity list"
+    );
+    assert!(
+        h1.body.len() > 4_000_000,
+        "noise stays large: {}",
+        h1.body.len()
+    );
+
+    // HTTP/1.0 goes through hyper's HTTP/1 (a body ended by closing the connection).
+    let mut s = raw_gzip_list(&w, "1.0").await;
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(60), s.read_to_end(&mut raw))
+        .await
+        .expect("the HTTP/1.0 answer ends")
+        .expect("read");
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head");
+    let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.0 200"), "{head}");
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    assert!(
+        gunzip(&raw[split + 4..]) == identity,
+        "HTTP/1.0: the gzip list is the identity list"
+    );
+
+    // HTTP/2 (h2c), through hyper's HTTP/2 with its flow control.
+    let tcp = tokio::net::TcpStream::connect(w.http_addr()).await.unwrap();
+    let (mut sender, conn) =
+        hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+            .handshake(hyper_util::rt::TokioIo::new(tcp))
+            .await
+            .expect("h2c handshake");
+    let driver = tokio::spawn(conn);
+    let req = ::http::Request::get(&url)
+        .header("accept-encoding", "gzip")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let resp = tokio::time::timeout(Duration::from_secs(60), sender.send_request(req))
+        .await
+        .expect("HTTP/2 answer")
+        .expect("HTTP/2 request");
+    assert_eq!(resp.version(), ::http::Version::HTTP_2);
+    assert_eq!(resp.headers()["content-encoding"], "gzip");
+    assert_eq!(resp.headers()["vary"], "Accept-Encoding");
+    let body = tokio::time::timeout(Duration::from_secs(60), resp.into_body().collect())
+        .await
+        .expect("HTTP/2 body")
+        .expect("HTTP/2 body read")
+        .to_bytes();
+    assert!(
+        gunzip(&body) == identity,
+        "HTTP/2: the gzip list is the identity list"
+    );
+    driver.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_gzip_readers_hold_neither_the_serving_threads_nor_a_compressed_copy() {
+    use tokio::io::AsyncReadExt as _;
+    const SLOW: usize = 8;
+    let (_etcd, w) = big_fixture().await;
+    let pid = w.pid();
+    let identity = big_identity_list(&w).await;
+    let list = format!("{}/api/v1/namespaces/big/configmaps", w.base_url());
+    // Warm up once: what a compressed copy weighs, and the allocator's arenas in use.
+    let gz = http::get(&list, &[("accept-encoding", "gzip")]).await;
+    assert!(gunzip(&gz.body) == identity);
+    let compressed = gz.body.len() as u64;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = rss(pid);
+
+    // Slow readers: each asks for the gzip list and reads nothing yet.
+    let mut slow = Vec::new();
+    for _ in 0..SLOW {
+        slow.push(raw_gzip_list(&w, "1.1").await);
+    }
+    // Meanwhile, other connections are answered: a get and a small list, one after the
+    // other, each within seconds.
+    let get = format!(
+        "{}/api/v1/namespaces/big/configmaps/big-00007",
+        w.base_url()
+    );
+    let small = format!("{}/api/v1/namespaces/big/configmaps?limit=3", w.base_url());
+    let started = std::time::Instant::now();
+    let mut peak = before;
+    let mut slowest = Duration::ZERO;
+    while started.elapsed() < Duration::from_secs(4) {
+        for url in [&get, &small] {
+            let t = std::time::Instant::now();
+            match tokio::time::timeout(Duration::from_secs(5), http::get(url, &[])).await {
+                Ok(r) => assert_eq!(r.status, 200),
+                Err(_) => eprintln!("{url}: not answered within 5 s"),
+            }
+            slowest = slowest.max(t.elapsed());
+        }
+        peak = peak.max(rss(pid));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Every slow response has started: its head is there to read.
+    for s in &mut slow {
+        let mut head = [0u8; 512];
+        let n = tokio::time::timeout(Duration::from_secs(30), s.read(&mut head))
+            .await
+            .expect("the slow reader's answer started")
+            .expect("read");
+        assert!(head[..n].starts_with(b"HTTP/1.1 200"));
+    }
+    for _ in 0..10 {
+        peak = peak.max(rss(pid));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let grown = peak.saturating_sub(before);
+    let seen = format!(
+        "{SLOW} slow gzip readers: slowest other request {slowest:?}, RSS {before} -> peak {peak} (+{grown}), compressed list {compressed} bytes"
+    );
+    eprintln!("{seen}");
+    assert!(
+        slowest < Duration::from_secs(2),
+        "requests on other connections waited while gzip lists were compressed: {seen}"
+    );
+    // A compressed copy per reader would be SLOW × `compressed` (over 30 MB); what is
+    // held is a compressor and a frame per reader.
+    assert!(
+        grown < SLOW as u64 * compressed / 4,
+        "RSS grew by a compressed copy per slow reader: {seen}"
+    );
+    // The slow readers can still read their whole list.
+    let mut s = slow.pop().expect("a slow reader");
+    drop(slow);
+    let mut raw = Vec::new();
+    let ended = tokio::time::timeout(Duration::from_secs(60), async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = s.read(&mut buf).await.expect("read");
+            raw.extend_from_slice(&buf[..n]);
+            if n == 0 || raw.ends_with(b"\r\n0\r\n\r\n") {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(
+        ended.is_ok(),
+        "the held gzip list is sent in full once read"
+    );
+}

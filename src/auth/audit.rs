@@ -2,8 +2,23 @@
 //! `audit.k8s.io/v1` Event at the Metadata level (who, what, where from, the response
 //! code, when). Gets and lists are logged when their response is complete; a watch when
 //! its response starts (kube-apiserver logs a watch's start and end; the end is not
-//! logged here). Lines are written by a thread of their own: a request never waits for
-//! the disk, and when the queue is full a line is dropped and counted.
+//! logged here).
+//!
+//! Lines are written by a thread of their own through a bounded queue
+//! (`--audit-log-batch-buffer-size` lines). What a request does when the queue is full is
+//! `--audit-log-mode`, as kube-apiserver's:
+//! - `blocking` (the default): the request waits until its line is queued; no line is
+//!   lost. Requests run on tokio's worker threads, so the wait is a
+//!   [`tokio::task::block_in_place`]: the worker hands its other tasks to another thread
+//!   before it blocks, and other connections are served meanwhile. Only a request that
+//!   finds the queue full pays for it (the usual path is one `try_send`).
+//! - `batch`: the request goes on and the line is dropped and counted
+//!   (`watchd_audit_events_dropped_total`), as kube-apiserver's batch backend drops
+//!   events its full buffer cannot take.
+//!
+//! The file is created with mode 0600. An existing file is appended to with its
+//! permissions as they are (kube-apiserver does not change them either); a warning says
+//! so when others than its owner may read it.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -17,14 +32,39 @@ use serde_json::{json, Value};
 
 use super::Attributes;
 
-/// Lines queued for the writer before new ones are dropped.
-const QUEUE: usize = 16 * 1024;
+/// `--audit-log-mode`: what a request does when the audit log's queue is full.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum AuditMode {
+    /// Wait until the line is queued (kube-apiserver's default): no line is lost.
+    #[default]
+    Blocking,
+    /// Drop the line and count it: requests never wait for the audit log.
+    Batch,
+}
+
+/// Why the audit log could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// The file could not be opened or created.
+    #[error("--audit-log-path {path}: {source}")]
+    Open {
+        /// The file.
+        path: String,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The writer thread could not be started.
+    #[error("audit log writer thread: {0}")]
+    Thread(std::io::Error),
+}
 
 /// The audit log.
 pub struct AuditLog {
     tx: SyncSender<Vec<u8>>,
+    mode: AuditMode,
     seed: u64,
     next: AtomicU64,
+    dropped: AtomicU64,
 }
 
 /// One request, as the audit line records it.
@@ -54,19 +94,44 @@ fn timestamp(t: SystemTime) -> String {
 }
 
 impl AuditLog {
-    /// Opens `path` for appending (created if missing) and starts the writer thread.
-    pub fn open(path: &Path) -> Result<Arc<AuditLog>, String> {
+    /// Opens `path` for appending (created with mode 0600 if missing) and starts the
+    /// writer thread; `buffer` lines may wait for it (at least one).
+    pub fn open(path: &Path, mode: AuditMode, buffer: usize) -> Result<Arc<AuditLog>, AuditError> {
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o600)
             .open(path)
-            .map_err(|e| format!("--audit-log-path {}: {e}", path.display()))?;
-        let (tx, rx) = sync_channel::<Vec<u8>>(QUEUE);
-        let name = path.display().to_string();
+            .map_err(|source| AuditError::Open {
+                path: path.display().to_string(),
+                source,
+            })?;
+        if let Ok(meta) = file.metadata() {
+            let perms = meta.permissions().mode() & 0o777;
+            if meta.is_file() && perms & 0o077 != 0 {
+                tracing::warn!(
+                    file = %path.display(),
+                    mode = format!("{perms:o}"),
+                    "the audit log file may be read by others than its owner; it is appended to as it is (chmod 600 it)"
+                );
+            }
+        }
+        AuditLog::with_writer(file, path.display().to_string(), mode, buffer)
+    }
+
+    /// The log written to `out` by a thread of its own (`name` in its warnings).
+    pub fn with_writer(
+        out: impl Write + Send + 'static,
+        name: String,
+        mode: AuditMode,
+        buffer: usize,
+    ) -> Result<Arc<AuditLog>, AuditError> {
+        let (tx, rx) = sync_channel::<Vec<u8>>(buffer.max(1));
         std::thread::Builder::new()
             .name("audit-log".into())
             .spawn(move || {
-                let mut w = std::io::BufWriter::new(file);
+                let mut w = std::io::BufWriter::new(out);
                 while let Ok(line) = rx.recv() {
                     let mut ok = w.write_all(&line).is_ok();
                     // Write what is queued, then flush once.
@@ -80,7 +145,7 @@ impl AuditLog {
                     }
                 }
             })
-            .map_err(|e| format!("audit log writer: {e}"))?;
+            .map_err(AuditError::Thread)?;
         let seed = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
@@ -88,9 +153,16 @@ impl AuditLog {
             ^ u64::from(std::process::id()).rotate_left(32);
         Ok(Arc::new(AuditLog {
             tx,
+            mode,
             seed,
             next: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
         }))
+    }
+
+    /// Lines dropped so far (batch mode with a full queue, or a writer that stopped).
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 
     /// A unique id, formatted as a UUID.
@@ -164,16 +236,39 @@ impl AuditLog {
         v
     }
 
-    /// Queues the line of `e`.
+    /// Queues the line of `e`; with the queue full, waits for room (blocking mode) or
+    /// drops it (batch mode).
     pub fn record(&self, e: &Entry<'_>) {
         let mut line = serde_json::to_vec(&self.line(e, SystemTime::now())).unwrap_or_default();
         line.push(b'\n');
-        match self.tx.try_send(line) {
-            Ok(()) => metrics::counter!("watchd_audit_events_total").increment(1),
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                metrics::counter!("watchd_audit_events_dropped_total").increment(1)
+        let queued = match self.tx.try_send(line) {
+            Ok(()) => true,
+            Err(TrySendError::Full(line)) if self.mode == AuditMode::Blocking => {
+                metrics::counter!("watchd_audit_events_blocked_total").increment(1);
+                send_blocking(&self.tx, line)
             }
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => false,
+        };
+        if queued {
+            metrics::counter!("watchd_audit_events_total").increment(1);
+        } else {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("watchd_audit_events_dropped_total").increment(1);
         }
+    }
+}
+
+/// Waits until `line` is queued (false: the writer is gone). On a worker thread of a
+/// multi-threaded runtime, through `block_in_place`, so the worker's other tasks move to
+/// another thread; anywhere else (a plain thread, a current-thread runtime) the thread
+/// itself waits.
+fn send_blocking(tx: &SyncSender<Vec<u8>>, line: Vec<u8>) -> bool {
+    let send = move || tx.send(line).is_ok();
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(send)
+        }
+        _ => send(),
     }
 }
 
@@ -187,7 +282,7 @@ mod tests {
     fn lines_have_the_audit_event_shape_and_reach_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.log");
-        let log = AuditLog::open(&path).unwrap();
+        let log = AuditLog::open(&path, AuditMode::Blocking, 16).unwrap();
         let attrs = Attributes {
             user: UserInfo {
                 name: "alice".into(),
@@ -241,5 +336,168 @@ mod tests {
         let line: Value = serde_json::from_str(&found.expect("a line is written")).unwrap();
         assert_eq!(line["verb"], "list");
         assert_eq!(line["requestURI"], "/api/v1/namespaces/ns1/pods?limit=5");
+    }
+
+    /// A writer that takes nothing until its gate opens, then keeps what it is given.
+    struct Gated {
+        gate: Option<std::sync::mpsc::Receiver<()>>,
+        out: Arc<std::sync::Mutex<Vec<u8>>>,
+    }
+
+    impl Write for Gated {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            if let Some(gate) = self.gate.take() {
+                let _ = gate.recv();
+            }
+            self.out.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            self.write(&[]).map(|_| ())
+        }
+    }
+
+    /// A log of `mode` with a queue of 2 lines and a writer stalled until the sender
+    /// returned is used (or dropped).
+    fn stalled(
+        mode: AuditMode,
+    ) -> (
+        Arc<AuditLog>,
+        std::sync::mpsc::Sender<()>,
+        Arc<std::sync::Mutex<Vec<u8>>>,
+    ) {
+        let (open, gate) = std::sync::mpsc::channel();
+        let out = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let w = Gated {
+            gate: Some(gate),
+            out: out.clone(),
+        };
+        let log = AuditLog::with_writer(w, "test".into(), mode, 2).unwrap();
+        (log, open, out)
+    }
+
+    fn record_uri(log: &AuditLog, uri: &str) {
+        let attrs = Attributes {
+            verb: "get".into(),
+            ..Attributes::default()
+        };
+        log.record(&Entry {
+            attrs: &attrs,
+            uri,
+            peer: "127.0.0.1:1".parse().unwrap(),
+            user_agent: None,
+            code: 200,
+            received: SystemTime::now(),
+            stage: "ResponseComplete",
+        });
+    }
+
+    /// The requestURIs of the lines written, once `n` arrived (10 s at most).
+    fn written_uris(out: &std::sync::Mutex<Vec<u8>>, n: usize) -> Vec<String> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+            let uris: Vec<String> = text
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap()["requestURI"].to_string())
+                .collect();
+            if uris.len() >= n || std::time::Instant::now() > deadline {
+                return uris;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn blocking_mode_waits_for_room_and_loses_no_line() {
+        let (log, open, out) = stalled(AuditMode::Blocking);
+        let writer = {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for i in 0..50 {
+                    record_uri(&log, &format!("/r/{i}"));
+                }
+            })
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            !writer.is_finished(),
+            "50 lines cannot all be queued while the writer is stalled"
+        );
+        open.send(()).unwrap();
+        writer.join().unwrap();
+        let uris = written_uris(&out, 50);
+        let want: Vec<String> = (0..50).map(|i| format!("\"/r/{i}\"")).collect();
+        assert_eq!(uris, want, "every line, once, in order");
+        assert_eq!(log.dropped(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_request_waiting_for_the_queue_does_not_hold_its_worker() {
+        let (log, open, out) = stalled(AuditMode::Blocking);
+        let recorder = {
+            let log = log.clone();
+            tokio::spawn(async move {
+                for i in 0..20 {
+                    record_uri(&log, &format!("/w/{i}"));
+                }
+            })
+        };
+        // The one worker's other tasks still run while the recorder waits.
+        let ticks = tokio::spawn(async {
+            for _ in 0..5 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(10), ticks)
+            .await
+            .expect("other tasks run while a request waits for the audit queue")
+            .unwrap();
+        assert!(!recorder.is_finished());
+        open.send(()).unwrap();
+        recorder.await.unwrap();
+        assert_eq!(written_uris(&out, 20).len(), 20);
+        assert_eq!(log.dropped(), 0);
+    }
+
+    #[test]
+    fn batch_mode_drops_and_counts_what_a_full_queue_cannot_take() {
+        let (log, open, out) = stalled(AuditMode::Batch);
+        let started = std::time::Instant::now();
+        for i in 0..50 {
+            record_uri(&log, &format!("/b/{i}"));
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "never waits");
+        let dropped = log.dropped();
+        assert!(
+            dropped >= 47,
+            "at most the queue and the line in hand: {dropped}"
+        );
+        open.send(()).unwrap();
+        let kept = 50 - dropped as usize;
+        let uris = written_uris(&out, kept);
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(uris.len(), kept, "written + dropped = recorded");
+        assert_eq!(written_uris(&out, kept).len(), kept);
+    }
+
+    #[test]
+    fn the_file_is_created_0600_and_an_existing_one_keeps_its_mode() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new.log");
+        let _log = AuditLog::open(&path, AuditMode::Blocking, 4).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{mode:o}");
+        let old = dir.path().join("old.log");
+        std::fs::write(&old, b"").unwrap();
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o640)).unwrap();
+        let _log = AuditLog::open(&old, AuditMode::Blocking, 4).unwrap();
+        let mode = std::fs::metadata(&old).unwrap().permissions().mode() & 0o777;
+        assert_eq!(
+            mode, 0o640,
+            "as kube-apiserver, an existing file is not chmodded"
+        );
     }
 }

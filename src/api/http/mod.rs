@@ -10,6 +10,7 @@ pub mod discovery;
 pub mod encode;
 pub mod encode_protobuf;
 pub mod encode_table;
+mod gzip;
 pub mod h1;
 pub mod health;
 pub mod negotiate;
@@ -126,7 +127,7 @@ async fn handle<B: proxy::ForwardBody>(
         Some(sec) => match sec
             .authenticator
             .authenticate(
-                conn.certificate.as_ref(),
+                conn.certificate().as_ref(),
                 req.headers_mut(),
                 std::time::SystemTime::now(),
             )
@@ -311,7 +312,9 @@ async fn route_request<B>(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok());
     if let (Some(user), false) = (&user, matches!(route, Route::Resource(_))) {
-        let attrs = Attributes::non_resource(user.clone(), req.method(), req.uri().path());
+        // The path routing read, not the raw one (`route` succeeded, so this does too).
+        let path = query::canonical_path(req.uri().path()).unwrap_or_default();
+        let attrs = Attributes::non_resource(user.clone(), req.method(), &path);
         if let Err(e) = access::authorize(state.security.as_deref(), &attrs).await {
             return ("discovery", none, error_response(&e));
         }
@@ -603,30 +606,25 @@ fn typed_response(body: Body, output: Output, list: bool) -> Response<Body> {
     r
 }
 
-/// Gzips a complete get or list body (watch streams are never compressed).
+/// Gzips a complete get or list body (watch streams are never compressed): a small one
+/// here, a large one as the client reads it, off the runtime's worker threads
+/// (`gzip.rs`).
 fn compress(r: Response<Body>) -> Response<Body> {
-    use std::io::Write as _;
     let (mut parts, body) = r.into_parts();
-    let Some(segments) = body.into_segments() else {
-        return Response::from_parts(parts, Body::full(Bytes::new()));
+    let Body::Full(..) = body else {
+        return Response::from_parts(parts, body);
     };
-    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    for seg in segments {
-        if enc.write_all(&seg).is_err() {
-            break;
-        }
-    }
-    match enc.finish() {
-        Ok(gz) => {
+    match gzip::compress(body) {
+        Some(gz) => {
             parts
                 .headers
                 .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
             parts
                 .headers
                 .insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
-            Response::from_parts(parts, Body::full(gz))
+            Response::from_parts(parts, gz)
         }
-        Err(_) => Response::from_parts(parts, Body::full(Bytes::new())),
+        None => Response::from_parts(parts, Body::full(Bytes::new())),
     }
 }
 

@@ -1,0 +1,293 @@
+//! `Content-Encoding: gzip` for get and list bodies (watch streams are never compressed).
+//!
+//! A body up to [`config::GZIP_INLINE_MAX_BYTES`] is compressed at once where the request
+//! is handled (a fraction of a millisecond at level 1). A larger one is compressed as the
+//! client reads it: the body becomes a stream whose every step takes up to
+//! [`config::GZIP_STEP_BYTES`] of the list's segments (shared `Bytes`, sliced, not copied),
+//! compresses them on tokio's blocking pool and yields what came out as one frame. The next
+//! step runs only when the connection asks for the next frame, that is once the socket took
+//! the previous one (HTTP/1.1) or the stream has window again (HTTP/2): a slow reader holds
+//! its compressor's state and one frame, never the whole compressed copy, and the threads
+//! that serve other connections never run deflate for more than an inline body.
+//!
+//! Steps of every response share [`limiter`]'s permits: at most half the cores (at least
+//! one) compress at once, so concurrent gzip lists cannot take every core from the other
+//! connections. A step that finds no permit waits for one asynchronously (in FIFO order,
+//! holding no thread): the lists then advance in turn, each more slowly; none is refused.
+
+use std::collections::VecDeque;
+use std::io::Write as _;
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use flate2::write::GzEncoder;
+use flate2::Compression;
+use tokio::sync::Semaphore;
+
+use super::body::{Body, BufList};
+use crate::config;
+
+/// Why a streamed gzip body ended early (its headers are sent: the client sees a
+/// truncated gzip stream).
+#[derive(Debug, thiserror::Error)]
+enum GzipError {
+    /// The compressor failed (it writes to memory, so this is not expected).
+    #[error("gzip compression failed: {0}")]
+    Compress(#[from] std::io::Error),
+    /// The blocking task of a step panicked or was cancelled at shutdown.
+    #[error("gzip step did not complete: {0}")]
+    Join(#[from] tokio::task::JoinError),
+    /// The limiter was closed (never done).
+    #[error("gzip limiter closed: {0}")]
+    Closed(#[from] tokio::sync::AcquireError),
+}
+
+/// kube-apiserver's level (`defaultGzipContentEncodingLevel = 1`): the least CPU for a
+/// ratio close to the higher levels'.
+fn level() -> Compression {
+    Compression::fast()
+}
+
+/// The permits of compression steps shared by every response.
+fn limiter() -> &'static Arc<Semaphore> {
+    static LIMITER: OnceLock<Arc<Semaphore>> = OnceLock::new();
+    LIMITER.get_or_init(|| Arc::new(Semaphore::new(gzip_threads())))
+}
+
+/// Steps that may run at once: half the cores, at least one.
+fn gzip_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
+}
+
+/// `body` gzipped, or None when it is not a complete body (a stream is never compressed
+/// here). Needs a tokio runtime when the body is larger than the inline limit.
+pub fn compress(body: Body) -> Option<Body> {
+    let Body::Full(Some(list), len) = body else {
+        return match body {
+            Body::Full(None, _) => Some(Body::full(inline(VecDeque::new()).ok()?)),
+            _ => None,
+        };
+    };
+    let segments: VecDeque<Bytes> = list.into_segments().collect();
+    if len <= config::GZIP_INLINE_MAX_BYTES {
+        return inline(segments).ok().map(Body::full);
+    }
+    Some(streamed(segments, config::GZIP_STEP_BYTES))
+}
+
+/// The whole of `segments`, gzipped here.
+fn inline(segments: VecDeque<Bytes>) -> std::io::Result<Vec<u8>> {
+    let mut enc = GzEncoder::new(Vec::new(), level());
+    for seg in &segments {
+        enc.write_all(seg)?;
+    }
+    enc.finish()
+}
+
+/// What a streamed body has left: the input and the compressor (None once finished).
+struct Pending {
+    input: VecDeque<Bytes>,
+    encoder: Option<GzEncoder<Vec<u8>>>,
+    step: usize,
+}
+
+impl Pending {
+    /// Takes up to `step` bytes of input (the last segment taken is split if needed).
+    fn take_step(&mut self) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        let mut budget = self.step;
+        while budget > 0 {
+            let Some(front) = self.input.front_mut() else {
+                break;
+            };
+            if front.len() <= budget {
+                budget -= front.len();
+                if let Some(seg) = self.input.pop_front() {
+                    out.push(seg);
+                }
+            } else {
+                out.push(front.split_to(budget));
+                budget = 0;
+            }
+        }
+        out
+    }
+}
+
+/// What a step gives back: the compressor (None when finished) and the compressed bytes
+/// the step produced (possibly none: deflate keeps some input until its block fills).
+type Stepped = (Option<GzEncoder<Vec<u8>>>, Vec<u8>);
+
+/// Compresses `batch`; with `last`, finishes the stream.
+fn run_step(
+    mut encoder: GzEncoder<Vec<u8>>,
+    batch: Vec<Bytes>,
+    last: bool,
+) -> std::io::Result<Stepped> {
+    for seg in &batch {
+        encoder.write_all(seg)?;
+    }
+    if last {
+        return encoder.finish().map(|out| (None, out));
+    }
+    // The encoder only appends to its output: what it wrote so far can be taken.
+    let out = std::mem::take(encoder.get_mut());
+    Ok((Some(encoder), out))
+}
+
+/// One frame of compressed output (None at the end); runs as many steps as it takes to
+/// produce some.
+async fn next_frame(mut p: Pending) -> Result<Option<(BufList, Pending)>, GzipError> {
+    loop {
+        let Some(encoder) = p.encoder.take() else {
+            return Ok(None);
+        };
+        let batch = p.take_step();
+        let last = p.input.is_empty();
+        let permit = limiter().clone().acquire_owned().await?;
+        let (encoder, out) = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            run_step(encoder, batch, last)
+        })
+        .await??;
+        p.encoder = encoder;
+        if !out.is_empty() {
+            return Ok(Some((BufList::from(Bytes::from(out)), p)));
+        }
+    }
+}
+
+/// `segments` as a stream of gzip frames, compressed `step` bytes of input at a time off
+/// the runtime's worker threads.
+fn streamed(segments: VecDeque<Bytes>, step: usize) -> Body {
+    let start = Pending {
+        input: segments,
+        encoder: Some(GzEncoder::new(Vec::new(), level())),
+        step: step.max(1),
+    };
+    Body::stream(futures_util::stream::unfold(
+        Some(start),
+        |state| async move {
+            match next_frame(state?).await {
+                Ok(Some((frame, rest))) => Some((frame, Some(rest))),
+                Ok(None) => None,
+                Err(e) => {
+                    metrics::counter!("watchd_http_gzip_errors_total").increment(1);
+                    tracing::warn!(error = %e, "gzip response ended early");
+                    None
+                }
+            }
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::StreamExt;
+    use std::io::Read as _;
+
+    fn gunzip(b: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(b)
+            .read_to_end(&mut out)
+            .expect("valid gzip");
+        out
+    }
+
+    fn segments(n: usize) -> (BufList, Vec<u8>) {
+        let mut list = BufList::new();
+        let mut plain = Vec::new();
+        for i in 0..n {
+            let seg = Bytes::from(format!(
+                "{{\"i\":{i},\"pad\":\"{}\"}},",
+                "ab".repeat(i % 700)
+            ));
+            plain.extend_from_slice(&seg);
+            list.push(seg);
+        }
+        (list, plain)
+    }
+
+    async fn collect(body: Body) -> (Vec<u8>, usize) {
+        let mut s = match body.into_stream() {
+            Ok(s) => s,
+            Err(_) => panic!("a large body is streamed"),
+        };
+        let (mut all, mut frames) = (Vec::new(), 0);
+        while let Some(mut f) = s.next().await {
+            use bytes::Buf as _;
+            let b = f.copy_to_bytes(f.remaining());
+            assert!(!b.is_empty(), "no empty frames");
+            all.extend_from_slice(&b);
+            frames += 1;
+        }
+        (all, frames)
+    }
+
+    #[tokio::test]
+    async fn a_large_body_is_streamed_in_bounded_steps_and_gunzips_to_itself() {
+        let (list, plain) = segments(4000);
+        assert!(plain.len() > 4 * config::GZIP_INLINE_MAX_BYTES);
+        let body = compress(Body::segments(list)).expect("a complete body");
+        assert!(matches!(body, Body::Stream(_)));
+        let (gz, frames) = collect(body).await;
+        assert_eq!(gunzip(&gz), plain);
+        assert!(frames > 1, "{frames} frames");
+    }
+
+    #[tokio::test]
+    async fn one_segment_larger_than_a_step_is_split() {
+        let big = Bytes::from(
+            (0..600_000u32)
+                .flat_map(|i| (i.wrapping_mul(2_654_435_761) >> 24).to_le_bytes())
+                .collect::<Vec<u8>>(),
+        );
+        let body = streamed(VecDeque::from([big.clone()]), 64 * 1024);
+        let (gz, frames) = collect(body).await;
+        assert_eq!(gunzip(&gz), big);
+        // Poorly compressible input: each 64 KiB step yields a frame of its own.
+        assert!(frames >= 8, "{frames} frames for 2.4 MB in 64 KiB steps");
+    }
+
+    #[test]
+    fn a_small_body_is_compressed_inline() {
+        let (list, plain) = segments(10);
+        let body = compress(Body::segments(list)).expect("a complete body");
+        let Some(segs) = body.into_segments() else {
+            panic!("a small body stays complete");
+        };
+        let gz: Vec<u8> = segs.flat_map(|b| b.to_vec()).collect();
+        assert_eq!(gunzip(&gz), plain);
+        let empty = compress(Body::full(Bytes::new())).expect("complete");
+        let gz: Vec<u8> = empty
+            .into_segments()
+            .into_iter()
+            .flatten()
+            .flatten()
+            .collect();
+        assert_eq!(gunzip(&gz), b"");
+    }
+
+    #[tokio::test]
+    async fn steps_take_the_limiter_and_wait_for_it() {
+        let permits = gzip_threads();
+        let held = limiter()
+            .clone()
+            .acquire_many_owned(permits as u32)
+            .await
+            .unwrap();
+        let (list, plain) = segments(4000);
+        let body = compress(Body::segments(list)).expect("complete");
+        let mut s = match body.into_stream() {
+            Ok(s) => s,
+            Err(_) => panic!("streamed"),
+        };
+        let waiting = tokio::time::timeout(std::time::Duration::from_millis(200), s.next()).await;
+        assert!(waiting.is_err(), "no step runs while every permit is held");
+        drop(held);
+        // The step that waited is resumed, not lost.
+        let (gz, _) = collect(Body::Stream(s)).await;
+        assert_eq!(gunzip(&gz), plain);
+    }
+}
