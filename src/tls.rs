@@ -23,52 +23,111 @@ pub const ALPN_HTTP: &[&[u8]] = &[b"h2", b"http/1.1"];
 /// ALPN protocols of the gRPC API.
 pub const ALPN_GRPC: &[&[u8]] = &[b"h2"];
 
-/// What serving TLS needs, from the command line.
-#[derive(Debug, Clone, Default)]
-pub struct TlsFiles {
-    /// `--tls-cert-file`: the serving certificate chain, PEM.
-    pub cert_file: PathBuf,
-    /// `--tls-private-key-file`: its key, PEM.
-    pub key_file: PathBuf,
-    /// `--client-ca-file`: CAs whose client certificates authenticate users.
-    pub client_ca_file: Option<PathBuf>,
-    /// `--requestheader-client-ca-file`: CAs of the front proxy's client certificate.
-    pub requestheader_ca_file: Option<PathBuf>,
+/// Why serving TLS cannot be set up from its files, naming the file and what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A PEM file that cannot be read or parsed.
+    #[error("reading {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the PEM reader said.
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    /// A certificate file without a certificate in it.
+    #[error("{}: no certificate in the file", path.display())]
+    NoCertificate {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A private key of a kind rustls cannot sign with.
+    #[error("{}: unusable private key: {source}", path.display())]
+    Key {
+        /// The key file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: rustls::Error,
+    },
+    /// A certificate and a key that are not a pair.
+    #[error("{} and {}: {source}", cert.display(), key.display())]
+    KeyMismatch {
+        /// The certificate file.
+        cert: PathBuf,
+        /// The key file.
+        key: PathBuf,
+        /// Why.
+        #[source]
+        source: rustls::Error,
+    },
+    /// A CA file holding a certificate that is not a CA's.
+    #[error("{}: not a CA certificate: {source}", path.display())]
+    NotCa {
+        /// The CA file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: rustls::Error,
+    },
+    /// The client-certificate verifier cannot be built from the CAs.
+    #[error("client CA: {0}")]
+    Verifier(#[from] rustls::server::VerifierBuilderError),
+    /// rustls refused the server configuration.
+    #[error("TLS: {0}")]
+    Config(#[source] rustls::Error),
+}
+
+fn read_error(path: &Path) -> impl FnOnce(rustls::pki_types::pem::Error) -> TlsError + '_ {
+    move |source| TlsError::Read {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// Reads a PEM certificate chain and key into a key rustls can sign with.
-pub fn load_certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, String> {
+pub fn load_certified_key(cert: &Path, key: &Path) -> Result<CertifiedKey, TlsError> {
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| format!("reading {}: {e}", cert.display()))?
+        .map_err(read_error(cert))?
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("reading {}: {e}", cert.display()))?;
+        .map_err(read_error(cert))?;
     if chain.is_empty() {
-        return Err(format!("{}: no certificate in the file", cert.display()));
+        return Err(TlsError::NoCertificate {
+            path: cert.to_path_buf(),
+        });
     }
-    let der =
-        PrivateKeyDer::from_pem_file(key).map_err(|e| format!("reading {}: {e}", key.display()))?;
-    let signing = rustls::crypto::ring::sign::any_supported_type(&der)
-        .map_err(|e| format!("{}: unusable private key: {e}", key.display()))?;
+    let der = PrivateKeyDer::from_pem_file(key).map_err(read_error(key))?;
+    let signing =
+        rustls::crypto::ring::sign::any_supported_type(&der).map_err(|source| TlsError::Key {
+            path: key.to_path_buf(),
+            source,
+        })?;
     let certified = CertifiedKey::new(chain, signing);
     certified
         .keys_match()
-        .map_err(|e| format!("{} and {}: {e}", cert.display(), key.display()))?;
+        .map_err(|source| TlsError::KeyMismatch {
+            cert: cert.to_path_buf(),
+            key: key.to_path_buf(),
+            source,
+        })?;
     Ok(certified)
 }
 
 /// Reads a PEM bundle of CA certificates.
-pub fn load_roots(path: &Path) -> Result<RootCertStore, String> {
+pub fn load_roots(path: &Path) -> Result<RootCertStore, TlsError> {
     let mut roots = RootCertStore::empty();
-    let certs = CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let certs = CertificateDer::pem_file_iter(path).map_err(read_error(path))?;
     for cert in certs {
-        let cert = cert.map_err(|e| format!("reading {}: {e}", path.display()))?;
-        roots
-            .add(cert)
-            .map_err(|e| format!("{}: not a CA certificate: {e}", path.display()))?;
+        let cert = cert.map_err(read_error(path))?;
+        roots.add(cert).map_err(|source| TlsError::NotCa {
+            path: path.to_path_buf(),
+            source,
+        })?;
     }
     if roots.is_empty() {
-        return Err(format!("{}: no certificate in the file", path.display()));
+        return Err(TlsError::NoCertificate {
+            path: path.to_path_buf(),
+        });
     }
     Ok(roots)
 }
@@ -95,7 +154,7 @@ fn stamp(paths: [&Path; 2]) -> FileStamp {
 
 impl ReloadingCert {
     /// Loads the files once; an error here stops the start.
-    pub fn load(cert_file: &Path, key_file: &Path) -> Result<Arc<ReloadingCert>, String> {
+    pub fn load(cert_file: &Path, key_file: &Path) -> Result<Arc<ReloadingCert>, TlsError> {
         let seen = stamp([cert_file, key_file]);
         let key = load_certified_key(cert_file, key_file)?;
         Ok(Arc::new(ReloadingCert {
@@ -156,13 +215,32 @@ impl ResolvesServerCert for ReloadingCert {
     }
 }
 
-/// The client-certificate verifiers of the two trust roots.
+/// The client-certificate verifiers of the two trust roots, reloaded when their files
+/// change (kube-apiserver reloads `--client-ca-file` and the front-proxy CA alike): the
+/// handshake and every classification use the roots loaded last.
 #[derive(Debug, Clone, Default)]
 pub struct ClientCertVerifiers {
+    /// None when no client CA file is configured (no certificate is asked for).
+    cas: Option<Arc<ReloadingCas>>,
+}
+
+/// The verifiers of one load of the CA files.
+#[derive(Debug)]
+struct Roots {
     /// `--client-ca-file`: certificates naming users.
-    pub client_ca: Option<Arc<dyn ClientCertVerifier>>,
+    client_ca: Option<Arc<dyn ClientCertVerifier>>,
     /// `--requestheader-client-ca-file`: the front proxy's certificate.
-    pub front_proxy: Option<Arc<dyn ClientCertVerifier>>,
+    front_proxy: Option<Arc<dyn ClientCertVerifier>>,
+    /// Either: what the handshake accepts.
+    handshake: Arc<dyn ClientCertVerifier>,
+}
+
+#[derive(Debug)]
+struct ReloadingCas {
+    client_ca_file: Option<PathBuf>,
+    front_proxy_file: Option<PathBuf>,
+    current: ArcSwap<Roots>,
+    seen: Mutex<FileStamp>,
 }
 
 /// Which trust roots a peer's certificate chains to.
@@ -176,63 +254,201 @@ pub struct PeerCertificate {
     pub front_proxy: bool,
 }
 
-fn verifier(roots: RootCertStore) -> Result<Arc<dyn ClientCertVerifier>, String> {
-    WebPkiClientVerifier::builder_with_provider(
+fn verifier(roots: RootCertStore) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
+    Ok(WebPkiClientVerifier::builder_with_provider(
         Arc::new(roots),
         Arc::new(rustls::crypto::ring::default_provider()),
     )
     .allow_unauthenticated()
-    .build()
-    .map_err(|e| format!("client CA: {e}"))
+    .build()?)
+}
+
+impl Roots {
+    fn load(client_ca: Option<&Path>, front_proxy: Option<&Path>) -> Result<Roots, TlsError> {
+        let client_roots = client_ca.map(load_roots).transpose()?;
+        let proxy_roots = front_proxy.map(load_roots).transpose()?;
+        let mut both = RootCertStore::empty();
+        for r in [&client_roots, &proxy_roots].into_iter().flatten() {
+            both.roots.extend(r.roots.iter().cloned());
+        }
+        Ok(Roots {
+            client_ca: client_roots.map(verifier).transpose()?,
+            front_proxy: proxy_roots.map(verifier).transpose()?,
+            handshake: verifier(both)?,
+        })
+    }
+}
+
+fn optional_stamp(paths: [Option<&Path>; 2]) -> FileStamp {
+    paths.map(|p| match p.map(std::fs::metadata) {
+        Some(Ok(m)) => (m.modified().ok(), m.len()),
+        _ => (None, 0),
+    })
+}
+
+impl ReloadingCas {
+    fn stamp(&self) -> FileStamp {
+        optional_stamp([
+            self.client_ca_file.as_deref(),
+            self.front_proxy_file.as_deref(),
+        ])
+    }
 }
 
 impl ClientCertVerifiers {
-    /// Loads the CA files given.
-    pub fn load(client_ca: Option<&Path>, front_proxy: Option<&Path>) -> Result<Self, String> {
+    /// Loads the CA files given; an error here stops the start.
+    pub fn load(client_ca: Option<&Path>, front_proxy: Option<&Path>) -> Result<Self, TlsError> {
+        if client_ca.is_none() && front_proxy.is_none() {
+            return Ok(ClientCertVerifiers::default());
+        }
+        let seen = optional_stamp([client_ca, front_proxy]);
+        let roots = Roots::load(client_ca, front_proxy)?;
         Ok(ClientCertVerifiers {
-            client_ca: client_ca
-                .map(load_roots)
-                .transpose()?
-                .map(verifier)
-                .transpose()?,
-            front_proxy: front_proxy
-                .map(load_roots)
-                .transpose()?
-                .map(verifier)
-                .transpose()?,
+            cas: Some(Arc::new(ReloadingCas {
+                client_ca_file: client_ca.map(Path::to_path_buf),
+                front_proxy_file: front_proxy.map(Path::to_path_buf),
+                current: ArcSwap::from_pointee(roots),
+                seen: Mutex::new(seen),
+            })),
         })
     }
 
     /// The verifier the handshake uses: accepts no certificate, or one that chains to
-    /// either root set; None when no client CA is configured (no certificate is asked for).
-    fn handshake(&self, files: &TlsFiles) -> Result<Option<Arc<dyn ClientCertVerifier>>, String> {
-        let mut roots = RootCertStore::empty();
-        for path in [&files.client_ca_file, &files.requestheader_ca_file]
-            .into_iter()
-            .flatten()
-        {
-            roots.roots.extend(load_roots(path)?.roots);
-        }
-        if roots.is_empty() {
-            return Ok(None);
-        }
-        verifier(roots).map(Some)
+    /// either root set as loaded last; None when no client CA is configured (no
+    /// certificate is asked for).
+    fn handshake(&self) -> Option<Arc<dyn ClientCertVerifier>> {
+        self.cas
+            .clone()
+            .map(|cas| Arc::new(CurrentRoots(cas)) as Arc<dyn ClientCertVerifier>)
     }
 
-    /// Which roots the chain the peer presented leads to (it passed the handshake, so it
-    /// leads to at least one).
+    /// Which roots the chain the peer presented leads to now (it passed the handshake,
+    /// so it led to at least one then; it may have expired, or its CA been removed,
+    /// since). Run for every request, as kube-apiserver verifies the chain per request:
+    /// a long HTTP/2 connection does not outlive its certificate.
     pub fn classify(&self, chain: &[CertificateDer<'_>]) -> Option<PeerCertificate> {
         let (leaf, intermediates) = chain.split_first()?;
         let now = UnixTime::now();
-        let ok = |v: &Option<Arc<dyn ClientCertVerifier>>| {
-            v.as_ref()
-                .is_some_and(|v| v.verify_client_cert(leaf, intermediates, now).is_ok())
+        let roots = self.cas.as_ref().map(|c| c.current.load_full());
+        let ok = |v: Option<&Arc<dyn ClientCertVerifier>>| {
+            v.is_some_and(|v| v.verify_client_cert(leaf, intermediates, now).is_ok())
         };
         Some(PeerCertificate {
             leaf: leaf.to_vec(),
-            client_ca: ok(&self.client_ca),
-            front_proxy: ok(&self.front_proxy),
+            client_ca: ok(roots.as_ref().and_then(|r| r.client_ca.as_ref())),
+            front_proxy: ok(roots.as_ref().and_then(|r| r.front_proxy.as_ref())),
         })
+    }
+
+    /// Reloads the CA files when their size or modification time changed. Files that
+    /// do not load (half written, not a CA) keep the old roots, tried again at the next
+    /// check. Returns whether new roots are in use.
+    pub fn reload_if_changed(&self) -> bool {
+        let Some(cas) = &self.cas else {
+            return false;
+        };
+        let now = cas.stamp();
+        let mut seen = cas.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if *seen == now {
+            return false;
+        }
+        match Roots::load(
+            cas.client_ca_file.as_deref(),
+            cas.front_proxy_file.as_deref(),
+        ) {
+            Ok(roots) => {
+                cas.current.store(Arc::new(roots));
+                *seen = now;
+                metrics::counter!("watchd_tls_client_ca_reloads_total", "result" => "success")
+                    .increment(1);
+                tracing::info!("client CA files reloaded");
+                true
+            }
+            Err(e) => {
+                metrics::counter!("watchd_tls_client_ca_reloads_total", "result" => "failure")
+                    .increment(1);
+                tracing::warn!(error = %e, "client CA files changed but do not load; keeping the old roots");
+                false
+            }
+        }
+    }
+
+    /// Checks the CA files every `every` until `stop` turns true.
+    pub async fn watch_files(self, every: Duration, mut stop: tokio::sync::watch::Receiver<bool>) {
+        if self.cas.is_none() {
+            return;
+        }
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = stop.changed() => return,
+            }
+            let me = self.clone();
+            let _ = tokio::task::spawn_blocking(move || me.reload_if_changed()).await;
+        }
+    }
+}
+
+/// The handshake's verifier: whichever roots were loaded last. It names no acceptable
+/// CAs in its request (a list that must outlive a reload cannot be borrowed from one);
+/// clients then offer their certificate whatever CA issued it, as Go's do.
+#[derive(Debug)]
+struct CurrentRoots(Arc<ReloadingCas>);
+
+impl ClientCertVerifier for CurrentRoots {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[rustls::DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
+        self.0
+            .current
+            .load()
+            .handshake
+            .verify_client_cert(end_entity, intermediates, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0
+            .current
+            .load()
+            .handshake
+            .verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.0
+            .current
+            .load()
+            .handshake
+            .verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.current.load().handshake.supported_verify_schemes()
     }
 }
 
@@ -240,15 +456,14 @@ impl ClientCertVerifiers {
 /// the ALPN protocols given.
 pub fn server_config(
     cert: Arc<ReloadingCert>,
-    files: &TlsFiles,
     verifiers: &ClientCertVerifiers,
     alpn: &[&[u8]],
-) -> Result<Arc<rustls::ServerConfig>, String> {
+) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?;
-    let builder = match verifiers.handshake(files)? {
+        .map_err(TlsError::Config)?;
+    let builder = match verifiers.handshake() {
         Some(v) => builder.with_client_cert_verifier(v),
         None => builder.with_no_client_auth(),
     };
@@ -270,11 +485,10 @@ impl TlsServing {
     /// TLS for a listener speaking `alpn`.
     pub fn new(
         cert: Arc<ReloadingCert>,
-        files: &TlsFiles,
         verifiers: ClientCertVerifiers,
         alpn: &[&[u8]],
-    ) -> Result<TlsServing, String> {
-        let config = server_config(cert, files, &verifiers, alpn)?;
+    ) -> Result<TlsServing, TlsError> {
+        let config = server_config(cert, &verifiers, alpn)?;
         Ok(TlsServing {
             acceptor: tokio_rustls::TlsAcceptor::from(config),
             verifiers,
@@ -393,12 +607,67 @@ mod tests {
     }
 
     #[test]
+    fn changed_client_ca_files_are_loaded_and_broken_ones_keep_the_old_roots() {
+        let old = Pki::new("old-ca");
+        let new = Pki::new("new-ca");
+        let ca_file = old.path("ca.crt");
+        let v = ClientCertVerifiers::load(Some(&ca_file), None).unwrap();
+        let (by_old, _) = old.leaf("alice", true);
+        let (by_new, _) = new.leaf("bob", true);
+        assert!(v.classify(&[by_old.der().clone()]).unwrap().client_ca);
+        assert!(!v.classify(&[by_new.der().clone()]).unwrap().client_ca);
+        assert!(!v.reload_if_changed(), "nothing changed");
+
+        // Half written: the old roots stay.
+        std::fs::write(&ca_file, "-----BEGIN CERTIFICATE-----\n").unwrap();
+        assert!(!v.reload_if_changed());
+        assert!(v.classify(&[by_old.der().clone()]).unwrap().client_ca);
+
+        // Rotated: the new CA's certificates authenticate, the old one's no longer do,
+        // for the handshake as for the classification.
+        std::fs::copy(new.path("ca.crt"), &ca_file).unwrap();
+        assert!(v.reload_if_changed());
+        assert!(v.classify(&[by_new.der().clone()]).unwrap().client_ca);
+        assert!(!v.classify(&[by_old.der().clone()]).unwrap().client_ca);
+        let handshake = v.handshake().expect("a verifier");
+        let now = UnixTime::now();
+        assert!(handshake.verify_client_cert(by_new.der(), &[], now).is_ok());
+        assert!(handshake
+            .verify_client_cert(by_old.der(), &[], now)
+            .is_err());
+    }
+
+    #[test]
+    fn a_certificate_is_classified_at_each_call_so_it_expires_on_an_open_connection() {
+        let users = Pki::new("users-ca");
+        let v = ClientCertVerifiers::load(Some(&users.path("ca.crt")), None).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["localhost".into()]).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "short-lived");
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let now = SystemTime::now();
+        params.not_before = (now - Duration::from_secs(60)).into();
+        params.not_after = (now + Duration::from_secs(2)).into();
+        let cert = params.signed_by(&key, &users.issuer).unwrap();
+        assert!(v.classify(&[cert.der().clone()]).unwrap().client_ca);
+        std::thread::sleep(Duration::from_millis(3100));
+        assert!(
+            !v.classify(&[cert.der().clone()]).unwrap().client_ca,
+            "expired since the first call"
+        );
+    }
+
+    #[test]
     fn unreadable_files_are_named_in_the_error() {
         let pki = Pki::new("ca");
-        let e = load_certified_key(&pki.path("missing.crt"), &pki.path("missing.key")).unwrap_err();
+        let e = load_certified_key(&pki.path("missing.crt"), &pki.path("missing.key"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("missing.crt"), "{e}");
         std::fs::write(pki.path("empty.pem"), "").unwrap();
-        let e = load_roots(&pki.path("empty.pem")).unwrap_err();
+        let e = load_roots(&pki.path("empty.pem")).unwrap_err().to_string();
         assert!(e.contains("no certificate"), "{e}");
     }
 }

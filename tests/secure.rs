@@ -55,6 +55,201 @@ const RBAC: &[(&str, &str)] = &[
     ),
 ];
 
+/// A FIFO at `path` and its read end, opened without blocking and not read yet: watchd's
+/// open for writing succeeds, and its writes stall once the pipe (64 KiB) is full.
+fn stalled_fifo(path: &Path) -> std::fs::File {
+    use std::os::unix::ffi::OsStrExt as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: mkfifo reads the NUL-terminated path only.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .expect("the FIFO's read end")
+}
+
+/// Reads `fifo` into `text` until `done(text)` or `wait` passed.
+fn drain_fifo(
+    fifo: &mut std::fs::File,
+    text: &mut String,
+    wait: std::time::Duration,
+    done: impl Fn(&str) -> bool,
+) {
+    use std::io::Read as _;
+    let deadline = std::time::Instant::now() + wait;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match fifo.read(&mut buf) {
+            Ok(n) if n > 0 => {
+                text.push_str(&String::from_utf8_lossy(&buf[..n]));
+                continue;
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => panic!("read the audit FIFO: {e}"),
+        }
+        if done(text) || std::time::Instant::now() > deadline {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The audit line's requestURI of the `i`th request of the audit tests.
+fn audited_uri(i: usize) -> String {
+    format!("\"requestURI\":\"/api/v1/namespaces/audit-{i}/configmaps\"")
+}
+
+/// Sends `n` list requests at once, each on its own connection.
+fn audited_requests(
+    base: &str,
+    n: usize,
+) -> tokio::task::JoinSet<Result<support::http::Response, String>> {
+    let mut requests = tokio::task::JoinSet::new();
+    for i in 0..n {
+        let url = format!("{base}/api/v1/namespaces/audit-{i}/configmaps");
+        requests.spawn(async move {
+            support::http::try_request("GET", &url, &[], bytes::Bytes::new()).await
+        });
+    }
+    requests
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_log_file_is_created_0600() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.log");
+    let etcd = Etcd::start();
+    let audit = format!("--audit-log-path={}", path.display());
+    let w = Watchd::start(&etcd.client_url(), &[&audit]);
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "audit log created with mode {mode:o}");
+    let r = support::http::get(
+        &format!("{}/api/v1/namespaces/audit-0/configmaps", w.base_url()),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read_to_string(&path)
+        .unwrap_or_default()
+        .contains(&audited_uri(0))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the request's line reaches the file"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_log_blocking_mode_loses_no_line_while_its_writer_is_stalled() {
+    const N: usize = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo_path = dir.path().join("audit.fifo");
+    let mut fifo = stalled_fifo(&fifo_path);
+    let etcd = Etcd::start();
+    let audit = format!("--audit-log-path={}", fifo_path.display());
+    // Blocking is the default mode.
+    let w = Watchd::start(
+        &etcd.client_url(),
+        &[&audit, "--audit-log-batch-buffer-size=4"],
+    );
+    let mut requests = audited_requests(&w.base_url(), N);
+    // The pipe, the writer's buffer and the queue take a few hundred lines at most; the
+    // other requests wait for room.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let mut answered = 0;
+    while let Some(r) = requests.try_join_next() {
+        assert_eq!(r.unwrap().expect("an answer").status, 200);
+        answered += 1;
+    }
+    assert!(
+        answered < N,
+        "all {N} requests were answered while the audit log could take no line"
+    );
+    // Once the file is read, every request is answered and every line arrives, once.
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        drain_fifo(
+            &mut fifo,
+            &mut text,
+            std::time::Duration::from_secs(60),
+            |t| (0..N).all(|i| t.contains(&audited_uri(i))),
+        );
+        text
+    });
+    while let Some(r) = requests.join_next().await {
+        let r = r.unwrap().expect("answered once the audit log is read");
+        assert_eq!(r.status, 200);
+    }
+    let text = reader.join().unwrap();
+    for i in 0..N {
+        assert_eq!(
+            text.matches(&audited_uri(i)).count(),
+            1,
+            "request {i}'s audit line, once ({answered} of {N} were answered while stalled)"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_log_batch_mode_drops_and_counts_lines_while_its_writer_is_stalled() {
+    const N: usize = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo_path = dir.path().join("audit.fifo");
+    let mut fifo = stalled_fifo(&fifo_path);
+    let etcd = Etcd::start();
+    let audit = format!("--audit-log-path={}", fifo_path.display());
+    let w = Watchd::start(
+        &etcd.client_url(),
+        &[
+            &audit,
+            "--audit-log-mode=batch",
+            "--audit-log-batch-buffer-size=4",
+        ],
+    );
+    // Every request is answered though the audit log takes no line.
+    let mut requests = audited_requests(&w.base_url(), N);
+    while let Some(r) = requests.join_next().await {
+        let r = r.unwrap().expect("answered while the audit log is stalled");
+        assert_eq!(r.status, 200);
+    }
+    let metrics = support::http::get(&format!("{}/metrics", w.base_url()), &[])
+        .await
+        .text();
+    let dropped: usize = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("watchd_audit_events_dropped_total "))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v as usize)
+        .unwrap_or_else(|| panic!("no watchd_audit_events_dropped_total in\n{metrics}"));
+    assert!(dropped > 0, "lines were dropped: the queue was full");
+    // What was not dropped arrives once the file is read: kept + dropped = requests.
+    let kept = |t: &str| (0..N).filter(|&i| t.contains(&audited_uri(i))).count();
+    let mut text = String::new();
+    drain_fifo(
+        &mut fifo,
+        &mut text,
+        std::time::Duration::from_secs(30),
+        |t| kept(t) + dropped >= N,
+    );
+    drain_fifo(
+        &mut fifo,
+        &mut text,
+        std::time::Duration::from_secs(1),
+        |_| false,
+    );
+    assert_eq!(kept(&text) + dropped, N, "{dropped} lines dropped");
+    for i in 0..N {
+        assert!(text.matches(&audited_uri(i)).count() <= 1, "line {i} once");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_reads_over_tls_with_certificates_and_tokens_as_rbac_allows() {
     let pki = Pki::new();
@@ -1166,4 +1361,388 @@ async fn bound_tokens_are_refused_once_what_they_are_bound_to_is_gone() {
     server.expect(&plain, 200, "the ServiceAccount is still there");
     server.delete(SA_KEY).await;
     server.expect(&plain, 401, "the ServiceAccount is gone");
+}
+
+/// RBAC of the review's smaller findings: `metrics-reader` may get `/metrics`, `/apis`
+/// and pods everywhere; `carol` is bound to nothing, not even discovery.
+const REVIEW_RBAC: &[(&str, &str)] = &[
+    (
+        "/registry/clusterroles/metrics-reader",
+        r#"{"kind":"ClusterRole","apiVersion":"rbac.authorization.k8s.io/v1","metadata":{"name":"metrics-reader","uid":"cr-m","creationTimestamp":"2026-01-01T00:00:00Z"},"rules":[{"verbs":["get"],"nonResourceURLs":["/metrics","/apis"]},{"verbs":["get","list"],"apiGroups":[""],"resources":["pods"]}]}"#,
+    ),
+    (
+        "/registry/clusterrolebindings/metrics-reader",
+        r#"{"kind":"ClusterRoleBinding","apiVersion":"rbac.authorization.k8s.io/v1","metadata":{"name":"metrics-reader","uid":"crb-m","creationTimestamp":"2026-01-01T00:00:00Z"},"subjects":[{"kind":"User","apiGroup":"rbac.authorization.k8s.io","name":"metrics-reader"}],"roleRef":{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"metrics-reader"}}"#,
+    ),
+];
+
+/// A gRPC request with a bearer token.
+fn as_user<T>(token: &str, message: T) -> tonic::Request<T> {
+    let mut req = tonic::Request::new(message);
+    req.metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    req
+}
+
+/// curl's arguments for the client certificate `name` of `pki`.
+fn cert_args(pki: &Pki, name: &str) -> Vec<String> {
+    vec![
+        "--cert".into(),
+        pki.path(&format!("{name}.crt")).display().to_string(),
+        "--key".into(),
+        pki.path(&format!("{name}.key")).display().to_string(),
+    ]
+}
+
+/// curl's status code for `path` with `extra` arguments (a token or a certificate).
+fn curl_code(pki: &Pki, base: &str, path: &str, extra: &[&str]) -> String {
+    let ca = pki.path("ca.crt");
+    let url = format!("{base}{path}");
+    let mut args = vec![
+        "--path-as-is",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "--cacert",
+        ca.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    args.push(&url);
+    String::from_utf8_lossy(&curl(&args).stdout).into_owned()
+}
+
+/// The review's smaller findings, each as a client meets it:
+/// - a non-resource path is authorized as routing serves it (`/%6detrics` and
+///   `//metrics` are `/metrics`), not as spelled;
+/// - gRPC `ListResources` is discovery, authorized as a `get` of `/apis`;
+/// - a name or namespace never reaches another key (`ns1/p1` asked of pods without a
+///   namespace over gRPC, `a%2Fb` over HTTP);
+/// - a client certificate is checked per request: one that expires stops working on the
+///   HTTP connection a client keeps open;
+/// - the client CA file is reloaded: a rotated CA's certificates start working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_paths_and_discovery_are_checked_as_kube_apiserver_checks_them() {
+    use tonic::transport::{Certificate, Channel, ClientTlsConfig};
+    use watchd::api::grpc::pb::watchd_client::WatchdClient;
+    use watchd::api::grpc::pb::{Collection, GetRequest, ListResourcesRequest};
+
+    let pki = Pki::new();
+    pki.issue("admin", "root", Some("system:masters"), false);
+    std::fs::copy(pki.path("ca.crt"), pki.path("client-ca.crt")).unwrap();
+    std::fs::write(
+        pki.path("tokens.csv"),
+        "m-token,metrics-reader,uid-m\nc-token,carol,uid-c\n",
+    )
+    .unwrap();
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_object_text(&mut kv, "/registry/pods/ns1/p1", &pod("ns1", "p1")).await;
+    for (key, json) in REVIEW_RBAC {
+        put_object_text(&mut kv, key, json).await;
+    }
+    let args = [
+        pki.arg("tls-cert-file", "server.crt"),
+        pki.arg("tls-private-key-file", "server.key"),
+        pki.arg("client-ca-file", "client-ca.crt"),
+        pki.arg("token-auth-file", "tokens.csv"),
+        "--authorization-mode=RBAC".to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let watchd = Watchd::start_with_probe(&etcd.client_url(), &args, Some(admin_probe(&pki)));
+    let base = format!("https://127.0.0.1:{}", watchd.http_addr().port());
+    let m = ["-H", "Authorization: Bearer m-token"];
+    let c = ["-H", "Authorization: Bearer c-token"];
+
+    // Non-resource paths: allowed as served, refused as served.
+    for path in ["/metrics", "/%6detrics", "//metrics"] {
+        assert_eq!(curl_code(&pki, &base, path, &m), "200", "{path}");
+        assert_eq!(curl_code(&pki, &base, path, &c), "403", "{path}");
+    }
+    // A name that is two path segments once decoded is refused, not looked up.
+    assert_eq!(
+        curl_code(&pki, &base, "/api/v1/namespaces/ns1/pods/a%2Fb", &m),
+        "400"
+    );
+
+    // gRPC: discovery needs `get /apis`; a name with a slash is not a key.
+    let tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(
+            std::fs::read(pki.path("ca.crt")).unwrap(),
+        ))
+        .domain_name("localhost");
+    let channel = Channel::from_shared(format!("https://127.0.0.1:{}", watchd.grpc_addr().port()))
+        .unwrap()
+        .tls_config(tls)
+        .unwrap()
+        .connect()
+        .await
+        .expect("gRPC over TLS");
+    let mut grpc = WatchdClient::new(channel);
+    let e = grpc
+        .list_resources(as_user("c-token", ListResourcesRequest {}))
+        .await
+        .expect_err("carol may not discover");
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e:?}");
+    let listed = grpc
+        .list_resources(as_user("m-token", ListResourcesRequest {}))
+        .await
+        .expect("metrics-reader may discover")
+        .into_inner();
+    assert!(listed.resources.iter().any(|r| r.resource == "pods"));
+    let pods = || {
+        Some(Collection {
+            version: "v1".into(),
+            resource: "pods".into(),
+            ..Default::default()
+        })
+    };
+    let e = grpc
+        .get(as_user(
+            "m-token",
+            GetRequest {
+                collection: pods(),
+                name: "ns1/p1".into(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect_err("a namespaced object without its namespace");
+    assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e:?}");
+
+    // A certificate that expires while its client keeps the connection open: kube-rs
+    // keeps it in its pool, and the request after the expiry is a 401 on it (a new
+    // connection would fail its handshake instead).
+    pki.issue_expiring(
+        "short",
+        "short-lived",
+        "system:masters",
+        std::time::Duration::from_secs(4),
+    );
+    let kubeconfig = pki.kubeconfig("short.kubeconfig", &base, Some("short"), None);
+    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).expect("read kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("config from kubeconfig");
+    let client = kube::Client::try_from(config).expect("kube client");
+    let api = kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client, "ns1");
+    let listed = api
+        .list(&kube::api::ListParams::default())
+        .await
+        .expect("the certificate is valid");
+    assert_eq!(listed.items.len(), 1);
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    match api.list(&kube::api::ListParams::default()).await {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 401, "{status:?}"),
+        other => panic!("expected a 401 on the open connection, got {other:?}"),
+    }
+
+    // The client CA file rotated to another CA: its certificates work once it is read
+    // again (checked every 10 s), and the old CA's no longer do.
+    let next = Pki::new();
+    next.issue("rotated", "rotated-admin", Some("system:masters"), false);
+    let rotated = cert_args(&next, "rotated");
+    let rotated: Vec<&str> = rotated.iter().map(String::as_str).collect();
+    assert_ne!(curl_code(&pki, &base, "/readyz", &rotated), "200");
+    std::fs::copy(next.path("ca.crt"), pki.path("client-ca.crt")).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if curl_code(&pki, &base, "/api/v1/namespaces/ns1/pods", &rotated) == "200" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the rotated client CA was not loaded\n{}",
+            watchd.log()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    let admin = cert_args(&pki, "admin");
+    let admin: Vec<&str> = admin.iter().map(String::as_str).collect();
+    assert_ne!(
+        curl_code(&pki, &base, "/api/v1/namespaces/ns1/pods", &admin),
+        "200",
+        "the old CA's certificate after the rotation"
+    );
+}
+
+/// A RoleBinding of Role ns1/pod-reader to the users `users`.
+fn pod_reader_binding(name: &str, users: &[&str]) -> String {
+    let subjects: Vec<serde_json::Value> = users
+        .iter()
+        .map(|u| serde_json::json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": u}))
+        .collect();
+    serde_json::json!({
+        "kind": "RoleBinding", "apiVersion": "rbac.authorization.k8s.io/v1",
+        "metadata": {"name": name, "namespace": "ns1", "uid": format!("rb-{name}"),
+                     "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "subjects": subjects,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+    })
+    .to_string()
+}
+
+/// `/metrics`, read as the admin.
+fn metrics_text(pki: &Pki, base: &str) -> String {
+    let (cert, key) = (pki.path("admin.crt"), pki.path("admin.key"));
+    let out = curl(&[
+        "--cacert",
+        pki.path("ca.crt").to_str().unwrap(),
+        "--cert",
+        cert.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+        &format!("{base}/metrics"),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("watchd_"), "no metrics: {text}");
+    text
+}
+
+/// `watchd_watch_permission_rechecks_total` (0 before the first re-check).
+fn watch_rechecks(pki: &Pki, base: &str) -> f64 {
+    let text = metrics_text(pki, base);
+    support::kube::metric(&text, "watchd_watch_permission_rechecks_total", &[]).unwrap_or(0.0)
+}
+
+/// The RBAC lines of `/metrics`, for failure messages.
+fn rbac_metrics(pki: &Pki, base: &str) -> String {
+    metrics_text(pki, base)
+        .lines()
+        .filter(|l| l.starts_with("watchd_rbac") || l.starts_with("watchd_watch"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Waits until the re-check count reaches `want`, then for three re-check intervals more,
+/// and asserts it stayed `want`: no other watch was checked again.
+async fn expect_rechecks(pki: &Pki, base: &str, want: f64, what: &str) {
+    let reached = support::poll_until(
+        std::time::Duration::from_secs(10),
+        std::time::Duration::from_millis(100),
+        || (watch_rechecks(pki, base) >= want).then_some(()),
+    );
+    assert!(
+        reached.is_some(),
+        "{what}: {} re-checks, want {want}\n{}",
+        watch_rechecks(pki, base),
+        rbac_metrics(pki, base)
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(watch_rechecks(pki, base), want, "{what}");
+}
+
+/// An RBAC change re-runs the authorizer only for the open watches of the users it
+/// concerns: a change to carol's binding checks carol's watch again and not alice's; a
+/// change to the Role both are bound through checks both; deleting alice's binding ends
+/// her watch with a 403 ERROR event and leaves carol's open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_watch_is_checked_again_only_when_an_rbac_change_concerns_its_user() {
+    let pki = Pki::new();
+    pki.issue("alice", "alice", Some("dev"), false);
+    pki.issue("admin", "root", Some("system:masters"), false);
+    std::fs::write(pki.path("tokens.csv"), "carol-token,carol,uid-carol\n").unwrap();
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_object_text(&mut kv, "/registry/pods/ns1/p1", &pod("ns1", "p1")).await;
+    for (key, json) in RBAC {
+        put_object_text(&mut kv, key, json).await;
+    }
+    const CAROL: &str = "/registry/rolebindings/ns1/carol-reads-pods";
+    put_object_text(
+        &mut kv,
+        CAROL,
+        &pod_reader_binding("carol-reads-pods", &["carol"]),
+    )
+    .await;
+    let args = [
+        pki.arg("tls-cert-file", "server.crt"),
+        pki.arg("tls-private-key-file", "server.key"),
+        pki.arg("client-ca-file", "ca.crt"),
+        pki.arg("token-auth-file", "tokens.csv"),
+        "--authorization-mode=RBAC".to_string(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let watchd = Watchd::start_with_probe(&etcd.client_url(), &args, Some(admin_probe(&pki)));
+    let base = format!("https://127.0.0.1:{}", watchd.http_addr().port());
+
+    let url = format!("{base}/api/v1/namespaces/ns1/pods?watch=true");
+    let (mut alice, alice_lines) = watch_lines(&pki, &url, Some("alice"), None);
+    assert_eq!(
+        next_json(&alice_lines, "alice's first event")["type"],
+        "ADDED"
+    );
+    let (mut carol, carol_lines) = watch_lines(&pki, &url, None, Some("carol-token"));
+    assert_eq!(
+        next_json(&carol_lines, "carol's first event")["type"],
+        "ADDED"
+    );
+    let quiet = |lines: &std::sync::mpsc::Receiver<String>, who: &str| {
+        assert_eq!(
+            lines.recv_timeout(std::time::Duration::from_millis(300)),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout),
+            "{who}'s watch is open and sent nothing"
+        );
+    };
+    assert_eq!(watch_rechecks(&pki, &base), 0.0);
+
+    // carol's binding changes (she stays bound; dave is added): only her watch is
+    // checked again. (Before the index, every open watch was: 2.)
+    put_object_text(
+        &mut kv,
+        CAROL,
+        &pod_reader_binding("carol-reads-pods", &["carol", "dave"]),
+    )
+    .await;
+    expect_rechecks(
+        &pki,
+        &base,
+        1.0,
+        "a change to carol's binding checks carol's watch only",
+    )
+    .await;
+    quiet(&alice_lines, "alice");
+    quiet(&carol_lines, "carol");
+
+    // The Role both bindings grant changes: both watches are checked, both still allowed.
+    put_object_text(
+        &mut kv,
+        "/registry/roles/ns1/pod-reader",
+        r#"{"kind":"Role","apiVersion":"rbac.authorization.k8s.io/v1","metadata":{"name":"pod-reader","namespace":"ns1","uid":"r1","creationTimestamp":"2026-01-01T00:00:00Z"},"rules":[{"verbs":["get","list","watch"],"apiGroups":[""],"resources":["pods","configmaps"]}]}"#,
+    )
+    .await;
+    expect_rechecks(&pki, &base, 3.0, "a change to the Role checks both watches").await;
+    quiet(&alice_lines, "alice");
+    quiet(&carol_lines, "carol");
+
+    // alice's binding goes: her watch is checked and ends with a 403 ERROR event;
+    // carol's is not checked and stays open.
+    etcd_delete(&mut kv, "/registry/rolebindings/ns1/alice-reads-pods").await;
+    let ev = next_json(&alice_lines, "alice's watch after her binding is deleted");
+    assert_eq!(ev["type"], "ERROR", "{ev}");
+    assert_eq!(ev["object"]["code"], 403, "{ev}");
+    assert!(
+        ev["object"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(r#"pods is forbidden: User "alice" cannot watch resource "pods""#),
+        "{ev}"
+    );
+    assert_eq!(
+        alice_lines.recv_timeout(std::time::Duration::from_secs(10)),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected),
+        "the stream ends after the ERROR event"
+    );
+    expect_rechecks(
+        &pki,
+        &base,
+        4.0,
+        "deleting alice's binding checks alice's watch only",
+    )
+    .await;
+    quiet(&carol_lines, "carol");
+    for child in [&mut alice, &mut carol] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }

@@ -135,7 +135,7 @@ impl Selectors {
         let mut fields = FieldSelector::parse(p.get("fieldSelector").unwrap_or("")).map_err(bad)?;
         fields
             .convert_labels(|f| info.convert_field_label(f))
-            .map_err(bad)?;
+            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
         Ok(Selectors { labels, fields })
     }
 
@@ -243,6 +243,31 @@ impl ContinueToken {
         t.start = rooted[1..].to_string();
         Ok(t)
     }
+}
+
+/// kube-apiserver's `path.IsValidPathSegmentName` for a name or namespace that becomes
+/// part of a key: not `.` or `..`, no `/` or `%`. A name `ns/x` asked of a namespaced
+/// collection without a namespace would otherwise be the key of `x` in `ns`.
+pub fn check_path_segment(what: &str, value: &str) -> Result<(), ApiError> {
+    let mut why = Vec::new();
+    match value {
+        "." => why.push("may not be '.'"),
+        ".." => why.push("may not be '..'"),
+        _ => {}
+    }
+    if value.contains('/') {
+        why.push("may not contain '/'");
+    }
+    if value.contains('%') {
+        why.push("may not contain '%'");
+    }
+    if why.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::BadRequest(format!(
+        "{what} parameter invalid: {value:?}: {}",
+        why.join(";")
+    )))
 }
 
 /// `key` (`namespace/name` or `name`) relative to the scope of a list in `namespace`.

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use super::query::{ContinueToken, GetQuery, ListQuery, RvMatch, RvParam, Selectors};
+use super::query::{
+    check_path_segment, ContinueToken, GetQuery, ListQuery, RvMatch, RvParam, Selectors,
+};
 use super::status::ApiError;
 use crate::config;
 use crate::source::{self, RangePage, ReadError, SourceReader};
@@ -141,6 +143,7 @@ pub async fn get(
     name: &str,
     q: GetQuery,
 ) -> Result<ObjectRef, ApiError> {
+    check_object_path(store, namespace, name)?;
     if !state.cache.is_synced() {
         return get_from_etcd(state, store, namespace, name, q).await;
     }
@@ -162,6 +165,23 @@ pub async fn get(
             resource: store.info.resource.clone(),
             name: name.to_string(),
         })
+}
+
+/// What kube-apiserver's key function checks before a name becomes a key: a namespaced
+/// resource's object needs its namespace, and neither may reach another key.
+fn check_object_path(
+    store: &ResourceStore,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<(), ApiError> {
+    match namespace {
+        None | Some("") if store.info.namespaced => {
+            return Err(ApiError::BadRequest("Namespace parameter required.".into()));
+        }
+        Some(ns) => check_path_segment("Namespace", ns)?,
+        None => {}
+    }
+    check_path_segment("Name", name)
 }
 
 /// The snapshot and revision a list is served from.

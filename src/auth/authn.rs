@@ -144,7 +144,7 @@ impl Authenticator {
                 match webhook.authenticate(token).await {
                     Ok(Some(user)) => return Ok((user, Method::Webhook)),
                     Ok(None) => {}
-                    Err(e) => errors.push(e),
+                    Err(e) => errors.push(e.to_string()),
                 }
             }
             if errors.is_empty() {
@@ -169,14 +169,16 @@ impl Authenticator {
 }
 
 /// The user a client certificate names, as kube-apiserver reads it: the subject's common
-/// name is the user, its organizations are the groups. None without a common name.
+/// name is the user, its organizations are the groups. A subject with several common
+/// names names the last (Go's `pkix.Name` keeps the last one it reads, skipping values
+/// that are not strings). None without a common name.
 pub fn certificate_user(der: &[u8]) -> Option<UserInfo> {
     let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
     let subject = cert.subject();
     let name = subject
         .iter_common_name()
-        .next()
-        .and_then(|a| a.as_str().ok())?
+        .filter_map(|a| a.as_str().ok())
+        .last()?
         .to_string();
     if name.is_empty() {
         return None;
@@ -235,6 +237,41 @@ mod tests {
         assert!(u.groups.is_empty());
         assert_eq!(certificate_user(&cert("", &["dev"])), None);
         assert_eq!(certificate_user(b"not a certificate"), None);
+    }
+
+    #[test]
+    fn of_several_common_names_the_last_is_the_user_as_go_reads_it() {
+        // rcgen writes one value per attribute type, so the subject is written as
+        // CN=first, O=second and the organization's OID (2.5.4.10) turned into the
+        // common name's (2.5.4.3): same length, so the DER stays well formed (the
+        // signature breaks, which naming the user does not read).
+        let der = cert("first", &["second"]);
+        let (o, cn) = (
+            [0x06, 0x03, 0x55, 0x04, 0x0a],
+            [0x06, 0x03, 0x55, 0x04, 0x03],
+        );
+        let mut patched = der.clone();
+        let mut found = 0;
+        for i in 0..patched.len().saturating_sub(o.len()) {
+            if patched[i..i + o.len()] == o {
+                patched[i..i + o.len()].copy_from_slice(&cn);
+                found += 1;
+            }
+        }
+        assert_eq!(
+            found, 2,
+            "the subject and the issuer each name the organization once"
+        );
+        let (_, parsed) = x509_parser::parse_x509_certificate(&patched).unwrap();
+        let names: Vec<&str> = parsed
+            .subject()
+            .iter_common_name()
+            .filter_map(|a| a.as_str().ok())
+            .collect();
+        assert_eq!(names, ["first", "second"]);
+        let u = certificate_user(&patched).unwrap();
+        assert_eq!(u.name, "second");
+        assert!(u.groups.is_empty());
     }
 
     #[tokio::test]

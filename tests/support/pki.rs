@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 pub const KUBECTL: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33";
 
@@ -34,6 +35,26 @@ impl Pki {
         };
         pki.issue("server", "watchd", None, true);
         pki
+    }
+
+    /// Writes `<name>.crt` and `<name>.key`: a client certificate for user `cn` in group
+    /// `org` that expires `valid_for` from now.
+    pub fn issue_expiring(&self, name: &str, cn: &str, org: &str, valid_for: Duration) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, cn);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::OrganizationName, org);
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let now = SystemTime::now();
+        params.not_before = (now - Duration::from_secs(60)).into();
+        params.not_after = (now + valid_for).into();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        std::fs::write(self.path(&format!("{name}.crt")), cert.pem()).unwrap();
+        std::fs::write(self.path(&format!("{name}.key")), key.serialize_pem()).unwrap();
     }
 
     /// Writes `<name>.crt` and `<name>.key`: a server certificate for 127.0.0.1, or a

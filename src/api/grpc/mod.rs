@@ -15,7 +15,7 @@ use tonic::{Request, Response, Status};
 
 use crate::api::access;
 use crate::api::guarded::Guarded;
-use crate::api::query::{GetQuery, ListQuery, PageBound, Params, WatchQuery};
+use crate::api::query::{check_path_segment, GetQuery, ListQuery, PageBound, Params, WatchQuery};
 use crate::api::read::{self, ReadContext};
 use crate::api::status::ApiError;
 use crate::api::watch::{WatchSession, WatchStart};
@@ -323,6 +323,9 @@ impl GrpcApi {
                 ))
             })?;
         let ns = (!c.namespace.is_empty()).then(|| c.namespace.clone());
+        if let Some(ns) = &ns {
+            check_path_segment("Namespace", ns)?;
+        }
         if ns.is_some() && !store.info.namespaced {
             return Err(ApiError::BadRequest(format!(
                 "{} is not namespaced",
@@ -463,7 +466,15 @@ impl Watchd for GrpcApi {
         &self,
         req: Request<pb::ListResourcesRequest>,
     ) -> Result<Response<pb::ListResourcesResponse>, Status> {
-        self.check(&req, "get", None, "", "").await?;
+        // Discovery, as kube-apiserver authorizes it: a `get` of `/apis`, which RBAC's
+        // `system:discovery` grants to every authenticated user. Authenticated alone is
+        // not enough: an authorizer may refuse it.
+        if let (Some(user), Some(sec)) = (self.authenticate(&req).await?, &self.security) {
+            let attrs = Attributes::non_resource(user, &http::Method::GET, "/apis");
+            access::authorize(Some(sec), &attrs)
+                .await
+                .map_err(|e| to_status(&e))?;
+        }
         let index = self.read.cache.resources();
         let mut resources: Vec<pb::ApiResource> = index
             .stores()

@@ -26,7 +26,12 @@ pub(super) fn audit_request<B>(
         Ok(Route::Resource(p)) => {
             p.attributes(user, &Params::parse(req.uri().query()).unwrap_or_default())
         }
-        _ => Attributes::non_resource(user, req.method(), req.uri().path()),
+        _ => Attributes::non_resource(
+            user,
+            req.method(),
+            &query::canonical_path(req.uri().path())
+                .unwrap_or_else(|_| req.uri().path().to_string()),
+        ),
     };
     let stage = if attrs.verb == "watch" && response.status() == StatusCode::OK {
         "ResponseStarted"

@@ -111,13 +111,25 @@ pub(crate) fn percent_decode(s: &str, plus_is_space: bool) -> Result<String, Api
         .map_err(|_| ApiError::BadRequest(format!("{s:?} is not UTF-8 once decoded")))
 }
 
-/// Parses a path into a route.
-pub fn route(path: &str) -> Result<Route, ApiError> {
-    let segs: Vec<String> = path
-        .split('/')
+/// A path's segments as routing reads them: split at `/`, empty ones dropped, each
+/// percent-decoded.
+fn segments(path: &str) -> Result<Vec<String>, ApiError> {
+    path.split('/')
         .filter(|s| !s.is_empty())
         .map(|s| percent_decode(s, false))
-        .collect::<Result<_, _>>()?;
+        .collect()
+}
+
+/// The path routing serves, written canonically (`//metrics` and `/%6detrics` are
+/// `/metrics`): what a non-resource request is authorized and audited as, so that an
+/// authorizer decides on the path that is served, not on a spelling of it.
+pub fn canonical_path(path: &str) -> Result<String, ApiError> {
+    Ok(format!("/{}", segments(path)?.join("/")))
+}
+
+/// Parses a path into a route.
+pub fn route(path: &str) -> Result<Route, ApiError> {
+    let segs = segments(path)?;
     let s: Vec<&str> = segs.iter().map(String::as_str).collect();
     Ok(match s.as_slice() {
         ["api"] => Route::ApiVersions,
@@ -186,6 +198,21 @@ fn resource_route(group: &str, version: &str, rest: &[&str]) -> Route {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn canonical_paths_are_the_paths_routing_serves() {
+        for (raw, canonical) in [
+            ("/metrics", "/metrics"),
+            ("//metrics", "/metrics"),
+            ("/%6detrics", "/metrics"),
+            ("/healthz//ping/", "/healthz/ping"),
+            ("/", "/"),
+        ] {
+            assert_eq!(canonical_path(raw).unwrap(), canonical, "{raw}");
+        }
+        assert!(matches!(route("/%6detrics").unwrap(), Route::Metrics));
+        assert!(canonical_path("/%zz").is_err());
+    }
 
     #[test]
     fn routes_cover_namespaced_cluster_and_discovery_paths() {

@@ -21,8 +21,22 @@ use super::{coalesce, handle, ApiState};
 pub struct Connection {
     /// The peer's address.
     pub peer: SocketAddr,
-    /// The client certificate, classified by the roots it chains to.
-    pub certificate: Option<crate::tls::PeerCertificate>,
+    /// The chain the client presented in the handshake, with the verifiers that
+    /// classify it for each request ([`Connection::certificate`]).
+    pub peer_chain: Option<(
+        Vec<rustls::pki_types::CertificateDer<'static>>,
+        crate::tls::ClientCertVerifiers,
+    )>,
+}
+
+impl Connection {
+    /// The client certificate, classified by the roots it chains to now: checked per
+    /// request, so one that expires, or whose CA is removed, stops authenticating on a
+    /// connection that stays open.
+    pub fn certificate(&self) -> Option<crate::tls::PeerCertificate> {
+        let (chain, verifiers) = self.peer_chain.as_ref()?;
+        verifiers.classify(chain)
+    }
 }
 
 /// Accepts connections until `shutdown` turns true, then ends the open ones: TLS when
@@ -64,7 +78,7 @@ pub async fn serve(
             let Some(tls) = tls else {
                 let conn = Connection {
                     peer,
-                    certificate: None,
+                    peer_chain: None,
                 };
                 let io = WriteDeadline::new(stream, write_timeout);
                 super::h1::serve(io, state, conn).await;
@@ -74,13 +88,14 @@ pub async fn serve(
             let Some(stream) = tls.handshake(io, peer).await else {
                 return;
             };
-            let certificate = stream
+            let peer_chain = stream
                 .get_ref()
                 .1
                 .peer_certificates()
-                .and_then(|chain| tls.verifiers.classify(chain));
+                .filter(|chain| !chain.is_empty())
+                .map(|chain| (chain.to_vec(), tls.verifiers.clone()));
             let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-            let conn = Connection { peer, certificate };
+            let conn = Connection { peer, peer_chain };
             serve_connection(stream, h2, state, conn).await;
         });
     }
