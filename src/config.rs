@@ -65,7 +65,7 @@ pub const LIST_FRAME_ITEMS: usize = 256;
 /// a connection and says nothing must not hold it forever).
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How often the serving certificate's files are checked for a change.
+/// How often the serving certificate's and the client CAs' files are checked for a change.
 pub const TLS_RELOAD_INTERVAL: Duration = Duration::from_secs(10);
 
 /// Concurrent HTTP/2 streams per connection: kube-apiserver's default
@@ -101,39 +101,67 @@ pub const PERMISSION_RECHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// `Retry-After` seconds of a request refused by a per-user limit.
 pub const USER_LIMIT_RETRY_AFTER: u64 = 1;
 
+/// Why a duration (a flag's value) cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// Nothing but whitespace.
+    #[error("empty duration (write one as Go does: 300s, 5m, 1h30m, 250ms)")]
+    Empty,
+    /// A unit without a number before it, or a number too large to read.
+    #[error("invalid duration {0:?} (write one as Go does: 300s, 5m, 1h30m, 250ms)")]
+    Invalid(String),
+    /// A number followed by something other than `ms`, `s`, `m` or `h`.
+    #[error("invalid unit {unit:?} in duration {input:?} (use ms, s, m, h)")]
+    Unit {
+        /// The unit as written.
+        unit: String,
+        /// The whole duration.
+        input: String,
+    },
+    /// Longer than a `Duration` holds.
+    #[error("duration {0:?} is too long")]
+    TooLong(String),
+}
+
 /// Parses Go-style durations: `300s`, `5m`, `1h30m`, `250ms`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     let mut total = Duration::ZERO;
     let mut rest = s.trim();
     if rest.is_empty() {
-        return Err("empty duration".into());
+        return Err(DurationError::Empty);
     }
     if rest == "0" {
         return Ok(Duration::ZERO);
     }
+    let too_long = || DurationError::TooLong(s.to_owned());
     while !rest.is_empty() {
         let digits = rest
             .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(rest.len());
         let n: u64 = rest[..digits]
             .parse()
-            .map_err(|_| format!("invalid duration {s:?}"))?;
+            .map_err(|_| DurationError::Invalid(s.to_owned()))?;
         rest = &rest[digits..];
         let unit_len = rest
             .find(|c: char| c.is_ascii_digit())
             .unwrap_or(rest.len());
-        let unit = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(n),
-            "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n * 60),
-            "h" => Duration::from_secs(n * 3600),
+        let seconds_per = match &rest[..unit_len] {
+            "ms" => None,
+            "s" => Some(1),
+            "m" => Some(60),
+            "h" => Some(3600),
             u => {
-                return Err(format!(
-                    "invalid unit {u:?} in duration {s:?} (use ms, s, m, h)"
-                ))
+                return Err(DurationError::Unit {
+                    unit: u.to_owned(),
+                    input: s.to_owned(),
+                })
             }
         };
-        total += unit;
+        let unit = match seconds_per {
+            None => Duration::from_millis(n),
+            Some(k) => Duration::from_secs(n.checked_mul(k).ok_or_else(too_long)?),
+        };
+        total = total.checked_add(unit).ok_or_else(too_long)?;
         rest = &rest[unit_len..];
     }
     Ok(total)
@@ -149,6 +177,23 @@ pub const MAX_DISCOVERY_BYTES: usize = 16 << 20;
 /// cluster fills with tens of thousands of revisions).
 pub const STARTUP_REPLAY_REVISIONS: i64 = 100_000;
 
+/// Largest get or list body gzipped at once on the thread that handles the request:
+/// kube-apiserver's `defaultGzipThresholdBytes` (128 KiB), its line between small and
+/// large responses; at level 1 that is a fraction of a millisecond. Larger bodies are
+/// compressed as the client reads them, off the runtime's worker threads
+/// (`api/http/gzip.rs`).
+pub const GZIP_INLINE_MAX_BYTES: usize = 128 * 1024;
+
+/// Input compressed per step of a streamed gzip body: about a millisecond of deflate at
+/// level 1, so a step holds a compression thread briefly and other lists take turns; the
+/// step's output (a frame, tens of KiB for JSON) is all a slow reader makes watchd hold
+/// beyond the list's shared segments and the compressor's state.
+pub const GZIP_STEP_BYTES: usize = 128 * 1024;
+
+/// Audit lines queued for the writer thread by default (`--audit-log-batch-buffer-size`):
+/// kube-apiserver's default batch buffer size.
+pub const AUDIT_BUFFER_SIZE: usize = 10_000;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,5 +208,13 @@ mod tests {
         assert!(parse_duration("5").is_err());
         assert!(parse_duration("x").is_err());
         assert!(parse_duration("").is_err());
+        assert_eq!(
+            parse_duration("99999999999999999999h"),
+            Err(DurationError::Invalid("99999999999999999999h".into()))
+        );
+        assert_eq!(
+            parse_duration("9999999999999999h"),
+            Err(DurationError::TooLong("9999999999999999h".into()))
+        );
     }
 }

@@ -123,39 +123,111 @@ struct ServeArgs {
     secure: watchd::auth::setup::SecureArgs,
 }
 
+/// Why a flag's value is refused (clap prints it with the flag's name).
+#[derive(Debug, thiserror::Error)]
+enum FlagError {
+    /// Not a whole number.
+    #[error("{0:?}: {1}")]
+    NotANumber(String, #[source] std::num::ParseIntError),
+    /// A gRPC message bound too small to carry a page's envelope and a usual object.
+    #[error("{0} is less than 65536, the smallest message size")]
+    MessageTooSmall(usize),
+    /// Not a duration.
+    #[error(transparent)]
+    Duration(#[from] watchd::config::DurationError),
+    /// A batch window longer than the longest a watcher can be asked to wait.
+    #[error("{0:?} is longer than {max:?}, the longest batch window", max = config::MAX_WATCH_BATCH_WINDOW)]
+    BatchWindowTooLong(String),
+}
+
+/// Why `watchd serve` cannot start: each names the flag or file and what to do.
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    /// Neither etcd nor an upstream to read.
+    #[error("no data source: give --etcd-servers, or --upstream-url or --upstream-kubeconfig")]
+    NoSource,
+    /// Decryption asked for without etcd to read encrypted values from.
+    #[error(
+        "--encryption-provider-config applies to values read from etcd: it needs --etcd-servers"
+    )]
+    EncryptionWithoutEtcd,
+    /// `--upstream-kubeconfig` cannot be read or used.
+    #[error("--upstream-kubeconfig {0}")]
+    UpstreamKubeconfig(#[source] watchd::client::KubeconfigError),
+    /// No client can be made for the upstream's endpoint.
+    #[error("upstream: {0}")]
+    UpstreamClient(#[source] watchd::client::KubeconfigError),
+    /// The Prometheus exporter cannot be installed.
+    #[error("metrics: {0}")]
+    Metrics(#[from] metrics::MetricsError),
+    /// `--encryption-provider-config` cannot be read.
+    #[error("reading --encryption-provider-config {}: {source}", path.display())]
+    EncryptionUnreadable {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `--encryption-provider-config` is not a configuration watchd can use.
+    #[error("--encryption-provider-config {}: {source}", path.display())]
+    Encryption {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong in it.
+        #[source]
+        source: watchd::codec::encryption::ConfigError,
+    },
+    /// Authentication, authorization or TLS flags (or their files).
+    #[error(transparent)]
+    Security(#[from] watchd::auth::ConfigError),
+    /// `--audit-log-path` cannot be opened.
+    #[error(transparent)]
+    Audit(#[from] watchd::auth::audit::AuditError),
+    /// An address cannot be listened on (in use, or not this machine's).
+    #[error("listening on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// `--grpc-max-message-bytes`: at least 64 KiB (room for a List page's envelope and an
 /// object of a usual size).
-fn parse_message_bytes(s: &str) -> Result<usize, String> {
-    let n: usize = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
+fn parse_message_bytes(s: &str) -> Result<usize, FlagError> {
+    let n: usize = s
+        .parse()
+        .map_err(|e| FlagError::NotANumber(s.to_string(), e))?;
     if n < 64 << 10 {
-        return Err(format!("{n} is less than 65536, the smallest message size"));
+        return Err(FlagError::MessageTooSmall(n));
     }
     Ok(n)
 }
 
 /// `--watch-batch-window`: a duration of at most a second (a longer hold would be
 /// latency no watcher asked for).
-fn parse_batch_window(s: &str) -> Result<Duration, String> {
+fn parse_batch_window(s: &str) -> Result<Duration, FlagError> {
     let d = watchd::config::parse_duration(s)?;
     if d > config::MAX_WATCH_BATCH_WINDOW {
-        return Err(format!(
-            "{s:?} is longer than {:?}, the longest batch window",
-            config::MAX_WATCH_BATCH_WINDOW
-        ));
+        return Err(FlagError::BatchWindowTooLong(s.to_string()));
     }
     Ok(d)
 }
 
 /// Reads and checks `--encryption-provider-config`; logs its rules (never its keys).
-fn load_encryption_config(path: &std::path::Path) -> Result<EncryptionConfig, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        format!(
-            "reading --encryption-provider-config {}: {e}",
-            path.display()
-        )
+fn load_encryption_config(path: &std::path::Path) -> Result<EncryptionConfig, StartError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| StartError::EncryptionUnreadable {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let config = EncryptionConfig::parse(&text).map_err(|source| StartError::Encryption {
+        path: path.to_path_buf(),
+        source,
     })?;
-    let config = EncryptionConfig::parse(&text)
-        .map_err(|e| format!("--encryption-provider-config {}: {e}", path.display()))?;
     for rule in config.describe() {
         tracing::info!(file = %path.display(), %rule, "encryption at rest");
     }
@@ -179,35 +251,33 @@ fn init_logging(format: LogFormat) {
 /// The upstream API server's client, if one is given.
 fn upstream_client(
     args: &ServeArgs,
-) -> Result<Option<Arc<watchd::client::upstream::UpstreamClient>>, String> {
+) -> Result<Option<Arc<watchd::client::upstream::UpstreamClient>>, StartError> {
     let endpoint = match (&args.upstream_url, &args.upstream_kubeconfig) {
         (Some(url), _) => watchd::client::Endpoint {
             server: url.clone(),
             ..Default::default()
         },
-        (None, Some(path)) => watchd::client::kubeconfig::load(path)
-            .map_err(|e| format!("--upstream-kubeconfig {e}"))?,
+        (None, Some(path)) => {
+            watchd::client::kubeconfig::load(path).map_err(StartError::UpstreamKubeconfig)?
+        }
         (None, None) => return Ok(None),
     };
     let client = watchd::client::upstream::UpstreamClient::new(&endpoint)
-        .map_err(|e| format!("upstream: {e}"))?;
+        .map_err(StartError::UpstreamClient)?;
     Ok(Some(Arc::new(client)))
 }
 
-async fn serve(args: ServeArgs) -> Result<(), String> {
+async fn serve(args: ServeArgs) -> Result<(), StartError> {
     init_logging(args.log_format);
     let upstream = upstream_client(&args)?;
     if args.etcd_servers.is_empty() && upstream.is_none() {
-        return Err(
-            "no data source: give --etcd-servers, or --upstream-url or --upstream-kubeconfig"
-                .into(),
-        );
+        return Err(StartError::NoSource);
     }
     let from_upstream = args.etcd_servers.is_empty();
     if from_upstream && args.encryption_provider_config.is_some() {
-        return Err("--encryption-provider-config applies to values read from etcd: it needs --etcd-servers".into());
+        return Err(StartError::EncryptionWithoutEtcd);
     }
-    let prometheus = metrics::install().map_err(|e| format!("metrics: {e}"))?;
+    let prometheus = metrics::install()?;
     metrics::spawn_upkeep(prometheus.clone());
     let etcd = EtcdConfig {
         endpoints: args.etcd_servers.clone(),
@@ -238,9 +308,9 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         stop_rx.clone(),
     )?;
     let listener = listen(args.http_address)?;
-    let address = listener.local_addr().map_err(|e| e.to_string())?;
+    let address = local_addr(&listener, args.http_address)?;
     let grpc_listener = listen(args.grpc_address)?;
-    let grpc_address = grpc_listener.local_addr().map_err(|e| e.to_string())?;
+    let grpc_address = local_addr(&grpc_listener, args.grpc_address)?;
     tracing::info!(http = %address, grpc = %grpc_address, etcd = ?args.etcd_servers, upstream = ?upstream.as_ref().map(|u| u.server().to_string()), proxy = upstream.is_some() && args.proxy, prefix = %args.etcd_prefix, batch_window = ?args.watch_batch_window, "watchd starting");
     raise_fd_limit();
     if watchd::dispatch::thread::start() {
@@ -272,7 +342,11 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         address: address.to_string(),
         security: security.clone(),
         audit: match &args.secure.audit_log_path {
-            Some(path) => Some(watchd::auth::audit::AuditLog::open(path)?),
+            Some(path) => Some(watchd::auth::audit::AuditLog::open(
+                path,
+                args.secure.audit_log_mode,
+                args.secure.audit_log_batch_buffer_size,
+            )?),
             None => None,
         },
         write_timeout: args.write_timeout,
@@ -305,7 +379,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
 /// backlog at `net.core.somaxconn`): thousands of watchers reconnecting at once after a
 /// restart must not overflow it, or their connection attempts are retried only after
 /// 1, 3 and 7 seconds. tokio's `bind` asks for 1024.
-fn listen(addr: SocketAddr) -> Result<TcpListener, String> {
+fn listen(addr: SocketAddr) -> Result<TcpListener, StartError> {
     let socket = if addr.is_ipv4() {
         tokio::net::TcpSocket::new_v4()
     } else {
@@ -316,7 +390,14 @@ fn listen(addr: SocketAddr) -> Result<TcpListener, String> {
         s.bind(addr)?;
         s.listen(config::LISTEN_BACKLOG)
     });
-    listening.map_err(|e| format!("listening on {addr}: {e}"))
+    listening.map_err(|source| StartError::Listen { addr, source })
+}
+
+/// The address a listener bound (the port the kernel chose for `:0`).
+fn local_addr(listener: &TcpListener, addr: SocketAddr) -> Result<SocketAddr, StartError> {
+    listener
+        .local_addr()
+        .map_err(|source| StartError::Listen { addr, source })
 }
 
 /// Raises the soft limit of open files to the hard limit: every watcher over HTTP/1.1 is

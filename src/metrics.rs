@@ -1,7 +1,7 @@
 //! Prometheus metrics: the recorder, and the description of every metric watchd exports.
 
 use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{BuildError, PrometheusBuilder, PrometheusHandle};
 
 /// How often histogram samples are folded into their buckets: without it they would be
 /// kept one by one until `/metrics` is read.
@@ -19,16 +19,28 @@ pub fn spawn_upkeep(handle: PrometheusHandle) {
     });
 }
 
+/// Why the metrics recorder could not be installed.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    /// The histogram buckets of the `_seconds` metrics were refused (a bug in watchd).
+    #[error("invalid histogram buckets for the *_seconds metrics: {0}")]
+    Buckets(#[source] BuildError),
+    /// The global recorder could not be installed (one was already, or the upkeep could
+    /// not start).
+    #[error("cannot install the Prometheus recorder: {0}")]
+    Install(#[source] BuildError),
+}
+
 /// Installs the global recorder and describes every metric; the handle renders `/metrics`.
-pub fn install() -> Result<PrometheusHandle, String> {
+pub fn install() -> Result<PrometheusHandle, MetricsError> {
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(
             metrics_exporter_prometheus::Matcher::Suffix("_seconds".into()),
             &[0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0],
         )
-        .map_err(|e| e.to_string())?
+        .map_err(MetricsError::Buckets)?
         .install_recorder()
-        .map_err(|e| e.to_string())?;
+        .map_err(MetricsError::Install)?;
     describe();
     Ok(handle)
 }
@@ -60,8 +72,16 @@ fn describe() {
         "Webhook decisions looked up in the cache, by webhook (authentication, authorization) and result (hit, miss)."
     );
     describe_counter!(
-        "watchd_rbac_policy_builds_total",
-        "Times the RBAC index was rebuilt because a Role, ClusterRole or binding changed."
+        "watchd_rbac_index_updates_total",
+        "Times the RBAC index took in a changed RBAC resource (Roles, ClusterRoles, RoleBindings, ClusterRoleBindings), off the request path, by how: objects (the changed objects its event log names) or rebuild (read whole: a new epoch, or events lost; objects that did not change are skipped)."
+    );
+    describe_counter!(
+        "watchd_rbac_index_objects_applied_total",
+        "Roles, ClusterRoles and bindings (re)read into the RBAC index."
+    );
+    describe_counter!(
+        "watchd_watch_permission_rechecks_total",
+        "Times an open watch's permission was checked again because an RBAC change concerned its user (any RBAC change with a Webhook authorization mode)."
     );
     describe_gauge!(
         "watchd_rbac_unreadable_objects",
@@ -73,7 +93,15 @@ fn describe() {
     );
     describe_counter!(
         "watchd_audit_events_dropped_total",
-        "Audit lines dropped because the writer's queue was full."
+        "Audit lines dropped: the writer's queue was full in --audit-log-mode=batch, or the writer had stopped."
+    );
+    describe_counter!(
+        "watchd_audit_events_blocked_total",
+        "Requests that waited for room in the audit log's queue (--audit-log-mode=blocking)."
+    );
+    describe_counter!(
+        "watchd_http_gzip_errors_total",
+        "Gzip responses compressed as they stream that ended early (the client sees a truncated body)."
     );
     describe_counter!(
         "watchd_audit_write_errors_total",

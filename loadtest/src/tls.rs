@@ -84,7 +84,7 @@ impl TlsClient {
             let mut c =
                 watchd::client::tls_config(&endpoint).map_err(|e| match &options.ca_file {
                     Some(path) => format!("--ca-file {}: {e}", path.display()),
-                    None => e,
+                    None => e.to_string(),
                 })?;
             c.alpn_protocols = vec![protocol.alpn().to_vec()];
             Ok(Arc::new(c))

@@ -132,7 +132,7 @@ impl ApiError {
                 name: attrs.name.clone(),
                 message: crate::auth::rbac::forbidden_message(attrs, reason),
             },
-            Denied::Failed(error) => ApiError::Internal(error.clone()),
+            Denied::Failed(error) => ApiError::Internal(error.to_string()),
         }
     }
 

@@ -17,6 +17,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
+use super::errors::{Webhook, WebhookError};
 use super::token_webhook::ReviewVersion;
 use super::ttl_cache::{TtlCache, CAPACITY};
 use super::Attributes;
@@ -81,7 +82,7 @@ impl AuthzWebhook {
     }
 
     /// The service's verdict on `attrs`, or why it could not be asked.
-    pub async fn authorize(&self, attrs: &Attributes) -> Result<Verdict, String> {
+    pub async fn authorize(&self, attrs: &Attributes) -> Result<Verdict, WebhookError> {
         let spec = self.spec(attrs);
         let key = spec.to_string();
         if let Some(v) = self.cache.get(&key, Instant::now()) {
@@ -99,9 +100,15 @@ impl AuthzWebhook {
             .client
             .post_json(Bytes::from(serde_json::to_vec(&body).unwrap_or_default()))
             .await
-            .map_err(|e| format!("webhook authorizer: {e}"))?;
-        let review: Review = serde_json::from_slice(&answer)
-            .map_err(|e| format!("webhook authorizer: undecodable SubjectAccessReview: {e}"))?;
+            .map_err(|source| WebhookError::Call {
+                webhook: Webhook::Authorization,
+                source,
+            })?;
+        let review: Review =
+            serde_json::from_slice(&answer).map_err(|source| WebhookError::Undecodable {
+                webhook: Webhook::Authorization,
+                source,
+            })?;
         let s = review.status;
         let verdict = match (s.allowed, s.denied) {
             // Both is the service's mistake; denying is the safe reading (kube-apiserver
@@ -231,29 +238,39 @@ mod tests {
             Duration::from_secs(30),
         );
         assert_eq!(
-            w.authorize(&attrs("jane", "list", "pods", "ns1")).await,
-            Ok(Verdict::Allow)
+            w.authorize(&attrs("jane", "list", "pods", "ns1"))
+                .await
+                .unwrap(),
+            Verdict::Allow
         );
         assert_eq!(
-            w.authorize(&attrs("jane", "get", "secrets", "ns1")).await,
-            Ok(Verdict::Deny("no secrets".into()))
+            w.authorize(&attrs("jane", "get", "secrets", "ns1"))
+                .await
+                .unwrap(),
+            Verdict::Deny("no secrets".into())
         );
         assert_eq!(
-            w.authorize(&attrs("joe", "list", "pods", "")).await,
-            Ok(Verdict::NoOpinion("not mine to say".into()))
+            w.authorize(&attrs("joe", "list", "pods", ""))
+                .await
+                .unwrap(),
+            Verdict::NoOpinion("not mine to say".into())
         );
         let health = Attributes::non_resource(UserInfo::default(), &http::Method::GET, "/healthz");
-        assert_eq!(w.authorize(&health).await, Ok(Verdict::Allow));
+        assert_eq!(w.authorize(&health).await.unwrap(), Verdict::Allow);
         let e = w
             .authorize(&attrs("boom", "list", "pods", ""))
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("500"), "{e}");
+        assert!(e.starts_with("webhook authorizer: "), "{e}");
         // Cached: asking again sends nothing.
         let before = seen.lock().unwrap().len();
         assert_eq!(
-            w.authorize(&attrs("jane", "list", "pods", "ns1")).await,
-            Ok(Verdict::Allow)
+            w.authorize(&attrs("jane", "list", "pods", "ns1"))
+                .await
+                .unwrap(),
+            Verdict::Allow
         );
         assert_eq!(seen.lock().unwrap().len(), before);
 

@@ -9,6 +9,7 @@ pub mod authn;
 pub mod authz;
 pub mod authz_webhook;
 pub mod cached;
+pub mod errors;
 pub mod limits;
 pub mod rbac;
 pub mod request_header;
@@ -17,6 +18,8 @@ pub mod setup;
 pub mod token_file;
 pub mod token_webhook;
 pub mod ttl_cache;
+
+pub use errors::{ConfigError, WebhookError};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

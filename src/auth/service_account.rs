@@ -23,7 +23,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 
-use super::{LookedUp, ObjectLookup, UserInfo};
+use super::{ConfigError, LookedUp, ObjectLookup, UserInfo};
 
 /// The issuer of legacy (Secret-based) tokens.
 pub const LEGACY_ISSUER: &str = "kubernetes/serviceaccount";
@@ -200,35 +200,29 @@ struct Claims {
 
 /// The public keys in a PEM text: public keys (PKCS#1 RSA or SPKI RSA/EC) and
 /// certificates (their public key).
-fn parse_keys(pem: &str) -> Result<Vec<Key>, String> {
+fn parse_keys(pem: &str) -> Result<Vec<Key>, ConfigError> {
     let mut keys = Vec::new();
     let blocks = x509_parser::pem::Pem::iter_from_buffer(pem.as_bytes());
     for block in blocks {
-        let block = block.map_err(|e| format!("not PEM: {e}"))?;
+        let block = block.map_err(ConfigError::NotPem)?;
         let spki_pem = match block.label.as_str() {
             "PUBLIC KEY" | "RSA PUBLIC KEY" => pem_text(&block.label, &block.contents),
             "CERTIFICATE" => {
-                let cert = block
-                    .parse_x509()
-                    .map_err(|e| format!("certificate: {e}"))?;
+                let cert = block.parse_x509().map_err(ConfigError::Certificate)?;
                 pem_text("PUBLIC KEY", cert.public_key().raw)
             }
-            other => {
-                return Err(format!(
-                    "a {other:?} block: give the public key or a certificate"
-                ))
-            }
+            other => return Err(ConfigError::NotAPublicKey(other.into())),
         };
         if let Ok(k) = DecodingKey::from_rsa_pem(spki_pem.as_bytes()) {
             keys.push(Key::Rsa(k));
         } else if let Ok(k) = DecodingKey::from_ec_pem(spki_pem.as_bytes()) {
             keys.push(Key::Ec(k));
         } else {
-            return Err("a public key that is neither RSA nor ECDSA".into());
+            return Err(ConfigError::UnsupportedKey);
         }
     }
     if keys.is_empty() {
-        return Err("no public key in the file".into());
+        return Err(ConfigError::NoPublicKey);
     }
     Ok(keys)
 }
@@ -267,10 +261,15 @@ impl ServiceAccountAuthenticator {
         issuers: Vec<String>,
         audiences: Vec<String>,
         lookup: Arc<dyn ObjectLookup>,
-    ) -> Result<ServiceAccountAuthenticator, String> {
+    ) -> Result<ServiceAccountAuthenticator, ConfigError> {
         let mut keys = Vec::new();
-        for pem in pems {
-            keys.extend(parse_keys(pem)?);
+        for (i, pem) in pems.iter().enumerate() {
+            keys.extend(
+                parse_keys(pem).map_err(|e| ConfigError::ServiceAccountKeys {
+                    number: i + 1,
+                    source: Box::new(e),
+                })?,
+            );
         }
         let audiences = if audiences.is_empty() {
             issuers.first().cloned().into_iter().collect()
@@ -984,8 +983,26 @@ mod tests {
         assert_eq!(parse_keys(&cert.pem()).unwrap().len(), 1);
         let both = format!("{}{}", key.public_key_pem(), cert.pem());
         assert_eq!(parse_keys(&both).unwrap().len(), 2);
-        let e = parse_keys(&key.serialize_pem()).err().unwrap();
+        let e = parse_keys(&key.serialize_pem()).err().unwrap().to_string();
         assert!(e.contains("PRIVATE KEY"), "{e}");
         assert!(parse_keys("").is_err());
+        // The authenticator says which of the key files holds no key.
+        let e = ServiceAccountAuthenticator::new(
+            &[key.public_key_pem(), key.serialize_pem()],
+            vec![ISSUER.into()],
+            vec![],
+            Arc::new(Objects::default()),
+        )
+        .err()
+        .unwrap();
+        assert!(
+            matches!(&e, ConfigError::ServiceAccountKeys { number: 2, .. }),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .starts_with("--service-account-key-file number 2: a \"PRIVATE KEY\" block"),
+            "{e}"
+        );
     }
 }

@@ -16,11 +16,11 @@ use super::request_header::RequestHeaderConfig;
 use super::service_account::ServiceAccountAuthenticator;
 use super::token_file::TokenFile;
 use super::token_webhook::{ReviewVersion, TokenWebhook};
-use super::Security;
+use super::{ConfigError, Security};
 use crate::client::{kubeconfig, ApiClient};
 use crate::config::parse_duration;
 use crate::store::Cache;
-use crate::tls::{self, ClientCertVerifiers, ReloadingCert, TlsFiles, TlsServing};
+use crate::tls::{self, ClientCertVerifiers, ReloadingCert, TlsServing};
 
 /// Secure serving, authentication and authorization; flags as kube-apiserver names them.
 #[derive(clap::Args, Debug, Default, Clone)]
@@ -107,6 +107,15 @@ pub struct SecureArgs {
     /// file.
     #[arg(long, value_name = "FILE")]
     pub audit_log_path: Option<PathBuf>,
+    /// What a request does when the audit log's queue is full: `blocking` (the default,
+    /// kube-apiserver's) waits until its line is queued, so no line is lost; `batch` goes
+    /// on and drops the line (counted in watchd_audit_events_dropped_total).
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = super::audit::AuditMode::Blocking)]
+    pub audit_log_mode: super::audit::AuditMode,
+    /// Audit lines queued for the file's writer (at least 1): past it a request waits
+    /// (blocking mode) or its line is dropped (batch mode).
+    #[arg(long, value_name = "LINES", default_value_t = crate::config::AUDIT_BUFFER_SIZE)]
+    pub audit_log_batch_buffer_size: usize,
     /// Allow a non-loopback address without TLS and an authenticator (a lab only: every
     /// object, Secrets included, is served to anyone who reaches the port).
     #[arg(long, default_value_t = false)]
@@ -141,37 +150,31 @@ pub fn configure(
     cache: &Arc<Cache>,
     addresses: &[SocketAddr],
     stop: watch::Receiver<bool>,
-) -> Result<(Option<Arc<Security>>, Option<ServingTls>), String> {
+) -> Result<(Option<Arc<Security>>, Option<ServingTls>), ConfigError> {
     let tls = match (&args.tls_cert_file, &args.tls_private_key_file) {
         (Some(cert), Some(key)) => {
-            let files = TlsFiles {
-                cert_file: cert.clone(),
-                key_file: key.clone(),
-                client_ca_file: args.client_ca_file.clone(),
-                requestheader_ca_file: args.requestheader_client_ca_file.clone(),
-            };
             let reloading = ReloadingCert::load(cert, key)?;
             tokio::spawn(
                 reloading
                     .clone()
-                    .watch_files(crate::config::TLS_RELOAD_INTERVAL, stop),
+                    .watch_files(crate::config::TLS_RELOAD_INTERVAL, stop.clone()),
             );
             let verifiers = ClientCertVerifiers::load(
                 args.client_ca_file.as_deref(),
                 args.requestheader_client_ca_file.as_deref(),
             )?;
+            tokio::spawn(
+                verifiers
+                    .clone()
+                    .watch_files(crate::config::TLS_RELOAD_INTERVAL, stop),
+            );
             Some(ServingTls {
-                http: TlsServing::new(
-                    reloading.clone(),
-                    &files,
-                    verifiers.clone(),
-                    tls::ALPN_HTTP,
-                )?,
-                grpc: TlsServing::new(reloading, &files, verifiers, tls::ALPN_GRPC)?,
+                http: TlsServing::new(reloading.clone(), verifiers.clone(), tls::ALPN_HTTP)?,
+                grpc: TlsServing::new(reloading, verifiers, tls::ALPN_GRPC)?,
             })
         }
         (None, None) => None,
-        _ => return Err("--tls-cert-file and --tls-private-key-file go together".into()),
+        _ => return Err(ConfigError::TlsPair),
     };
     let authenticator = authenticator(args, cache)?;
     let public: Vec<&SocketAddr> = addresses.iter().filter(|a| !a.ip().is_loopback()).collect();
@@ -179,14 +182,13 @@ pub fn configure(
         && !args.insecure_allow_any_address
         && (tls.is_none() || !authenticator.has_authenticator())
     {
-        return Err(format!(
-            "refusing to serve every object, Secrets included, on {} without TLS and authentication: \
-             add --tls-cert-file and --tls-private-key-file, and at least one of --client-ca-file, \
-             --token-auth-file, --service-account-key-file, --authentication-token-webhook-config-file \
-             or --requestheader-client-ca-file \
-             (or listen on 127.0.0.1; --insecure-allow-any-address for a lab)",
-            public.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
-        ));
+        return Err(ConfigError::PublicWithoutSecurity {
+            addresses: public
+                .iter()
+                .map(|a| a.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
     }
     if !args.any_given() && !authenticator.has_authenticator() {
         tracing::warn!("no authentication configured: every request is served (loopback only)");
@@ -226,16 +228,21 @@ pub fn configure(
 }
 
 /// The client of a webhook from its kubeconfig, `flag` naming it in errors.
-fn webhook_client(path: &std::path::Path, flag: &str) -> Result<ApiClient, String> {
-    let endpoint = kubeconfig::load(path).map_err(|e| format!("--{flag}: {e}"))?;
-    ApiClient::new(&endpoint).map_err(|e| format!("--{flag} {}: {e}", path.display()))
+fn webhook_client(path: &std::path::Path, flag: &'static str) -> Result<ApiClient, ConfigError> {
+    let endpoint =
+        kubeconfig::load(path).map_err(|source| ConfigError::WebhookConfig { flag, source })?;
+    ApiClient::new(&endpoint).map_err(|source| ConfigError::WebhookClient {
+        flag,
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// The SubjectAccessReview webhook, when the Webhook mode is asked for.
 fn authorization_webhook(
     args: &SecureArgs,
     modes: &[Mode],
-) -> Result<Option<Arc<AuthzWebhook>>, String> {
+) -> Result<Option<Arc<AuthzWebhook>>, ConfigError> {
     const FLAG: &str = "authorization-webhook-config-file";
     let path = match (
         &args.authorization_webhook_config_file,
@@ -243,14 +250,8 @@ fn authorization_webhook(
     ) {
         (Some(path), true) => path,
         (None, false) => return Ok(None),
-        (None, true) => {
-            return Err(format!("--authorization-mode Webhook needs --{FLAG}"));
-        }
-        (Some(_), false) => {
-            return Err(format!(
-                "--{FLAG} is given but --authorization-mode does not list Webhook"
-            ));
-        }
+        (None, true) => return Err(ConfigError::WebhookWithoutConfig),
+        (Some(_), false) => return Err(ConfigError::WebhookNotListed),
     };
     let version = ReviewVersion::parse(
         &args.authorization_webhook_version,
@@ -278,7 +279,7 @@ fn api_audiences(args: &SecureArgs) -> Vec<String> {
     }
 }
 
-fn authenticator(args: &SecureArgs, cache: &Arc<Cache>) -> Result<Authenticator, String> {
+fn authenticator(args: &SecureArgs, cache: &Arc<Cache>) -> Result<Authenticator, ConfigError> {
     let request_header = args
         .requestheader_client_ca_file
         .as_ref()
@@ -289,7 +290,7 @@ fn authenticator(args: &SecureArgs, cache: &Arc<Cache>) -> Result<Authenticator,
             allowed_names: args.requestheader_allowed_names.clone(),
         });
     let token_file = match &args.token_auth_file {
-        Some(path) => Some(TokenFile::load(path).map_err(|e| format!("--token-auth-file: {e}"))?),
+        Some(path) => Some(TokenFile::load(path)?),
         None => None,
     };
     let service_accounts = if args.service_account_key_file.is_empty() {
@@ -298,22 +299,22 @@ fn authenticator(args: &SecureArgs, cache: &Arc<Cache>) -> Result<Authenticator,
         let mut pems = Vec::new();
         for path in &args.service_account_key_file {
             pems.push(
-                std::fs::read_to_string(path)
-                    .map_err(|e| format!("--service-account-key-file {}: {e}", path.display()))?,
+                std::fs::read_to_string(path).map_err(|source| ConfigError::Unreadable {
+                    flag: "service-account-key-file",
+                    path: path.clone(),
+                    source,
+                })?,
             );
         }
         let lookup = Arc::new(CacheLookup {
             cache: cache.clone(),
         });
-        Some(Arc::new(
-            ServiceAccountAuthenticator::new(
-                &pems,
-                args.service_account_issuer.clone(),
-                args.api_audiences.clone(),
-                lookup,
-            )
-            .map_err(|e| format!("--service-account-key-file: {e}"))?,
-        ))
+        Some(Arc::new(ServiceAccountAuthenticator::new(
+            &pems,
+            args.service_account_issuer.clone(),
+            args.api_audiences.clone(),
+            lookup,
+        )?))
     };
     let token_webhook = match &args.authentication_token_webhook_config_file {
         Some(path) => {

@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::UserInfo;
+use super::{ConfigError, UserInfo};
 
 /// Users by token.
 #[derive(Debug, Default)]
@@ -17,15 +17,15 @@ pub struct TokenFile {
 
 impl TokenFile {
     /// Parses the file's text.
-    pub fn parse(text: &str) -> Result<TokenFile, String> {
+    pub fn parse(text: &str) -> Result<TokenFile, ConfigError> {
         let mut users = HashMap::new();
         for (i, record) in records(text)?.into_iter().enumerate() {
             let number = i + 1;
             if record.len() < 3 {
-                return Err(format!(
-                    "record {number} must have at least 3 columns (token, user name, user uid), found {}",
-                    record.len()
-                ));
+                return Err(ConfigError::ShortRecord {
+                    record: number,
+                    found: record.len(),
+                });
             }
             if record[0].is_empty() {
                 tracing::warn!(record = number, "empty token in the token file; skipped");
@@ -50,11 +50,19 @@ impl TokenFile {
         Ok(TokenFile { users })
     }
 
-    /// Reads and parses `path`.
-    pub fn load(path: &Path) -> Result<TokenFile, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("reading {}: {e}", path.display()))?;
-        TokenFile::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    /// Reads and parses `path`, the file of `--token-auth-file`.
+    pub fn load(path: &Path) -> Result<TokenFile, ConfigError> {
+        const FLAG: &str = "token-auth-file";
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Unreadable {
+            flag: FLAG,
+            path: path.into(),
+            source,
+        })?;
+        TokenFile::parse(&text).map_err(|e| ConfigError::InFile {
+            flag: FLAG,
+            path: path.into(),
+            source: Box::new(e),
+        })
     }
 
     /// The user of `token`, if the file has it.
@@ -76,7 +84,7 @@ impl TokenFile {
 /// CSV records as Go's `encoding/csv` reads them: quoted fields with `""` escapes and
 /// newlines inside, records ended by `\n` or `\r\n` (a lone `\r` is data), blank lines
 /// skipped.
-fn records(text: &str) -> Result<Vec<Vec<String>>, String> {
+fn records(text: &str) -> Result<Vec<Vec<String>>, ConfigError> {
     let c: Vec<char> = text.chars().collect();
     let at = |i: usize| c.get(i).copied();
     // The length of the line end at `i` (0 if none).
@@ -116,11 +124,11 @@ fn records(text: &str) -> Result<Vec<Vec<String>>, String> {
                             field.push(ch);
                             i += 1;
                         }
-                        None => return Err(format!("line {line}: unterminated quoted field")),
+                        None => return Err(ConfigError::UnterminatedQuote { line }),
                     }
                 }
                 if at(i).is_some() && at(i) != Some(',') && eol(i) == 0 {
-                    return Err(format!("line {line}: extraneous text after a quoted field"));
+                    return Err(ConfigError::TextAfterQuote { line });
                 }
             } else {
                 while let Some(ch) = at(i) {
@@ -128,7 +136,7 @@ fn records(text: &str) -> Result<Vec<Vec<String>>, String> {
                         break;
                     }
                     if ch == '"' {
-                        return Err(format!("line {line}: bare \" in a non-quoted field"));
+                        return Err(ConfigError::BareQuote { line });
                     }
                     field.push(ch);
                     i += 1;
@@ -192,12 +200,38 @@ mod tests {
 
     #[test]
     fn short_and_malformed_records_are_errors_with_their_position() {
-        let e = TokenFile::parse("t1,alice,uid\nt2,bob\n").unwrap_err();
+        let e = TokenFile::parse("t1,alice,uid\nt2,bob\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("record 2") && e.contains("found 2"), "{e}");
-        let e = TokenFile::parse("t1,\"alice,uid\n").unwrap_err();
+        let e = TokenFile::parse("t1,\"alice,uid\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unterminated"), "{e}");
-        let e = TokenFile::parse("t1,al\"ice,uid\n").unwrap_err();
+        let e = TokenFile::parse("t1,al\"ice,uid\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn load_errors_name_the_flag_and_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.csv");
+        let e = TokenFile::load(&missing).unwrap_err();
+        assert!(matches!(e, ConfigError::Unreadable { .. }), "{e:?}");
+        let want = format!("--token-auth-file: reading {}: ", missing.display());
+        assert!(e.to_string().starts_with(&want), "{e}");
+        let short = dir.path().join("short.csv");
+        std::fs::write(&short, "t1,alice\n").unwrap();
+        let e = TokenFile::load(&short).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "--token-auth-file: {}: record 1 must have at least 3 columns (token, user name, user uid), found 2",
+                short.display()
+            )
+        );
     }
 
     #[test]

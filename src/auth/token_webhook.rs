@@ -16,6 +16,7 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::errors::{ConfigError, Webhook, WebhookError};
 use super::ttl_cache::{TtlCache, CAPACITY};
 use super::UserInfo;
 use crate::client::ApiClient;
@@ -30,14 +31,15 @@ pub enum ReviewVersion {
 }
 
 impl ReviewVersion {
-    /// Parses a flag's value.
-    pub fn parse(s: &str, flag: &str) -> Result<ReviewVersion, String> {
+    /// Parses the value of `flag` (named with its dashes).
+    pub fn parse(s: &str, flag: &'static str) -> Result<ReviewVersion, ConfigError> {
         match s {
             "v1" => Ok(ReviewVersion::V1),
             "v1beta1" => Ok(ReviewVersion::V1beta1),
-            other => Err(format!(
-                "{flag}: unsupported version {other:?}, supported versions are \"v1\", \"v1beta1\""
-            )),
+            other => Err(ConfigError::UnsupportedVersion {
+                flag,
+                version: other.into(),
+            }),
         }
     }
 
@@ -110,7 +112,7 @@ impl TokenWebhook {
     /// The user the service says `token` belongs to; None when it says the token is not
     /// valid (another authenticator had its chance before); an error when the call
     /// failed or the service reported one.
-    pub async fn authenticate(&self, token: &str) -> Result<Option<UserInfo>, String> {
+    pub async fn authenticate(&self, token: &str) -> Result<Option<UserInfo>, WebhookError> {
         let key: [u8; 32] = ring::digest::digest(&ring::digest::SHA256, token.as_bytes())
             .as_ref()
             .try_into()
@@ -125,9 +127,15 @@ impl TokenWebhook {
             .client
             .post_json(body)
             .await
-            .map_err(|e| format!("webhook token authenticator: {e}"))?;
-        let review: Review = serde_json::from_slice(&answer)
-            .map_err(|e| format!("webhook token authenticator: undecodable TokenReview: {e}"))?;
+            .map_err(|source| WebhookError::Call {
+                webhook: Webhook::Authentication,
+                source,
+            })?;
+        let review: Review =
+            serde_json::from_slice(&answer).map_err(|source| WebhookError::Undecodable {
+                webhook: Webhook::Authentication,
+                source,
+            })?;
         let status = review.status;
         if !self.audiences.is_empty() {
             let got = if status.audiences.is_empty() {
@@ -142,7 +150,7 @@ impl TokenWebhook {
         }
         if !status.authenticated {
             if !status.error.is_empty() {
-                return Err(status.error);
+                return Err(WebhookError::Reported(status.error));
             }
             self.cache.insert(key, None, self.ttl, Instant::now());
             return Ok(None);
@@ -245,6 +253,7 @@ pub(crate) mod tests {
             ),
             "broken" => (200, json!({"status": {"error": "backend down"}})),
             "crash" => (500, json!({})),
+            "garbage" => (200, json!(["not", "a", "review"])),
             _ => (200, json!({"status": {"authenticated": false}})),
         }
     }
@@ -262,10 +271,10 @@ pub(crate) mod tests {
         assert_eq!((u.name.as_str(), u.uid.as_str()), ("jane", "42"));
         assert_eq!(u.groups, ["dev"]);
         assert_eq!(u.extra["scopes"], ["read"]);
-        assert_eq!(w.authenticate("bad").await, Ok(None));
+        assert_eq!(w.authenticate("bad").await.unwrap(), None);
         // Both answers come from the cache now.
         assert!(w.authenticate("good").await.unwrap().is_some());
-        assert_eq!(w.authenticate("bad").await, Ok(None));
+        assert_eq!(w.authenticate("bad").await.unwrap(), None);
         let seen = seen.lock().unwrap();
         assert_eq!(seen.len(), 2);
         assert_eq!(seen[0]["apiVersion"], "authentication.k8s.io/v1beta1");
@@ -282,12 +291,28 @@ pub(crate) mod tests {
             vec![],
             Duration::from_secs(60),
         );
-        assert_eq!(w.authenticate("broken").await, Err("backend down".into()));
-        assert_eq!(w.authenticate("broken").await, Err("backend down".into()));
+        for _ in 0..2 {
+            let e = w.authenticate("broken").await.unwrap_err();
+            assert!(
+                matches!(&e, WebhookError::Reported(m) if m == "backend down"),
+                "{e:?}"
+            );
+            assert_eq!(e.to_string(), "backend down");
+        }
         let e = w.authenticate("crash").await.unwrap_err();
+        assert!(matches!(e, WebhookError::Call { .. }), "{e:?}");
+        let e = e.to_string();
         assert!(e.contains("500"), "{e}");
-        // broken twice, crash twice (one retry).
-        assert_eq!(seen.lock().unwrap().len(), 4);
+        assert!(e.starts_with("webhook token authenticator: "), "{e}");
+        let e = w.authenticate("garbage").await.unwrap_err();
+        assert!(matches!(e, WebhookError::Undecodable { .. }), "{e:?}");
+        assert!(
+            e.to_string()
+                .starts_with("webhook token authenticator: undecodable TokenReview: "),
+            "{e}"
+        );
+        // broken twice, crash twice (one retry), garbage once.
+        assert_eq!(seen.lock().unwrap().len(), 5);
     }
 
     #[tokio::test]
@@ -300,7 +325,7 @@ pub(crate) mod tests {
             Duration::ZERO,
         );
         assert!(w.authenticate("good").await.unwrap().is_some());
-        assert_eq!(w.authenticate("elsewhere").await, Ok(None));
+        assert_eq!(w.authenticate("elsewhere").await.unwrap(), None);
         let seen = seen.lock().unwrap();
         assert_eq!(
             seen[0]["spec"]["audiences"],

@@ -6,6 +6,9 @@
 //!
 //! Credentials that need a program or a browser (`exec`, `auth-provider`) and basic
 //! auth are refused with a message that names them, rather than silently ignored.
+//!
+//! [`KubeconfigError`] says why a kubeconfig, or the endpoint it gives, cannot be used:
+//! the file, the context, the credentials, the server URL, the certificates.
 
 use std::path::{Path, PathBuf};
 
@@ -95,22 +98,159 @@ struct Context {
     user: String,
 }
 
+/// Why a kubeconfig, or the endpoint read from it (or given as `--upstream-url`), cannot
+/// be used. Each names what to fix: the file, the entry, the field.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeconfigError {
+    /// The kubeconfig file cannot be read.
+    #[error("{}: {source}", path.display())]
+    Unreadable {
+        /// The kubeconfig.
+        path: PathBuf,
+        /// Why reading it failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// What is wrong inside the kubeconfig file at `path`.
+    #[error("{}: {source}", path.display())]
+    InFile {
+        /// The kubeconfig.
+        path: PathBuf,
+        /// What is wrong in it.
+        #[source]
+        source: Box<KubeconfigError>,
+    },
+    /// The text is not YAML of a kubeconfig (its first line of explanation is shown).
+    #[error("{}", first_line(.0))]
+    Yaml(#[source] Box<serde_saphyr::Error>),
+    /// `current-context` names no context of the file.
+    #[error("current-context {0:?} is not among the contexts")]
+    NoSuchContext(String),
+    /// Several contexts and none chosen.
+    #[error("several contexts and no current-context")]
+    SeveralContexts,
+    /// The context names a cluster the file does not hold.
+    #[error("cluster {0:?} is not among the clusters")]
+    NoSuchCluster(String),
+    /// The context names a user the file does not hold.
+    #[error("user {0:?} is not among the users")]
+    NoSuchUser(String),
+    /// The file holds no cluster.
+    #[error("no cluster")]
+    NoCluster,
+    /// Several clusters or users, and no context to choose.
+    #[error("no current-context")]
+    NoCurrentContext,
+    /// The cluster has no `server`.
+    #[error("the cluster has no server")]
+    NoServer,
+    /// The server URL is neither https:// nor http://.
+    #[error("server {0:?}: only https:// and http:// URLs are supported")]
+    UnsupportedScheme(String),
+    /// The server is not a URL.
+    #[error("server {server:?}: {source}")]
+    ServerUrl {
+        /// The server as given.
+        server: String,
+        /// Why it is not a URL.
+        #[source]
+        source: http::uri::InvalidUri,
+    },
+    /// The server is a URL, but not an absolute http:// or https:// one.
+    #[error("server {0:?}: not an http:// or https:// URL")]
+    NotHttpUrl(String),
+    /// `proxy-url` is set.
+    #[error("proxy-url is not supported")]
+    ProxyUrl,
+    /// The user authenticates with a program or a browser.
+    #[error("exec and auth-provider credentials are not supported: use a client certificate, token or tokenFile")]
+    ExecCredentials,
+    /// The user authenticates with a username and password.
+    #[error("basic authentication (username) is not supported")]
+    BasicAuth,
+    /// A `<what>-data` field is not base64.
+    #[error("{what}-data: {source}")]
+    Base64 {
+        /// The field, without `-data`.
+        what: &'static str,
+        /// Why it does not decode.
+        #[source]
+        source: base64::DecodeError,
+    },
+    /// A file the kubeconfig names cannot be read.
+    #[error("{what} {}: {source}", path.display())]
+    NamedFile {
+        /// The field naming it.
+        what: &'static str,
+        /// The file, taken from the kubeconfig's directory.
+        path: PathBuf,
+        /// Why reading it failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// One of `client-certificate` and `client-key` without the other.
+    #[error("client-certificate and client-key go together")]
+    CertificateWithoutKey,
+    /// `tls-server-name` is not a DNS name or an IP address.
+    #[error("tls-server-name {name:?}: {source}")]
+    TlsServerName {
+        /// The name as given.
+        name: String,
+        /// Why it is not a server name.
+        #[source]
+        source: rustls::pki_types::InvalidDnsNameError,
+    },
+    /// The TLS configuration cannot be built.
+    #[error("TLS: {0}")]
+    Tls(#[source] rustls::Error),
+    /// A PEM field (`what`: certificate-authority, client certificate, client key) does
+    /// not parse.
+    #[error("{what}: {source}")]
+    Pem {
+        /// The field.
+        what: &'static str,
+        /// Why it does not parse.
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    /// A PEM field (`what`) holds no certificate.
+    #[error("{what}: no certificate in it")]
+    NoCertificate {
+        /// The field.
+        what: &'static str,
+    },
+    /// A certificate of `certificate-authority` is not usable as a root.
+    #[error("certificate-authority: {0}")]
+    CertificateAuthority(#[source] rustls::Error),
+    /// The client certificate and key cannot be used together.
+    #[error("client certificate: {0}")]
+    ClientCertificate(#[source] rustls::Error),
+}
+
+/// The first line of `e`'s message: the YAML reader's explanation without its excerpt.
+fn first_line(e: &serde_saphyr::Error) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
+}
+
 /// Reads the kubeconfig at `path` into the endpoint of its current context.
-pub fn load(path: &Path) -> Result<Endpoint, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn load(path: &Path) -> Result<Endpoint, KubeconfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| KubeconfigError::Unreadable {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let dir = path.parent().unwrap_or(Path::new("."));
-    parse(&text, dir).map_err(|e| format!("{}: {e}", path.display()))
+    parse(&text, dir).map_err(|e| KubeconfigError::InFile {
+        path: path.to_path_buf(),
+        source: Box::new(e),
+    })
 }
 
 /// Parses kubeconfig `text`; relative file paths are taken from `dir`.
-pub fn parse(text: &str, dir: &Path) -> Result<Endpoint, String> {
+pub fn parse(text: &str, dir: &Path) -> Result<Endpoint, KubeconfigError> {
     let file: File = if text.trim().is_empty() {
         File::default()
     } else {
-        serde_saphyr::from_str(text).map_err(|e| {
-            let msg = e.to_string();
-            msg.lines().next().unwrap_or_default().to_string()
-        })?
+        serde_saphyr::from_str(text).map_err(|e| KubeconfigError::Yaml(Box::new(e)))?
     };
     let (cluster, user) = select(&file)?;
     endpoint(&cluster, &user, dir)
@@ -119,27 +259,27 @@ pub fn parse(text: &str, dir: &Path) -> Result<Endpoint, String> {
 /// The current context's cluster and user. Without `current-context`, a file with one
 /// context uses it, and a file with no context but one cluster (and at most one user)
 /// uses those, as webhook configuration files often are written.
-fn select(file: &File) -> Result<(Cluster, User), String> {
+fn select(file: &File) -> Result<(Cluster, User), KubeconfigError> {
     let context = match &file.current_context {
         Some(name) if !name.is_empty() => Some(
             find(&file.contexts, name)
-                .ok_or_else(|| format!("current-context {name:?} is not among the contexts"))?,
+                .ok_or_else(|| KubeconfigError::NoSuchContext(name.clone()))?,
         ),
         _ => match file.contexts.as_slice() {
             [one] => Some(one.value.clone().unwrap_or_default()),
             [] => None,
-            _ => return Err("several contexts and no current-context".into()),
+            _ => return Err(KubeconfigError::SeveralContexts),
         },
     };
     let (cluster, user) = match context {
         Some(c) => (
             find(&file.clusters, &c.cluster)
-                .ok_or_else(|| format!("cluster {:?} is not among the clusters", c.cluster))?,
+                .ok_or_else(|| KubeconfigError::NoSuchCluster(c.cluster.clone()))?,
             if c.user.is_empty() {
                 User::default()
             } else {
                 find(&file.users, &c.user)
-                    .ok_or_else(|| format!("user {:?} is not among the users", c.user))?
+                    .ok_or_else(|| KubeconfigError::NoSuchUser(c.user.clone()))?
             },
         ),
         None => match (file.clusters.as_slice(), file.users.as_slice()) {
@@ -148,8 +288,8 @@ fn select(file: &File) -> Result<(Cluster, User), String> {
                 c.value.clone().unwrap_or_default(),
                 u.value.clone().unwrap_or_default(),
             ),
-            ([], _) => return Err("no cluster".into()),
-            _ => return Err("no current-context".into()),
+            ([], _) => return Err(KubeconfigError::NoCluster),
+            _ => return Err(KubeconfigError::NoCurrentContext),
         },
     };
     Ok((cluster, user))
@@ -161,24 +301,21 @@ fn find<T: Clone + Default>(list: &[Named<T>], name: &str) -> Option<T> {
         .map(|n| n.value.clone().unwrap_or_default())
 }
 
-fn endpoint(cluster: &Cluster, user: &User, dir: &Path) -> Result<Endpoint, String> {
+fn endpoint(cluster: &Cluster, user: &User, dir: &Path) -> Result<Endpoint, KubeconfigError> {
     if cluster.server.is_empty() {
-        return Err("the cluster has no server".into());
+        return Err(KubeconfigError::NoServer);
     }
     if !(cluster.server.starts_with("https://") || cluster.server.starts_with("http://")) {
-        return Err(format!(
-            "server {:?}: only https:// and http:// URLs are supported",
-            cluster.server
-        ));
+        return Err(KubeconfigError::UnsupportedScheme(cluster.server.clone()));
     }
     if cluster.proxy_url.is_some() {
-        return Err("proxy-url is not supported".into());
+        return Err(KubeconfigError::ProxyUrl);
     }
     if user.exec.is_some() || user.auth_provider.is_some() {
-        return Err("exec and auth-provider credentials are not supported: use a client certificate, token or tokenFile".into());
+        return Err(KubeconfigError::ExecCredentials);
     }
     if user.username.is_some() {
-        return Err("basic authentication (username) is not supported".into());
+        return Err(KubeconfigError::BasicAuth);
     }
     let ca_pem = data_or_file(
         "certificate-authority",
@@ -196,7 +333,7 @@ fn endpoint(cluster: &Cluster, user: &User, dir: &Path) -> Result<Endpoint, Stri
     let client_cert = match (cert, key) {
         (Some(c), Some(k)) => Some((c, k)),
         (None, None) => None,
-        _ => return Err("client-certificate and client-key go together".into()),
+        _ => return Err(KubeconfigError::CertificateWithoutKey),
     };
     let token = match (&user.token, &user.token_file) {
         (Some(t), _) if !t.is_empty() => Some(Token::Value(t.clone())),
@@ -215,24 +352,25 @@ fn endpoint(cluster: &Cluster, user: &User, dir: &Path) -> Result<Endpoint, Stri
 
 /// `<what>-data` (base64) wins over `<what>` (a path), as client-go decides.
 fn data_or_file(
-    what: &str,
+    what: &'static str,
     data: &Option<String>,
     file: &Option<String>,
     dir: &Path,
-) -> Result<Option<Vec<u8>>, String> {
+) -> Result<Option<Vec<u8>>, KubeconfigError> {
     if let Some(d) = data.as_deref().filter(|d| !d.is_empty()) {
         let compact: String = d.split_whitespace().collect();
         return base64::engine::general_purpose::STANDARD
             .decode(compact)
             .map(Some)
-            .map_err(|e| format!("{what}-data: {e}"));
+            .map_err(|source| KubeconfigError::Base64 { what, source });
     }
     match file.as_deref().filter(|f| !f.is_empty()) {
         Some(f) => {
             let path = dir.join(f);
-            std::fs::read(&path)
-                .map(Some)
-                .map_err(|e| format!("{what} {}: {e}", path.display()))
+            match std::fs::read(&path) {
+                Ok(bytes) => Ok(Some(bytes)),
+                Err(source) => Err(KubeconfigError::NamedFile { what, path, source }),
+            }
         }
         None => Ok(None),
     }
@@ -242,7 +380,7 @@ fn data_or_file(
 mod tests {
     use super::*;
 
-    fn parse_in(text: &str) -> Result<Endpoint, String> {
+    fn parse_in(text: &str) -> Result<Endpoint, KubeconfigError> {
         parse(text, Path::new("/etc/watchd"))
     }
 
@@ -283,15 +421,19 @@ mod tests {
             ),
         ];
         for (user, want) in cases {
-            let e = parse_in(&format!("{base}{user}")).unwrap_err();
+            let e = parse_in(&format!("{base}{user}")).unwrap_err().to_string();
             assert!(e.contains(want), "{user}: {e}");
         }
-        let e = parse_in("clusters:\n- name: c\n  cluster:\n    server: ftp://s\n").unwrap_err();
+        let e = parse_in("clusters:\n- name: c\n  cluster:\n    server: ftp://s\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("only https"), "{e}");
-        let e = parse_in("current-context: x\n").unwrap_err();
+        let e = parse_in("current-context: x\n").unwrap_err().to_string();
         assert!(e.contains("\"x\""), "{e}");
-        assert_eq!(parse_in("").unwrap_err(), "no cluster");
+        assert_eq!(parse_in("").unwrap_err().to_string(), "no cluster");
         let e = parse_in("clusters: [").unwrap_err();
+        assert!(matches!(e, KubeconfigError::Yaml(_)), "{e}");
+        let e = e.to_string();
         assert!(!e.is_empty() && !e.contains('\n'), "{e}");
     }
 

@@ -6,6 +6,9 @@
 //! Calls are retried as client-go's webhook client retries them: on a connection error,
 //! a timeout, a 429, a 5xx or any answer with `Retry-After`, with exponential backoff
 //! (500 ms × 1.5, jittered, five attempts in all).
+//!
+//! Two errors, for two questions: [`KubeconfigError`] (`kubeconfig.rs`) says why a
+//! client cannot be built from its configuration, [`CallError`] why a call failed.
 
 pub mod kubeconfig;
 pub mod upstream;
@@ -25,7 +28,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
-pub use self::kubeconfig::{Endpoint, Token};
+pub use self::kubeconfig::{Endpoint, KubeconfigError, Token};
 
 /// How long one attempt may take (connect, send, and read the whole answer).
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -58,15 +61,45 @@ impl Default for Backoff {
     }
 }
 
-/// Why a call failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// A cause from the HTTP stack (hyper, hyper-util, a body), whose type varies.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why a call failed. Logs show only `Display`, so a transport error's text is its
+/// whole chain of causes (hyper's own text alone says little: "client error (Connect)").
+#[derive(Debug, thiserror::Error)]
 pub enum CallError {
     /// Could not connect, or the connection broke.
-    #[error("{0}")]
-    Transport(String),
+    #[error("{}", error_chain(.0.as_ref()))]
+    Transport(#[source] BoxError),
+    /// The answer's body could not be read (the connection broke, or it was too long).
+    #[error("reading the answer: {0}")]
+    Body(#[source] BoxError),
     /// No answer in time.
-    #[error("timed out after {0:?}")]
+    #[error("no answer within {0:?}")]
     Timeout(Duration),
+    /// The `tokenFile` cannot be read, and no token was read from it before.
+    #[error("tokenFile {}: {source}", path.display())]
+    TokenFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why reading it failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bearer token holds characters a header cannot carry.
+    #[error(
+        "the bearer token is not a valid header value (check the kubeconfig's token or tokenFile)"
+    )]
+    InvalidToken,
+    /// The request cannot be built: a path and query that is no URI, or a bad header.
+    #[error("{target:?}: {source}")]
+    Request {
+        /// The URI, or the path and query, asked for.
+        target: String,
+        /// Why it cannot be sent.
+        #[source]
+        source: http::Error,
+    },
     /// An answer other than 2xx.
     #[error("the server answered {code}: {body}")]
     Status {
@@ -83,7 +116,13 @@ impl CallError {
     /// Whether another attempt may succeed, as client-go's webhook decides.
     fn transient(&self) -> bool {
         match self {
-            CallError::Transport(_) | CallError::Timeout(_) => true,
+            // A token file being rotated may be readable, or valid, at the next attempt.
+            CallError::Transport(_)
+            | CallError::Body(_)
+            | CallError::Timeout(_)
+            | CallError::TokenFile { .. }
+            | CallError::InvalidToken => true,
+            CallError::Request { .. } => false,
             CallError::Status {
                 code, retry_after, ..
             } => *retry_after || *code == 429 || *code >= 500,
@@ -101,11 +140,14 @@ pub struct ApiClient {
 
 impl ApiClient {
     /// A client for `endpoint`; fails on unreadable certificates or keys.
-    pub fn new(endpoint: &Endpoint) -> Result<ApiClient, String> {
+    pub fn new(endpoint: &Endpoint) -> Result<ApiClient, KubeconfigError> {
         let uri: Uri = endpoint
             .server
             .parse()
-            .map_err(|e| format!("server {:?}: {e}", endpoint.server))?;
+            .map_err(|source| KubeconfigError::ServerUrl {
+                server: endpoint.server.clone(),
+                source,
+            })?;
         let connector = connector(endpoint, false, HttpConnector::new())?;
         let http = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
@@ -163,25 +205,27 @@ impl ApiClient {
                 concat!("watchd/", env!("CARGO_PKG_VERSION")),
             )
             .body(Full::new(body))
-            .map_err(|e| CallError::Transport(e.to_string()))?;
+            .map_err(|source| CallError::Request {
+                target: self.uri.to_string(),
+                source,
+            })?;
         if let Some(token) = &self.token {
-            let value = HeaderValue::from_str(&format!("Bearer {}", token.get()?))
-                .map_err(|_| CallError::Transport("the token is not a valid header".into()))?;
-            req.headers_mut().insert(header::AUTHORIZATION, value);
+            req.headers_mut()
+                .insert(header::AUTHORIZATION, token.header()?);
         }
         let call = async {
             let resp = self
                 .http
                 .request(req)
                 .await
-                .map_err(|e| CallError::Transport(error_chain(&e)))?;
+                .map_err(|e| CallError::Transport(Box::new(e)))?;
             let status = resp.status();
             let retry_after = resp.headers().contains_key(header::RETRY_AFTER);
             let body = resp
                 .into_body()
                 .collect()
                 .await
-                .map_err(|e| CallError::Transport(e.to_string()))?
+                .map_err(|e| CallError::Body(Box::new(e)))?
                 .to_bytes();
             if status.is_success() {
                 return Ok(body);
@@ -204,7 +248,7 @@ pub fn connector(
     endpoint: &Endpoint,
     http1_only: bool,
     mut tcp: HttpConnector,
-) -> Result<HttpsConnector<HttpConnector>, String> {
+) -> Result<HttpsConnector<HttpConnector>, KubeconfigError> {
     // TLS is layered on top: the TCP connector must take https:// URLs too.
     tcp.enforce_http(false);
     // ALPN is set by the builder: HTTP/1.1 alone, or h2 first.
@@ -213,8 +257,12 @@ pub fn connector(
         .https_or_http();
     let builder = match &endpoint.tls_server_name {
         Some(name) => {
-            let name = ServerName::try_from(name.clone())
-                .map_err(|e| format!("tls-server-name {name:?}: {e}"))?;
+            let name = ServerName::try_from(name.clone()).map_err(|source| {
+                KubeconfigError::TlsServerName {
+                    name: name.clone(),
+                    source,
+                }
+            })?;
             builder.with_server_name_resolver(FixedServerNameResolver::new(name))
         }
         None => builder,
@@ -235,7 +283,8 @@ fn fraction() -> f64 {
     f64::from(nanos % 1000) / 1000.0
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+/// `e`'s text followed by each of its causes'.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut s = e.to_string();
     let mut source = e.source();
     while let Some(inner) = source {
@@ -260,6 +309,12 @@ impl TokenSource {
         }
     }
 
+    /// The `Authorization` header carrying the token.
+    fn header(&self) -> Result<HeaderValue, CallError> {
+        HeaderValue::from_str(&format!("Bearer {}", self.get()?))
+            .map_err(|_| CallError::InvalidToken)
+    }
+
     fn get(&self) -> Result<String, CallError> {
         let path = match &self.token {
             Token::Value(t) => return Ok(t.clone()),
@@ -278,12 +333,12 @@ impl TokenSource {
                 Ok(t)
             }
             // A file being rotated: keep using the last token read.
-            Err(e) => match cached.as_ref() {
+            Err(source) => match cached.as_ref() {
                 Some((_, t)) => Ok(t.clone()),
-                None => Err(CallError::Transport(format!(
-                    "tokenFile {}: {e}",
-                    path.display()
-                ))),
+                None => Err(CallError::TokenFile {
+                    path: path.clone(),
+                    source,
+                }),
             },
         }
     }
@@ -291,11 +346,11 @@ impl TokenSource {
 
 /// The TLS client configuration of `endpoint` (its CA, or the system's, or none with
 /// `insecure-skip-tls-verify`, and its client certificate); no ALPN set.
-pub fn tls_config(endpoint: &Endpoint) -> Result<rustls::ClientConfig, String> {
+pub fn tls_config(endpoint: &Endpoint) -> Result<rustls::ClientConfig, KubeconfigError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?;
+        .map_err(KubeconfigError::Tls)?;
     let builder = if endpoint.insecure_skip_tls_verify {
         builder
             .dangerous()
@@ -307,32 +362,46 @@ pub fn tls_config(endpoint: &Endpoint) -> Result<rustls::ClientConfig, String> {
         Some((cert, key)) => {
             let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert)
                 .collect::<Result<_, _>>()
-                .map_err(|e| format!("client certificate: {e}"))?;
+                .map_err(|source| KubeconfigError::Pem {
+                    what: "client certificate",
+                    source,
+                })?;
             if chain.is_empty() {
-                return Err("client certificate: no certificate in it".into());
+                return Err(KubeconfigError::NoCertificate {
+                    what: "client certificate",
+                });
             }
-            let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("client key: {e}"))?;
+            let key =
+                PrivateKeyDer::from_pem_slice(key).map_err(|source| KubeconfigError::Pem {
+                    what: "client key",
+                    source,
+                })?;
             builder
                 .with_client_auth_cert(chain, key)
-                .map_err(|e| format!("client certificate: {e}"))
+                .map_err(KubeconfigError::ClientCertificate)
         }
         None => Ok(builder.with_no_client_auth()),
     }
 }
 
 /// The CAs of the kubeconfig, or the system's when it names none (as Go does).
-fn roots(ca_pem: Option<&[u8]>) -> Result<rustls::RootCertStore, String> {
+fn roots(ca_pem: Option<&[u8]>) -> Result<rustls::RootCertStore, KubeconfigError> {
     let mut roots = rustls::RootCertStore::empty();
     match ca_pem {
         Some(pem) => {
             for cert in CertificateDer::pem_slice_iter(pem) {
-                let cert = cert.map_err(|e| format!("certificate-authority: {e}"))?;
+                let cert = cert.map_err(|source| KubeconfigError::Pem {
+                    what: "certificate-authority",
+                    source,
+                })?;
                 roots
                     .add(cert)
-                    .map_err(|e| format!("certificate-authority: {e}"))?;
+                    .map_err(KubeconfigError::CertificateAuthority)?;
             }
             if roots.is_empty() {
-                return Err("certificate-authority: no certificate in it".into());
+                return Err(KubeconfigError::NoCertificate {
+                    what: "certificate-authority",
+                });
             }
         }
         None => {
@@ -502,5 +571,16 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(e, CallError::Transport(_)), "{e}");
+        // The log line says why, from the whole chain, and the cause stays reachable.
+        assert!(e.to_string().to_lowercase().contains("refused"), "{e}");
+        assert!(std::error::Error::source(&e).is_some(), "{e:?}");
+        // A token file never read is named.
+        let missing = dir.path().join("gone");
+        let e = client(&url, Some(Token::File(missing.clone())))
+            .post_json(Bytes::new())
+            .await
+            .unwrap_err();
+        assert!(matches!(e, CallError::TokenFile { .. }), "{e}");
+        assert!(e.to_string().contains(&*missing.to_string_lossy()), "{e}");
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::uri::PathAndQuery;
-use http::{header, HeaderValue, Request, Response, Uri};
+use http::{header, Request, Response, Uri};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
@@ -20,7 +20,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use super::{error_chain, Endpoint, TokenSource};
+use super::{CallError, Endpoint, KubeconfigError, TokenSource};
 
 /// A request or response body of any origin, streamed.
 pub type StreamBody = UnsyncBoxBody<Bytes, Box<dyn StdError + Send + Sync>>;
@@ -48,8 +48,8 @@ struct Pools {
 }
 
 impl Pools {
-    fn new(endpoint: &Endpoint) -> Result<Pools, String> {
-        let build = |http1_only: bool| -> Result<HttpClient, String> {
+    fn new(endpoint: &Endpoint) -> Result<Pools, KubeconfigError> {
+        let build = |http1_only: bool| -> Result<HttpClient, KubeconfigError> {
             let mut tcp = HttpConnector::new();
             tcp.set_nodelay(true);
             tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
@@ -79,19 +79,17 @@ pub struct UpstreamClient {
 
 impl UpstreamClient {
     /// A client of `endpoint`; fails on an unusable URL, certificate or key.
-    pub fn new(endpoint: &Endpoint) -> Result<UpstreamClient, String> {
+    pub fn new(endpoint: &Endpoint) -> Result<UpstreamClient, KubeconfigError> {
         let base: Uri = endpoint
             .server
             .parse()
-            .map_err(|e| format!("server {:?}: {e}", endpoint.server))?;
+            .map_err(|source| KubeconfigError::ServerUrl {
+                server: endpoint.server.clone(),
+                source,
+            })?;
         match base.scheme_str() {
             Some("http" | "https") if base.authority().is_some() => {}
-            _ => {
-                return Err(format!(
-                    "server {:?}: not an http:// or https:// URL",
-                    endpoint.server
-                ))
-            }
+            _ => return Err(KubeconfigError::NotHttpUrl(endpoint.server.clone())),
         }
         let without_user = Endpoint {
             client_cert: None,
@@ -113,14 +111,18 @@ impl UpstreamClient {
     }
 
     /// The URI of `path_and_query` on the upstream (after the server URL's own path).
-    pub fn uri(&self, path_and_query: &str) -> Result<Uri, String> {
+    pub fn uri(&self, path_and_query: &str) -> Result<Uri, CallError> {
+        let bad = |source: http::Error| CallError::Request {
+            target: path_and_query.to_string(),
+            source,
+        };
         let prefix = self.base.path().trim_end_matches('/');
         let pq: PathAndQuery = format!("{prefix}{path_and_query}")
             .parse()
-            .map_err(|e| format!("{path_and_query:?}: {e}"))?;
+            .map_err(|e: http::uri::InvalidUri| bad(e.into()))?;
         let mut parts = self.base.clone().into_parts();
         parts.path_and_query = Some(pq);
-        Uri::from_parts(parts).map_err(|e| e.to_string())
+        Uri::from_parts(parts).map_err(|e| bad(e.into()))
     }
 
     /// Sends `req` (its URI already made with [`UpstreamClient::uri`]) with `credentials`;
@@ -130,14 +132,12 @@ impl UpstreamClient {
         &self,
         mut req: Request<StreamBody>,
         credentials: Credentials,
-    ) -> Result<Response<Incoming>, String> {
+    ) -> Result<Response<Incoming>, CallError> {
         let pools = match credentials {
             Credentials::Own => {
                 if let Some(token) = &self.token {
-                    let token = token.get().map_err(|e| e.to_string())?;
-                    let value = HeaderValue::from_str(&format!("Bearer {token}"))
-                        .map_err(|_| "the upstream token is not a valid header".to_string())?;
-                    req.headers_mut().insert(header::AUTHORIZATION, value);
+                    req.headers_mut()
+                        .insert(header::AUTHORIZATION, token.header()?);
                 }
                 &self.own
             }
@@ -148,7 +148,9 @@ impl UpstreamClient {
         if upgrade {
             *req.version_mut() = http::Version::HTTP_11;
         }
-        http.request(req).await.map_err(|e| error_chain(&e))
+        http.request(req)
+            .await
+            .map_err(|e| CallError::Transport(Box::new(e)))
     }
 
     /// GETs `path_and_query` with watchd's credentials, accepting `accept`.
@@ -156,7 +158,7 @@ impl UpstreamClient {
         &self,
         path_and_query: &str,
         accept: &str,
-    ) -> Result<Response<Incoming>, String> {
+    ) -> Result<Response<Incoming>, CallError> {
         let req = Request::get(self.uri(path_and_query)?)
             .header(header::ACCEPT, accept)
             .header(
@@ -164,7 +166,10 @@ impl UpstreamClient {
                 concat!("watchd/", env!("CARGO_PKG_VERSION")),
             )
             .body(empty_body())
-            .map_err(|e| e.to_string())?;
+            .map_err(|source| CallError::Request {
+                target: path_and_query.to_string(),
+                source,
+            })?;
         self.send(req, Credentials::Own).await
     }
 
@@ -176,20 +181,20 @@ impl UpstreamClient {
         accept: &str,
         limit: usize,
         timeout: Duration,
-    ) -> Result<(u16, Bytes), String> {
+    ) -> Result<(u16, Bytes), CallError> {
         let call = async {
             let resp = self.get(path_and_query, accept).await?;
             let status = resp.status().as_u16();
             let body = http_body_util::Limited::new(resp.into_body(), limit)
                 .collect()
                 .await
-                .map_err(|e| format!("reading the answer: {e}"))?
+                .map_err(CallError::Body)?
                 .to_bytes();
             Ok((status, body))
         };
         tokio::time::timeout(timeout, call)
             .await
-            .map_err(|_| format!("no answer within {timeout:?}"))?
+            .map_err(|_| CallError::Timeout(timeout))?
     }
 }
 

@@ -10,8 +10,54 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::{decode, FieldSpec};
+use super::{decode, DecodeError, FieldSpec};
 use crate::Revision;
+
+/// Where the decoder and serde_json disagree about a value serde_json reads.
+#[derive(Debug, thiserror::Error)]
+pub enum Mismatch {
+    /// The decoder refused the value.
+    #[error("refused: {0}")]
+    Refused(#[from] DecodeError),
+    /// The decoder read other labels.
+    #[error("labels {got:?}, serde_json reads {want:?}")]
+    Labels {
+        /// What the decoder read.
+        got: BTreeMap<String, String>,
+        /// What serde_json reads.
+        want: BTreeMap<String, String>,
+    },
+    /// The decoder read another value of a selectable field.
+    #[error("{field}: {got:?}, serde_json reads {want:?}")]
+    Field {
+        /// The selectable field.
+        field: String,
+        /// What the decoder read.
+        got: String,
+        /// What serde_json reads.
+        want: String,
+    },
+    /// The decoder accepted the value without rendering JSON for it.
+    #[error("no JSON rendered")]
+    NoJson,
+    /// The rendering is not on one line.
+    #[error("the rendering has a line break")]
+    LineBreak,
+    /// The span recorded for `metadata.resourceVersion` holds something else.
+    #[error("the resourceVersion span does not hold the revision")]
+    RvSpan,
+    /// The rendering does not parse.
+    #[error("the rendering is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// The rendering parses to another value.
+    #[error("rendered {rendered}, serde_json reads {want}")]
+    Value {
+        /// The rendering, as text.
+        rendered: String,
+        /// The value serde_json reads, with the resourceVersion set.
+        want: Value,
+    },
+}
 
 /// The revision the check serves values at.
 const REVISION: Revision = Revision(4_200_000_017);
@@ -49,7 +95,7 @@ fn expected_field(v: &Value, path: &str, default: &str) -> Option<String> {
 
 /// Checks the decoder on `input` against serde_json; inputs serde_json does not read as
 /// such an object are not checked (Ok).
-pub fn check(input: &[u8]) -> Result<(), String> {
+pub fn check(input: &[u8]) -> Result<(), Mismatch> {
     let Ok(expected) = serde_json::from_slice::<Value>(input) else {
         return Ok(());
     };
@@ -72,43 +118,46 @@ pub fn check(input: &[u8]) -> Result<(), String> {
         Some(_) => return Ok(()),
     };
     let specs = fields();
-    let decoded = decode(input, REVISION, &specs).map_err(|e| format!("refused: {e}"))?;
+    let decoded = decode(input, REVISION, &specs)?;
     let got_labels: BTreeMap<String, String> = decoded
         .labels
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     if got_labels != labels {
-        return Err(format!(
-            "labels {got_labels:?}, serde_json reads {labels:?}"
-        ));
+        return Err(Mismatch::Labels {
+            got: got_labels,
+            want: labels,
+        });
     }
     for (spec, got) in specs.iter().zip(decoded.fields.iter()) {
         if let Some(want) = expected_field(&expected, &spec.path, &spec.default) {
             if **got != *want {
-                return Err(format!("{}: {got:?}, serde_json reads {want:?}", spec.name));
+                return Err(Mismatch::Field {
+                    field: spec.name.clone(),
+                    got: got.to_string(),
+                    want,
+                });
             }
         }
     }
-    let json = decoded.json.ok_or("no JSON rendered")?;
+    let json = decoded.json.ok_or(Mismatch::NoJson)?;
     if json.bytes.iter().any(|&c| c == b'\n' || c == b'\r') {
-        return Err("the rendering has a line break".into());
+        return Err(Mismatch::LineBreak);
     }
     let rv = REVISION.to_resource_version();
     let span = json.rv_span.at as usize..(json.rv_span.at + json.rv_span.len) as usize;
     if json.bytes.get(span) != Some(rv.as_bytes()) {
-        return Err("the resourceVersion span does not hold the revision".into());
+        return Err(Mismatch::RvSpan);
     }
-    let got: Value = serde_json::from_slice(&json.bytes)
-        .map_err(|e| format!("the rendering is not JSON: {e}"))?;
+    let got: Value = serde_json::from_slice(&json.bytes).map_err(Mismatch::NotJson)?;
     let mut want = expected;
     want["metadata"]["resourceVersion"] = Value::String(rv);
     if got != want {
-        return Err(format!(
-            "rendered {}, serde_json reads {}",
-            String::from_utf8_lossy(&json.bytes),
-            want
-        ));
+        return Err(Mismatch::Value {
+            rendered: String::from_utf8_lossy(&json.bytes).into_owned(),
+            want,
+        });
     }
     Ok(())
 }

@@ -356,7 +356,8 @@ mod tests {
             Ok("metadata.namespace".into())
         );
         assert_eq!(
-            pods.convert_field_label("spec.bogus"),
+            pods.convert_field_label("spec.bogus")
+                .map_err(|e| e.to_string()),
             Err("field label not supported: spec.bogus".into())
         );
         let nodes = find("", "nodes");
@@ -364,14 +365,16 @@ mod tests {
         assert!(nodes.convert_field_label("spec.unschedulable").is_ok());
         let rs = find("apps", "replicasets");
         assert_eq!(
-            rs.convert_field_label("status.replicas"),
+            rs.convert_field_label("status.replicas").map_err(|e| e.to_string()),
             Err("\"status.replicas\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"".into())
         );
         assert!(find("storage.k8s.io", "storageclasses")
             .convert_field_label("metadata.namespace")
             .is_ok());
         assert_eq!(
-            find("batch", "jobs").convert_field_label("x"),
+            find("batch", "jobs")
+                .convert_field_label("x")
+                .map_err(|e| e.to_string()),
             Err("field label \"x\" not supported for batchv1.Job".into())
         );
         let slices = find("resource.k8s.io", "resourceslices");

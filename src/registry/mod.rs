@@ -70,6 +70,17 @@ pub struct FieldPolicy {
     pub aliases: &'static [(&'static str, &'static str)],
 }
 
+/// A field selector label a resource does not accept; Display is the message
+/// kube-apiserver gives for that resource (each conversion function words it its own way).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .message.replace("{}", .label))]
+pub struct UnsupportedFieldLabel {
+    /// The label as written in the selector.
+    pub label: String,
+    /// The resource's [`FieldPolicy::unsupported`] message; `{}` stands for the label.
+    message: &'static str,
+}
+
 impl FieldPolicy {
     /// `metadata.name` and `metadata.namespace` only, refusing others with `message`.
     pub fn meta_only(message: &'static str) -> FieldPolicy {
@@ -130,8 +141,8 @@ impl ResourceInfo {
     }
 
     /// The selectable field a field selector label stands for (itself, or what an alias
-    /// names), or kube-apiserver's message refusing it.
-    pub fn convert_field_label(&self, label: &str) -> Result<String, String> {
+    /// names), or the refusal, displayed as kube-apiserver's message.
+    pub fn convert_field_label(&self, label: &str) -> Result<String, UnsupportedFieldLabel> {
         let known = label == "metadata.name"
             || (label == "metadata.namespace" && self.field_policy.namespace)
             || self.fields.iter().any(|f| f.name == label);
@@ -140,7 +151,10 @@ impl ResourceInfo {
         }
         match self.field_policy.aliases.iter().find(|(a, _)| *a == label) {
             Some((_, to)) => Ok(to.to_string()),
-            None => Err(self.field_policy.unsupported.replace("{}", label)),
+            None => Err(UnsupportedFieldLabel {
+                label: label.to_owned(),
+                message: self.field_policy.unsupported,
+            }),
         }
     }
 

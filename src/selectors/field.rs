@@ -74,14 +74,15 @@ impl FieldSelector {
         let mut requirements = Vec::with_capacity(terms.len());
         for term in terms.into_iter().filter(|t| !t.is_empty()) {
             let Some((field, op, raw_value)) = split_term(term) else {
-                return Err(SelectorError::new(format!(
-                    "invalid selector: '{input}'; can't understand '{term}'"
-                )));
+                return Err(SelectorError::FieldTerm {
+                    selector: input.to_owned(),
+                    term: term.to_owned(),
+                });
             };
             if field.is_empty() {
-                return Err(SelectorError::new(format!(
-                    "invalid field selector: no field name before the operator in '{term}'"
-                )));
+                return Err(SelectorError::NoFieldName {
+                    term: term.to_owned(),
+                });
             }
             requirements.push(FieldRequirement {
                 field: field.to_owned(),
@@ -128,23 +129,22 @@ impl FieldSelector {
     /// Checks every field with `supported`; the first unsupported one is reported as kube-apiserver does.
     pub fn validate(&self, supported: impl Fn(&str) -> bool) -> Result<(), SelectorError> {
         match self.requirements.iter().find(|r| !supported(&r.field)) {
-            Some(r) => Err(SelectorError::new(format!(
-                "field label not supported: {}",
-                r.field
-            ))),
+            Some(r) => Err(SelectorError::UnsupportedField {
+                field: r.field.clone(),
+            }),
             None => Ok(()),
         }
     }
 
     /// Applies a resource's field label conversion to every term: a label becomes the
     /// field it stands for (an alias is renamed), and the first label refused ends it with
-    /// the conversion's message, as kube-apiserver answers.
-    pub fn convert_labels(
+    /// the conversion's error (its message is kube-apiserver's answer).
+    pub fn convert_labels<E>(
         &mut self,
-        convert: impl Fn(&str) -> Result<String, String>,
-    ) -> Result<(), SelectorError> {
+        convert: impl Fn(&str) -> Result<String, E>,
+    ) -> Result<(), E> {
         for r in &mut self.requirements {
-            r.field = convert(&r.field).map_err(SelectorError::new)?;
+            r.field = convert(&r.field)?;
         }
         Ok(())
     }
@@ -215,21 +215,17 @@ fn unescape_value(raw: &str) -> Result<String, SelectorError> {
             '\\' => match chars.next() {
                 Some(e @ ('\\' | ',' | '=')) => out.push(e),
                 Some(other) => {
-                    return Err(SelectorError::new(format!(
-                        "invalid field selector: invalid escape sequence: \\{other}"
-                    )))
+                    return Err(SelectorError::InvalidEscape {
+                        sequence: format!("\\{other}"),
+                    })
                 }
                 None => {
-                    return Err(SelectorError::new(
-                        "invalid field selector: invalid escape sequence: \\",
-                    ))
+                    return Err(SelectorError::InvalidEscape {
+                        sequence: "\\".to_owned(),
+                    })
                 }
             },
-            ',' | '=' => {
-                return Err(SelectorError::new(format!(
-                    "invalid field selector: unescaped character in value: '{c}'"
-                )))
-            }
+            ',' | '=' => return Err(SelectorError::UnescapedCharacter(c)),
             other => out.push(other),
         }
     }
@@ -249,7 +245,7 @@ mod tests {
     fn parse_err(input: &str) -> String {
         match FieldSelector::parse(input) {
             Ok(sel) => panic!("{input:?} should be rejected, parsed as {sel}"),
-            Err(e) => e.message,
+            Err(e) => e.to_string(),
         }
     }
 
@@ -349,7 +345,7 @@ mod tests {
         );
         assert_eq!(
             sel.validate(|f| f == "metadata.name")
-                .map_err(|e| e.message),
+                .map_err(|e| e.to_string()),
             Err("field label not supported:  metadata.name ".to_owned())
         );
     }

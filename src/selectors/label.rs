@@ -122,7 +122,7 @@ pub struct LabelSelector {
 impl LabelSelector {
     /// Parses `input` with kube-apiserver's label selector grammar; the empty string selects everything.
     pub fn parse(input: &str) -> Result<LabelSelector, SelectorError> {
-        let mut requirements = parser::parse_requirements(input).map_err(SelectorError::new)?;
+        let mut requirements = parser::parse_requirements(input)?;
         requirements.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(LabelSelector { requirements })
     }
@@ -175,7 +175,7 @@ mod tests {
     fn parse_err(input: &str) -> String {
         match LabelSelector::parse(input) {
             Ok(sel) => panic!("{input:?} should be rejected, parsed as {sel}"),
-            Err(e) => e.message,
+            Err(e) => e.to_string(),
         }
     }
 

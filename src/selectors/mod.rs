@@ -19,31 +19,102 @@ pub mod label;
 pub use field::{FieldOp, FieldRequirement, FieldSelector};
 pub use label::{LabelOp, LabelRequirement, LabelSelector};
 
-use std::fmt;
-
-/// Why a selector could not be parsed or is not supported; Display is the message for a 400 BadRequest Status.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SelectorError {
-    /// Human-readable description of the problem, worded like kube-apiserver's.
-    pub message: String,
+/// Why a selector could not be parsed or is not supported; Display is the message for
+/// a 400 BadRequest Status, worded as kube-apiserver words it (clients and users search
+/// for those words).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorError {
+    /// A label selector token where the grammar allows another.
+    #[error(transparent)]
+    LabelSyntax(UnexpectedToken),
+    /// A label selector requirement (`key op values`) that does not parse or validate.
+    #[error("unable to parse requirement: {0}")]
+    InvalidRequirement(#[source] RequirementError),
+    /// A field selector term without `=`, `==` or `!=`.
+    #[error("invalid selector: '{selector}'; can't understand '{term}'")]
+    FieldTerm {
+        /// The whole selector, as sent.
+        selector: String,
+        /// The term that has no operator.
+        term: String,
+    },
+    /// A field selector term with nothing before its operator.
+    #[error("invalid field selector: no field name before the operator in '{term}'")]
+    NoFieldName {
+        /// The term.
+        term: String,
+    },
+    /// A `\` in a field selector value followed by something other than `\`, `,` or `=`.
+    #[error("invalid field selector: invalid escape sequence: {sequence}")]
+    InvalidEscape {
+        /// The backslash and what follows it (nothing at the end of the value).
+        sequence: String,
+    },
+    /// A `,` or `=` in a field selector value that is not escaped with `\`.
+    #[error("invalid field selector: unescaped character in value: '{0}'")]
+    UnescapedCharacter(char),
+    /// A field the resource does not offer for field selectors.
+    #[error("field label not supported: {field}")]
+    UnsupportedField {
+        /// The field as written in the selector.
+        field: String,
+    },
 }
 
-impl SelectorError {
-    /// Builds an error carrying `message`.
-    pub(crate) fn new(message: impl Into<String>) -> Self {
-        SelectorError {
-            message: message.into(),
+/// A label selector token the grammar does not allow where it stands
+/// (apimachinery: "found '<token>', expected: <what>").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("found '{found}', expected: {expected}")]
+pub struct UnexpectedToken {
+    /// The token as written; empty at the end of the selector.
+    pub found: String,
+    /// What the grammar allows there.
+    pub expected: &'static str,
+}
+
+/// Why one label selector requirement was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequirementError {
+    /// A token the requirement's grammar does not allow where it stands.
+    #[error(transparent)]
+    Syntax(UnexpectedToken),
+    /// `in`/`notin` not followed by `(` (apimachinery's wording has no comma here).
+    #[error("found '{found}' expected: '('")]
+    MissingOpenParen {
+        /// The token found instead; empty at the end of the selector.
+        found: String,
+    },
+    /// The key is not a valid label key.
+    #[error(transparent)]
+    InvalidKey(InvalidValue),
+    /// Values that are not valid label values (or not integers for `>`/`<`); several
+    /// are listed as `[a, b]`, as apimachinery aggregates them.
+    #[error("{}", list_invalid(.0))]
+    InvalidValues(Vec<InvalidValue>),
+}
+
+/// One invalid key or value, as apimachinery's field errors print it:
+/// `<path>: Invalid value: "<value>": <problems>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: Invalid value: {value:?}: {}", .problems.join("; "))]
+pub struct InvalidValue {
+    /// Where the value is: `key`, `values[0]`, `values[0][<key>]`.
+    pub path: String,
+    /// The value as written.
+    pub value: String,
+    /// What is wrong with it, each with the rule it breaks.
+    pub problems: Vec<String>,
+}
+
+fn list_invalid(values: &[InvalidValue]) -> String {
+    match values {
+        [one] => one.to_string(),
+        many => {
+            let all: Vec<String> = many.iter().map(ToString::to_string).collect();
+            format!("[{}]", all.join(", "))
         }
     }
 }
-
-impl fmt::Display for SelectorError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for SelectorError {}
 
 #[cfg(test)]
 #[allow(clippy::panic, clippy::indexing_slicing)]
@@ -114,10 +185,29 @@ mod tests {
 
     #[test]
     fn selector_error_displays_its_message() {
-        let err = SelectorError::new("field label not supported: spec.foo");
+        let err = SelectorError::UnsupportedField {
+            field: "spec.foo".into(),
+        };
         assert_eq!(err.to_string(), "field label not supported: spec.foo");
         let boxed: Box<dyn std::error::Error> = Box::new(err.clone());
-        assert_eq!(boxed.to_string(), err.message);
+        assert_eq!(boxed.to_string(), err.to_string());
+    }
+
+    #[test]
+    fn requirement_errors_keep_their_cause() {
+        use std::error::Error as _;
+        let Err(err) = LabelSelector::parse("k=-v") else {
+            panic!("k=-v has an invalid value");
+        };
+        let cause = err.source().map(ToString::to_string).unwrap_or_default();
+        assert!(
+            cause.starts_with("values[0][k]: Invalid value: \"-v\""),
+            "{cause}"
+        );
+        assert_eq!(
+            err.to_string(),
+            format!("unable to parse requirement: {cause}")
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ use etcd_client::{
     Certificate, Client, ConnectOptions, Identity, KvClient, TlsOptions, WatchClient,
 };
 
+use super::SourceError;
 use crate::config;
 
 /// How to reach etcd.
@@ -23,7 +24,7 @@ pub struct EtcdConfig {
 
 impl EtcdConfig {
     /// Connects to any of the endpoints.
-    pub async fn connect(&self) -> Result<EtcdClient, etcd_client::Error> {
+    pub async fn connect(&self) -> Result<EtcdClient, SourceError> {
         let mut opts = ConnectOptions::new()
             .with_connect_timeout(Duration::from_secs(5))
             .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
@@ -31,7 +32,12 @@ impl EtcdConfig {
         if let Some(tls) = self.tls()? {
             opts = opts.with_tls(tls);
         }
-        let client = Client::connect(&self.endpoints, Some(opts)).await?;
+        let client = Client::connect(&self.endpoints, Some(opts))
+            .await
+            .map_err(|e| SourceError::Etcd {
+                during: "connect",
+                source: Box::new(e),
+            })?;
         Ok(EtcdClient {
             kv: client
                 .kv_client()
@@ -42,13 +48,15 @@ impl EtcdConfig {
         })
     }
 
-    fn tls(&self) -> Result<Option<TlsOptions>, etcd_client::Error> {
+    fn tls(&self) -> Result<Option<TlsOptions>, SourceError> {
         if self.ca_file.is_none() && self.cert_file.is_none() {
             return Ok(None);
         }
         let read = |p: &str| {
-            std::fs::read(p)
-                .map_err(|e| etcd_client::Error::InvalidArgs(format!("reading {p}: {e}")))
+            std::fs::read(p).map_err(|source| SourceError::EtcdTlsFile {
+                path: p.to_string(),
+                source,
+            })
         };
         let mut tls = TlsOptions::new();
         if let Some(ca) = &self.ca_file {
@@ -57,11 +65,7 @@ impl EtcdConfig {
         match (&self.cert_file, &self.key_file) {
             (Some(c), Some(k)) => tls = tls.identity(Identity::from_pem(read(c)?, read(k)?)),
             (None, None) => {}
-            _ => {
-                return Err(etcd_client::Error::InvalidArgs(
-                    "--etcd-certfile and --etcd-keyfile go together".into(),
-                ))
-            }
+            _ => return Err(SourceError::EtcdKeyPair),
         }
         Ok(Some(tls))
     }

@@ -14,7 +14,7 @@ use etcd_client::{EventType as EtcdEventType, GetOptions, WatchOptions};
 use tokio::sync::watch;
 
 use super::client::{EtcdClient, EtcdConfig};
-use super::{BoxFuture, RangePage, ReadError, Source, SourceReader};
+use super::{BoxFuture, RangePage, ReadError, Source, SourceError, SourceReader};
 use crate::config;
 use crate::store::ingest::{Ingestor, KvChange};
 use crate::store::{Cache, ResourceStore};
@@ -40,14 +40,63 @@ enum WatchEnd {
     Compacted(i64),
     /// The etcd answering is not the one whose history the cache applied (restored from
     /// a backup, or replaced by another cluster): a re-list is needed.
-    Replaced(String),
+    Replaced(Divergence),
     /// The connection broke or etcd answered an error: resume after a backoff.
-    Failed(String),
+    Failed(SourceError),
     /// A read found etcd's revision below the applied one during the watch: check etcd
     /// (as before resuming) now.
     Recheck,
     /// The daemon is stopping.
     Shutdown,
+}
+
+/// How the etcd answering differs from the one the cache followed: what a log says of a
+/// restore or a replacement.
+#[derive(Debug)]
+enum Divergence {
+    /// A resume found another cluster ID.
+    Cluster { found: u64, followed: u64 },
+    /// A watch response carried another cluster ID.
+    WatchCluster { found: u64, followed: u64 },
+    /// etcd's current revision is below the applied one.
+    Behind {
+        current: Revision,
+        applied: Revision,
+    },
+    /// etcd's history does not hold the last change applied, at its revision.
+    History { revision: Revision, key: Vec<u8> },
+}
+
+impl std::fmt::Display for Divergence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Divergence::Cluster { found, followed } => write!(
+                f,
+                "its cluster ID is {found:x}, the cache followed {followed:x}"
+            ),
+            Divergence::WatchCluster { found, followed } => write!(
+                f,
+                "its watch answers for cluster {found:x}, the cache followed {followed:x}"
+            ),
+            Divergence::Behind { current, applied } => write!(
+                f,
+                "its revision is {current}, the cache applied up to {applied}"
+            ),
+            Divergence::History { revision, key } => write!(
+                f,
+                "at revision {revision} its history does not hold the change the cache applied to {}",
+                String::from_utf8_lossy(key)
+            ),
+        }
+    }
+}
+
+/// The [`SourceError`] of an etcd call failing at step `during`.
+fn failed(during: &'static str) -> impl FnOnce(etcd_client::Error) -> SourceError {
+    move |e| SourceError::Etcd {
+        during,
+        source: Box::new(e),
+    }
 }
 
 /// Runs ingestion until `shutdown` turns true.
@@ -67,10 +116,7 @@ pub async fn run(config: EtcdConfig, cache: Arc<Cache>, mut shutdown: watch::Rec
         }
         let resuming = resume.is_some();
         let attempt = async {
-            let mut client = config
-                .connect()
-                .await
-                .map_err(|e| format!("connect: {e}"))?;
+            let mut client = config.connect().await?;
             if let Some(applied) = resume {
                 if let Some(why) = followed.replaced(&mut client, applied).await? {
                     return Ok(WatchEnd::Replaced(why));
@@ -99,7 +145,7 @@ pub async fn run(config: EtcdConfig, cache: Arc<Cache>, mut shutdown: watch::Rec
                 &mut sync_at,
             )
             .await;
-            Ok::<_, String>(end)
+            Ok::<_, SourceError>(end)
         };
         let end = tokio::select! {
             r = attempt => r.unwrap_or_else(WatchEnd::Failed),
@@ -159,10 +205,8 @@ async fn initial_list(
     client: &mut EtcdClient,
     ingestor: &mut Ingestor,
     replay: bool,
-) -> Result<(Revision, Revision, u64), String> {
-    let (current, cluster) = current_header(client)
-        .await
-        .map_err(|e| format!("list: {e}"))?;
+) -> Result<(Revision, Revision, u64), SourceError> {
+    let (current, cluster) = current_header(client).await.map_err(failed("list"))?;
     let revision = if replay {
         replay_start(client, current).await
     } else {
@@ -182,7 +226,7 @@ async fn initial_list(
             .kv
             .get(start.clone(), Some(opts))
             .await
-            .map_err(|e| format!("list: {e}"))?;
+            .map_err(failed("list"))?;
         let more = resp.more();
         let page = resp.take_kvs();
         let Some(last) = page.last() else { break };
@@ -231,20 +275,16 @@ impl Followed {
         &self,
         client: &mut EtcdClient,
         applied: Revision,
-    ) -> Result<Option<String>, String> {
-        let (current, cluster) = current_header(client)
-            .await
-            .map_err(|e| format!("resume: {e}"))?;
+    ) -> Result<Option<Divergence>, SourceError> {
+        let (current, cluster) = current_header(client).await.map_err(failed("resume"))?;
         if self.is_other(cluster) {
-            return Ok(Some(format!(
-                "its cluster ID is {cluster:x}, the cache followed {:x}",
-                self.cluster
-            )));
+            return Ok(Some(Divergence::Cluster {
+                found: cluster,
+                followed: self.cluster,
+            }));
         }
         if current < applied {
-            return Ok(Some(format!(
-                "its revision is {current}, the cache applied up to {applied}"
-            )));
+            return Ok(Some(Divergence::Behind { current, applied }));
         }
         let Some((key, rev, deleted)) = &self.last else {
             return Ok(None);
@@ -253,18 +293,16 @@ impl Followed {
         let held = match client.kv.get(key.clone(), Some(opts)).await {
             Ok(r) => r.kvs().first().map(|kv| Revision(kv.mod_revision())),
             Err(e) if e.to_string().contains("compacted") => return Ok(None),
-            Err(e) => return Err(format!("resume: {e}")),
+            Err(e) => return Err(failed("resume")(e)),
         };
         let agrees = match (deleted, held) {
             (false, Some(r)) => r == *rev,
             (true, None) => true,
             _ => false,
         };
-        Ok((!agrees).then(|| {
-            format!(
-                "at revision {rev} its history does not hold the change the cache applied to {}",
-                String::from_utf8_lossy(key)
-            )
+        Ok((!agrees).then(|| Divergence::History {
+            revision: *rev,
+            key: key.clone(),
         }))
     }
 }
@@ -316,20 +354,20 @@ async fn watch(
         .with_prev_key();
     let mut stream = match client.watch.watch(vec![0u8], Some(opts)).await {
         Ok(s) => s,
-        Err(e) => return WatchEnd::Failed(format!("watch: {e}")),
+        Err(e) => return WatchEnd::Failed(failed("watch")(e)),
     };
     let cache = ingestor.cache().clone();
     loop {
         let resp = match stream.message().await {
             Ok(Some(r)) => r,
-            Ok(None) => return WatchEnd::Failed("watch stream ended".into()),
-            Err(e) => return WatchEnd::Failed(format!("watch: {e}")),
+            Ok(None) => return WatchEnd::Failed(SourceError::WatchEnded),
+            Err(e) => return WatchEnd::Failed(failed("watch")(e)),
         };
         if resp.compact_revision() > 0 {
             return WatchEnd::Compacted(resp.compact_revision());
         }
         if resp.canceled() {
-            return WatchEnd::Failed(format!("watch canceled: {}", resp.cancel_reason()));
+            return WatchEnd::Failed(SourceError::WatchCanceled(resp.cancel_reason().to_string()));
         }
         if resp.created() {
             cache.set_watch_live(true);
@@ -338,10 +376,10 @@ async fn watch(
         let header_rev = resp.header().map_or(0, |h| h.revision());
         let cluster = resp.header().map_or(0, |h| h.cluster_id());
         if followed.is_other(cluster) {
-            return WatchEnd::Replaced(format!(
-                "its watch answers for cluster {cluster:x}, the cache followed {:x}",
-                followed.cluster
-            ));
+            return WatchEnd::Replaced(Divergence::WatchCluster {
+                found: cluster,
+                followed: followed.cluster,
+            });
         }
         let changes: Vec<KvChange> = resp.events().iter().filter_map(to_change).collect();
         if let Some(last) = changes.last() {
@@ -425,11 +463,7 @@ impl EtcdReader {
         if let Some(c) = guard.as_ref() {
             return Ok(c.clone());
         }
-        let c = self
-            .config
-            .connect()
-            .await
-            .map_err(|e| ReadError::Failed(e.to_string()))?;
+        let c = self.config.connect().await?;
         *guard = Some(c.clone());
         Ok(c)
     }
@@ -454,13 +488,13 @@ impl EtcdReader {
                         return Err(ReadError::Future);
                     }
                     *self.client.lock().await = None;
-                    Err(ReadError::Failed(text))
+                    Err(failed("range read")(e).into())
                 }
             }
         };
         tokio::time::timeout(timeout, fut)
             .await
-            .unwrap_or_else(|_| Err(ReadError::Failed("etcd did not answer in time".into())))
+            .unwrap_or_else(|_| Err(SourceError::EtcdTimeout.into()))
     }
 
     /// etcd's current revision, via one linearizable range request (bounded by `timeout`).

@@ -9,6 +9,10 @@
 //! the whole keyspace, so one applied revision for every resource) and an upstream
 //! Kubernetes API server (`upstream/`: kube-apiserver or another watchd, one list and
 //! watch per resource, so each resource has its own applied revision).
+//!
+//! Two errors: [`ReadError`] is what the read path is answered (and maps to a Status);
+//! [`SourceError`] is what failed on the way, the cause a follower logs before it
+//! reconnects, and the cause of a [`ReadError::Failed`].
 
 pub mod client;
 pub mod etcd;
@@ -21,6 +25,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::client::CallError;
 use crate::store::{Cache, ResourceStore};
 use crate::Revision;
 pub use client::{EtcdClient, EtcdConfig};
@@ -78,7 +83,7 @@ pub struct RangePage {
 }
 
 /// Why a read of the source failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     /// The revision asked for was compacted.
     #[error("required revision has been compacted")]
@@ -87,11 +92,100 @@ pub enum ReadError {
     #[error("required revision is a future revision")]
     Future,
     /// The source did not answer, or answered an error.
-    #[error("{0}")]
-    Failed(String),
+    #[error(transparent)]
+    Failed(#[from] SourceError),
     /// The source cannot answer this kind of read.
     #[error("{0}")]
     Unsupported(String),
+}
+
+/// What failed while following or reading a source, with its cause. Its text is what a
+/// log line says: the step (`connect`, `list`, `resume`, `watch`, ...) and the cause.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// An etcd TLS file (`--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`) cannot be
+    /// read.
+    #[error("reading {path}: {source}")]
+    EtcdTlsFile {
+        /// The file.
+        path: String,
+        /// Why reading it failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// One of `--etcd-certfile` and `--etcd-keyfile` without the other.
+    #[error("--etcd-certfile and --etcd-keyfile go together")]
+    EtcdKeyPair,
+    /// etcd could not be reached, or answered an error, at step `during`.
+    #[error("{during}: {source}")]
+    Etcd {
+        /// What watchd was doing: `connect`, `list`, `resume`, `watch`, `range read`.
+        during: &'static str,
+        /// etcd's error (boxed: it is large, and errors are rare).
+        #[source]
+        source: Box<etcd_client::Error>,
+    },
+    /// etcd did not answer a read in time.
+    #[error("etcd did not answer in time")]
+    EtcdTimeout,
+    /// etcd ended the watch stream.
+    #[error("watch stream ended")]
+    WatchEnded,
+    /// etcd cancelled the watch, for the reason it gives.
+    #[error("watch canceled: {0}")]
+    WatchCanceled(String),
+    /// The upstream API server could not be reached, or its answer not read.
+    #[error(transparent)]
+    Upstream(#[from] CallError),
+    /// The upstream answered a status other than 200, with this Status message (or the
+    /// start of the body).
+    #[error("the upstream answered {code}: {message}")]
+    Refused {
+        /// The HTTP status.
+        code: u16,
+        /// The Status message, or the start of the body.
+        message: String,
+    },
+    /// An answer of the upstream (`what`: a list, a watch event) is not the JSON
+    /// expected.
+    #[error("{what}: {source}")]
+    Undecodable {
+        /// What was read.
+        what: &'static str,
+        /// Why it does not decode.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A resourceVersion of the upstream is not a revision (a positive integer, as
+    /// kube-apiserver's and watchd's are).
+    #[error("resourceVersion {0:?} is not a revision")]
+    NotARevision(String),
+    /// A watch event of a type the API does not define.
+    #[error("unknown watch event type {0:?}")]
+    UnknownEventType(String),
+    /// A streaming list sent a deletion before its end bookmark.
+    #[error("a deletion among the initial events")]
+    DeletionInInitialEvents,
+    /// A streaming list sent nothing: an upstream that ignores `sendInitialEvents`.
+    #[error("no initial events and no end bookmark")]
+    NoEndBookmark,
+    /// A streaming list ended before its end bookmark.
+    #[error("the stream ended before its end bookmark")]
+    EndedBeforeBookmark,
+    /// The upstream ended a watch with an ERROR event.
+    #[error("ERROR event {code}: {message}")]
+    ErrorEvent {
+        /// The Status code.
+        code: u16,
+        /// The Status message.
+        message: String,
+    },
+    /// A watch stream broke while being read.
+    #[error("watch stream: {0}")]
+    Stream(#[source] hyper::Error),
+    /// A watch event beyond what watchd reads of one.
+    #[error("a watch event larger than {} MiB", .0 >> 20)]
+    EventTooLarge(usize),
 }
 
 /// The smallest key after every key starting with `prefix`.

@@ -11,7 +11,7 @@ use aes::cipher::block_padding::NoPadding;
 use aes::cipher::{BlockCipherDecrypt, BlockModeDecrypt, InnerIvInit, KeyInit};
 use aes::{Aes128, Aes192, Aes256};
 
-use super::errors::OpenError;
+use super::errors::{KeyError, OpenError};
 
 const BLOCK: usize = 16;
 
@@ -28,13 +28,13 @@ pub enum AesCbcKey {
 
 impl AesCbcKey {
     /// A key of 16, 24 or 32 bytes.
-    pub fn new(key: &[u8]) -> Result<Self, String> {
-        let invalid = |_| format!("crypto/aes: invalid key size {}", key.len());
+    pub fn new(key: &[u8]) -> Result<Self, KeyError> {
+        let invalid = |_| KeyError::AesSize(key.len());
         Ok(match key.len() {
             16 => AesCbcKey::Aes128(Box::new(Aes128::new_from_slice(key).map_err(invalid)?)),
             24 => AesCbcKey::Aes192(Box::new(Aes192::new_from_slice(key).map_err(invalid)?)),
             32 => AesCbcKey::Aes256(Box::new(Aes256::new_from_slice(key).map_err(invalid)?)),
-            n => return Err(format!("crypto/aes: invalid key size {n}")),
+            n => return Err(KeyError::AesSize(n)),
         })
     }
 

@@ -12,7 +12,7 @@ use aes_gcm::aead::consts::U12;
 use aes_gcm::aead::{Aead, KeyInit, Payload};
 use aes_gcm::{Aes128Gcm, Aes256Gcm, AesGcm, Nonce};
 
-use super::errors::OpenError;
+use super::errors::{KeyError, OpenError};
 
 const NONCE: usize = 12;
 
@@ -31,13 +31,13 @@ pub enum AesGcmKey {
 
 impl AesGcmKey {
     /// A key of 16, 24 or 32 bytes.
-    pub fn new(key: &[u8]) -> Result<Self, String> {
-        let invalid = |_| format!("crypto/aes: invalid key size {}", key.len());
+    pub fn new(key: &[u8]) -> Result<Self, KeyError> {
+        let invalid = |_| KeyError::AesSize(key.len());
         Ok(match key.len() {
             16 => AesGcmKey::Aes128(Box::new(Aes128Gcm::new_from_slice(key).map_err(invalid)?)),
             24 => AesGcmKey::Aes192(Box::new(Aes192Gcm::new_from_slice(key).map_err(invalid)?)),
             32 => AesGcmKey::Aes256(Box::new(Aes256Gcm::new_from_slice(key).map_err(invalid)?)),
-            n => return Err(format!("crypto/aes: invalid key size {n}")),
+            n => return Err(KeyError::AesSize(n)),
         })
     }
 

@@ -1,4 +1,5 @@
-//! What can go wrong: loading the configuration ([`ConfigError`], once at start) and
+//! What can go wrong: loading the configuration ([`ConfigError`], once at start; a key
+//! that makes no cipher is a [`KeyError`]) and
 //! reading a value ([`DecryptError`], per value, counted by [`DecryptError::reason`]).
 //!
 //! Messages begin with kube-apiserver's own wording where it has one (so an operator can
@@ -70,13 +71,29 @@ pub enum ConfigError {
     },
     /// A key that passed validation could not be turned into a cipher (kube-apiserver:
     /// "error while creating cipher for named key ...").
-    #[error("error while creating cipher for named key {name}: {detail}")]
+    #[error("error while creating cipher for named key {name}: {cause}")]
     Key {
         /// The key's name.
         name: String,
-        /// What the cipher said.
-        detail: String,
+        /// Why its secret makes no cipher.
+        #[source]
+        cause: KeyError,
     },
+}
+
+/// Why a key's secret cannot become a cipher (kube-apiserver's messages; validation
+/// refuses these first, with the field's path).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// The secret is not standard base64.
+    #[error("{0}")]
+    Base64(#[from] base64::DecodeError),
+    /// AES (`aescbc`, `aesgcm`) takes keys of 16, 24 or 32 bytes.
+    #[error("crypto/aes: invalid key size {0}")]
+    AesSize(usize),
+    /// `secretbox` takes keys of 32 bytes.
+    #[error("expected key size 32 for secretbox provider, got {0}")]
+    SecretboxSize(usize),
 }
 
 fn join_field_errors(errors: &[FieldError]) -> String {

@@ -31,7 +31,7 @@ mod tests;
 
 use std::sync::Arc;
 
-pub use errors::{ConfigError, DecryptError, OpenError};
+pub use errors::{ConfigError, DecryptError, KeyError, OpenError};
 pub use providers::ProviderKind;
 pub use transformer::ValueTransformer;
 pub use validate::FieldError;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use super::aescbc::AesCbcKey;
 use super::aesgcm::AesGcmKey;
 use super::config::{KeysEntry, ProviderEntry, RuleEntry};
-use super::errors::{ConfigError, DecryptError, OpenError};
+use super::errors::{ConfigError, DecryptError, KeyError, OpenError};
 use super::secretbox::SecretboxKey;
 use super::validate::decode_secret;
 
@@ -223,17 +223,17 @@ fn build_provider(entry: &ProviderEntry) -> Result<Provider, BuildError> {
 fn keyed(
     kind: ProviderKind,
     entry: &KeysEntry,
-    cipher: impl Fn(&[u8]) -> Result<KeyCipher, String>,
+    cipher: impl Fn(&[u8]) -> Result<KeyCipher, KeyError>,
 ) -> Result<Provider, BuildError> {
     let mut keys = Vec::with_capacity(entry.keys.len());
     for key in &entry.keys {
-        let error = |detail: String| {
+        let error = |cause: KeyError| {
             BuildError::Config(ConfigError::Key {
                 name: key.name.clone(),
-                detail,
+                cause,
             })
         };
-        let bytes = decode_secret(&key.secret).map_err(|e| error(e.to_string()))?;
+        let bytes = decode_secret(&key.secret).map_err(|e| error(e.into()))?;
         keys.push(NamedKey {
             name: Arc::from(key.name.as_str()),
             prefix: format!("{}:", key.name).into_bytes().into_boxed_slice(),

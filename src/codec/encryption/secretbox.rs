@@ -10,7 +10,7 @@
 use crypto_secretbox::aead::{Aead, KeyInit};
 use crypto_secretbox::{Nonce, XSalsa20Poly1305};
 
-use super::errors::OpenError;
+use super::errors::{KeyError, OpenError};
 
 const NONCE: usize = 24;
 const TAG: usize = 16;
@@ -21,15 +21,10 @@ pub struct SecretboxKey(Box<XSalsa20Poly1305>);
 
 impl SecretboxKey {
     /// A key of exactly 32 bytes.
-    pub fn new(key: &[u8]) -> Result<Self, String> {
+    pub fn new(key: &[u8]) -> Result<Self, KeyError> {
         XSalsa20Poly1305::new_from_slice(key)
             .map(|c| SecretboxKey(Box::new(c)))
-            .map_err(|_| {
-                format!(
-                    "expected key size 32 for secretbox provider, got {}",
-                    key.len()
-                )
-            })
+            .map_err(|_| KeyError::SecretboxSize(key.len()))
     }
 
     /// Decrypts and authenticates `data` (the value after `k8s:enc:secretbox:v1:<key>:`).

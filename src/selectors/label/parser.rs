@@ -6,9 +6,10 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use super::{LabelOp, LabelRequirement};
+use crate::selectors::{InvalidValue, RequirementError, SelectorError, UnexpectedToken};
 
 /// Parses a whole selector into unsorted requirements, or says what is wrong.
-pub(super) fn parse_requirements(input: &str) -> Result<Vec<LabelRequirement>, String> {
+pub(super) fn parse_requirements(input: &str) -> Result<Vec<LabelRequirement>, SelectorError> {
     let mut parser = Parser {
         tokens: tokenize(input),
         pos: 0,
@@ -127,8 +128,11 @@ struct Parser<'a> {
     pos: usize,
 }
 
-fn found(token: Token<'_>, expected: &str) -> String {
-    format!("found '{}', expected: {expected}", token.text())
+fn found(token: Token<'_>, expected: &'static str) -> UnexpectedToken {
+    UnexpectedToken {
+        found: token.text().to_owned(),
+        expected,
+    }
 }
 
 impl<'a> Parser<'a> {
@@ -147,7 +151,7 @@ impl<'a> Parser<'a> {
     }
 
     /// `selector := requirement ("," requirement)*` or nothing at all.
-    fn parse_all(&mut self) -> Result<Vec<LabelRequirement>, String> {
+    fn parse_all(&mut self) -> Result<Vec<LabelRequirement>, SelectorError> {
         let mut requirements = Vec::new();
         loop {
             let token = self.peek();
@@ -155,31 +159,40 @@ impl<'a> Parser<'a> {
                 return Ok(requirements);
             }
             if !Self::starts_requirement(token) {
-                return Err(found(token, "!, identifier, or 'end of string'"));
+                let unexpected = found(token, "!, identifier, or 'end of string'");
+                return Err(SelectorError::LabelSyntax(unexpected));
             }
             let req = self
                 .parse_requirement()
-                .map_err(|e| format!("unable to parse requirement: {e}"))?;
+                .map_err(SelectorError::InvalidRequirement)?;
             requirements.push(req);
             match self.advance() {
                 Token::End => return Ok(requirements),
                 Token::Comma if Self::starts_requirement(self.peek()) => {}
-                Token::Comma => return Err(found(self.peek(), "identifier after ','")),
-                other => return Err(found(other, "',' or 'end of string'")),
+                Token::Comma => {
+                    let unexpected = found(self.peek(), "identifier after ','");
+                    return Err(SelectorError::LabelSyntax(unexpected));
+                }
+                other => {
+                    let unexpected = found(other, "',' or 'end of string'");
+                    return Err(SelectorError::LabelSyntax(unexpected));
+                }
             }
         }
     }
 
-    fn parse_requirement(&mut self) -> Result<LabelRequirement, String> {
+    fn parse_requirement(&mut self) -> Result<LabelRequirement, RequirementError> {
         let mut token = self.advance();
         let negated = token == Token::Bang;
         if negated {
             token = self.advance();
         }
-        let key = token.as_word().ok_or_else(|| found(token, "identifier"))?;
+        let key = token
+            .as_word()
+            .ok_or_else(|| RequirementError::Syntax(found(token, "identifier")))?;
         let problems = label_key_problems(key);
         if !problems.is_empty() {
-            return Err(invalid("key", key, &problems));
+            return Err(RequirementError::InvalidKey(invalid("key", key, problems)));
         }
         let (op, values) = if negated {
             (LabelOp::DoesNotExist, Vec::new())
@@ -201,7 +214,7 @@ impl<'a> Parser<'a> {
         })
     }
 
-    fn parse_operator(&mut self) -> Result<LabelOp, String> {
+    fn parse_operator(&mut self) -> Result<LabelOp, RequirementError> {
         match self.advance() {
             Token::In => Ok(LabelOp::In),
             Token::NotIn => Ok(LabelOp::NotIn),
@@ -210,30 +223,40 @@ impl<'a> Parser<'a> {
             Token::NotEquals => Ok(LabelOp::NotEquals),
             Token::Greater => Ok(LabelOp::GreaterThan),
             Token::Less => Ok(LabelOp::LessThan),
-            other => Err(found(other, "in, notin, =, ==, !=, gt, lt")),
+            other => Err(RequirementError::Syntax(found(
+                other,
+                "in, notin, =, ==, !=, gt, lt",
+            ))),
         }
     }
 
     /// The single value after `=`, `==`, `!=`, `>` or `<`; may be empty.
-    fn parse_exact_value(&mut self) -> Result<&'a str, String> {
+    fn parse_exact_value(&mut self) -> Result<&'a str, RequirementError> {
         match self.peek() {
             Token::End | Token::Comma => Ok(""),
             _ => {
                 let token = self.advance();
-                token.as_word().ok_or_else(|| found(token, "identifier"))
+                token
+                    .as_word()
+                    .ok_or_else(|| RequirementError::Syntax(found(token, "identifier")))
             }
         }
     }
 
     /// `"(" value? ("," value?)* ")"`: every comma-separated slot, even an empty one, is a value.
-    fn parse_value_set(&mut self) -> Result<Vec<String>, String> {
+    fn parse_value_set(&mut self) -> Result<Vec<String>, RequirementError> {
         let open = self.advance();
         if open != Token::OpenParen {
-            return Err(format!("found '{}' expected: '('", open.text()));
+            return Err(RequirementError::MissingOpenParen {
+                found: open.text().to_owned(),
+            });
         }
         let first = self.peek();
         if first != Token::Comma && first != Token::CloseParen && first.as_word().is_none() {
-            return Err(found(first, "',', ')' or identifier"));
+            return Err(RequirementError::Syntax(found(
+                first,
+                "',', ')' or identifier",
+            )));
         }
         let mut values = BTreeSet::new();
         loop {
@@ -243,7 +266,7 @@ impl<'a> Parser<'a> {
                 match self.advance() {
                     Token::Comma => continue,
                     Token::CloseParen => break,
-                    other => return Err(found(other, "',' or ')'")),
+                    other => return Err(RequirementError::Syntax(found(other, "',' or ')'"))),
                 }
             }
             match token {
@@ -254,7 +277,7 @@ impl<'a> Parser<'a> {
                     values.insert("");
                     break;
                 }
-                other => return Err(found(other, "',', or identifier")),
+                other => return Err(RequirementError::Syntax(found(other, "',', or identifier"))),
             }
         }
         Ok(values.into_iter().map(str::to_owned).collect())
@@ -292,9 +315,13 @@ fn regex_error(msg: &str, re: &str, examples: &[&str]) -> String {
     out
 }
 
-/// A field-error style message: `<path>: Invalid value: "<value>": <problems>`.
-fn invalid(path: &str, value: &str, problems: &[String]) -> String {
-    format!("{path}: Invalid value: {value:?}: {}", problems.join("; "))
+/// A field error: `<path>: Invalid value: "<value>": <problems>` when displayed.
+fn invalid(path: &str, value: &str, problems: Vec<String>) -> InvalidValue {
+    InvalidValue {
+        path: path.to_owned(),
+        value: value.to_owned(),
+        problems,
+    }
 }
 
 fn bounded_by(s: &str, edge: impl Fn(u8) -> bool, inner: impl Fn(u8) -> bool) -> bool {
@@ -384,27 +411,27 @@ fn label_value_problems(value: &str) -> Vec<String> {
 }
 
 /// Validates a requirement's values; several problems are reported as `[a, b]`.
-fn check_values(key: &str, op: LabelOp, values: &[String]) -> Result<(), String> {
-    let mut errors: Vec<String> = Vec::new();
+fn check_values(key: &str, op: LabelOp, values: &[String]) -> Result<(), RequirementError> {
+    let mut errors: Vec<InvalidValue> = Vec::new();
     if matches!(op, LabelOp::GreaterThan | LabelOp::LessThan) {
         for (i, value) in values.iter().enumerate() {
             if value.parse::<i64>().is_err() {
                 let problem = "for 'Gt', 'Lt' operators, the value must be an integer".to_owned();
-                errors.push(invalid(&format!("values[{i}]"), value, &[problem]));
+                errors.push(invalid(&format!("values[{i}]"), value, vec![problem]));
             }
         }
     }
     for (i, value) in values.iter().enumerate() {
         let problems = label_value_problems(value);
         if !problems.is_empty() {
-            errors.push(invalid(&format!("values[{i}][{key}]"), value, &problems));
+            errors.push(invalid(&format!("values[{i}][{key}]"), value, problems));
         }
     }
     errors.dedup();
-    match errors.as_slice() {
-        [] => Ok(()),
-        [one] => Err(one.clone()),
-        many => Err(format!("[{}]", many.join(", "))),
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(RequirementError::InvalidValues(errors))
     }
 }
 #[cfg(test)]
@@ -415,7 +442,7 @@ mod tests {
     fn parse_err(input: &str) -> String {
         match LabelSelector::parse(input) {
             Ok(sel) => panic!("{input:?} should be rejected, parsed as {sel}"),
-            Err(e) => e.message,
+            Err(e) => e.to_string(),
         }
     }
 

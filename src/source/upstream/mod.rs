@@ -35,10 +35,10 @@ mod wire;
 
 use self::probe::probe_loop;
 use self::wire::{
-    error_end, parse_rv, percent_encode, read_event, status_end, watch_timeout_seconds,
-    with_type_meta, LineReader, ListBody, Meta, ObjectHead,
+    error_end, parse_rv, percent_encode, read_event, status_end, status_message,
+    watch_timeout_seconds, with_type_meta, LineReader, ListBody, Meta, ObjectHead,
 };
-use super::{BoxFuture, RangePage, ReadError, Source, SourceReader};
+use super::{BoxFuture, RangePage, ReadError, Source, SourceError, SourceReader};
 use crate::client::upstream::UpstreamClient;
 use crate::config;
 use crate::registry::ResourceInfo;
@@ -184,12 +184,19 @@ enum End {
     Closed,
     /// 410: the resourceVersion to resume from is gone; re-list.
     Expired,
-    /// The upstream does not serve the resource to watchd (404, 403, 405).
+    /// The upstream does not serve the resource to watchd (404, 403, 405): the status
+    /// and its Status message.
     NotServed(u16, String),
-    /// The upstream does not offer streaming lists.
-    NoStreamingList(String),
+    /// The upstream does not offer streaming lists: how it showed.
+    NoStreamingList(SourceError),
     /// A connection or protocol failure: resume after a backoff.
-    Failed(String),
+    Failed(SourceError),
+}
+
+impl From<SourceError> for End {
+    fn from(e: SourceError) -> End {
+        End::Failed(e)
+    }
 }
 
 /// Follows one resource.
@@ -289,18 +296,25 @@ impl Follower {
                 .client
                 .get_body(&q, JSON, MAX_BODY, LIST_TIMEOUT)
                 .await
-                .map_err(End::Failed)?;
+                .map_err(SourceError::from)?;
             if status != 200 {
                 return Err(status_end(status, &body));
             }
             let page: ListBody =
-                serde_json::from_slice(&body).map_err(|e| End::Failed(format!("list: {e}")))?;
+                serde_json::from_slice(&body).map_err(|source| SourceError::Undecodable {
+                    what: "list",
+                    source,
+                })?;
             if revision.is_none() {
                 revision = Some(parse_rv(&page.metadata.resource_version)?);
             }
             for item in page.items {
-                let head: ObjectHead = serde_json::from_str(item.get())
-                    .map_err(|e| End::Failed(format!("list item: {e}")))?;
+                let head: ObjectHead = serde_json::from_str(item.get()).map_err(|source| {
+                    SourceError::Undecodable {
+                        what: "list item",
+                        source,
+                    }
+                })?;
                 let rv = parse_rv(&head.metadata.resource_version)?;
                 let key = self.object_key(&head.metadata);
                 items.push((key, with_type_meta(item.get(), &head, &self.store.info), rv));
@@ -328,24 +342,18 @@ impl Follower {
             "{path}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds={}",
             watch_timeout_seconds()
         );
+        // A 400 or 422 (an upstream that does not know the parameters refuses them) is
+        // already a `NoStreamingList`.
         let mut lines = match self.open(&q).await {
             Ok(l) => l,
-            Err(End::Failed(e)) => return End::Failed(e),
-            Err(End::NotServed(code, m)) => return End::NotServed(code, m),
-            Err(End::Expired) => return End::Expired,
-            // 400 or 422: an upstream that does not know the parameters refuses them.
-            Err(other) => return End::NoStreamingList(format!("{other:?}")),
+            Err(end) => return end,
         };
         let mut items = Vec::new();
         loop {
             let batch = match tokio::time::timeout(STREAM_LIST_SILENCE, lines.next_lines()).await {
-                Err(_) => {
-                    return End::NoStreamingList("no initial events and no end bookmark".into())
-                }
+                Err(_) => return End::NoStreamingList(SourceError::NoEndBookmark),
                 Ok(Err(e)) => return End::Failed(e),
-                Ok(Ok(None)) => {
-                    return End::NoStreamingList("the stream ended before its end bookmark".into())
-                }
+                Ok(Ok(None)) => return End::NoStreamingList(SourceError::EndedBeforeBookmark),
                 Ok(Ok(Some(b))) => b,
             };
             let mut rest = batch.into_iter();
@@ -364,7 +372,7 @@ impl Follower {
                     }
                     Ok(Event::Bookmark(..)) => {}
                     Ok(Event::Change(_)) => {
-                        return End::Failed("a deletion among the initial events".into())
+                        return End::Failed(SourceError::DeletionInInitialEvents)
                     }
                     Ok(Event::Error(code, message)) => return error_end(code, message),
                     Err(e) => return End::Failed(e),
@@ -398,7 +406,7 @@ impl Follower {
 
     /// Opens a watch: the line reader of its body, or how it was refused.
     async fn open(&self, q: &str) -> Result<LineReader, End> {
-        let resp = self.client.get(q, JSON).await.map_err(End::Failed)?;
+        let resp = self.client.get(q, JSON).await.map_err(SourceError::from)?;
         let status = resp.status().as_u16();
         if status != 200 {
             let body = http_body_util::Limited::new(resp.into_body(), 1 << 20)
@@ -465,12 +473,12 @@ impl Follower {
     }
 
     /// One line of a watch.
-    fn event(&self, line: &[u8]) -> Result<Event, String> {
+    fn event(&self, line: &[u8]) -> Result<Event, SourceError> {
         let (ev, head) = read_event(line)?;
         if ev.kind == "ERROR" {
             return Ok(Event::Error(head.code, head.message));
         }
-        let rv = parse_rv(&head.metadata.resource_version).map_err(|e| format!("{e:?}"))?;
+        let rv = parse_rv(&head.metadata.resource_version)?;
         if ev.kind == "BOOKMARK" {
             let end = head
                 .metadata
@@ -494,7 +502,7 @@ impl Follower {
                 prev_value: Some(value),
                 revision: rv,
             },
-            other => return Err(format!("unknown watch event type {other:?}")),
+            other => return Err(SourceError::UnknownEventType(other.to_string())),
         }))
     }
 }
@@ -536,17 +544,20 @@ impl SourceReader for UpstreamReader {
                 .client
                 .get_body(&q, accept, MAX_BODY, timeout)
                 .await
-                .map_err(ReadError::Failed)?;
+                .map_err(SourceError::from)?;
             if status != 200 {
-                return Err(ReadError::Failed(format!(
-                    "the upstream answered {status}: {}",
-                    String::from_utf8_lossy(&body[..body.len().min(256)])
-                )));
+                return Err(SourceError::Refused {
+                    code: status,
+                    message: status_message(&body),
+                }
+                .into());
             }
-            let list: ListBody = serde_json::from_slice(&body)
-                .map_err(|e| ReadError::Failed(format!("the upstream's list: {e}")))?;
-            parse_rv(&list.metadata.resource_version)
-                .map_err(|e| ReadError::Failed(format!("{e:?}")))
+            let list: ListBody =
+                serde_json::from_slice(&body).map_err(|source| SourceError::Undecodable {
+                    what: "the upstream's list",
+                    source,
+                })?;
+            Ok(parse_rv(&list.metadata.resource_version)?)
         })
     }
 

@@ -12,6 +12,7 @@ use serde_json::value::RawValue;
 
 use super::{End, MAX_BODY};
 use crate::registry::ResourceInfo;
+use crate::source::SourceError;
 use crate::Revision;
 
 #[derive(Deserialize)]
@@ -58,19 +59,26 @@ pub(super) struct ListBody {
 }
 
 /// One watch line and the head of its object (the follower and the probe read alike).
-pub(super) fn read_event(line: &[u8]) -> Result<(EventLine<'_>, ObjectHead), String> {
-    let ev: EventLine = serde_json::from_slice(line).map_err(|e| format!("watch event: {e}"))?;
+pub(super) fn read_event(line: &[u8]) -> Result<(EventLine<'_>, ObjectHead), SourceError> {
+    let ev: EventLine =
+        serde_json::from_slice(line).map_err(|source| SourceError::Undecodable {
+            what: "watch event",
+            source,
+        })?;
     let head: ObjectHead =
-        serde_json::from_str(ev.object.get()).map_err(|e| format!("watch event object: {e}"))?;
+        serde_json::from_str(ev.object.get()).map_err(|source| SourceError::Undecodable {
+            what: "watch event object",
+            source,
+        })?;
     Ok((ev, head))
 }
 
-pub(super) fn parse_rv(rv: &str) -> Result<Revision, End> {
+pub(super) fn parse_rv(rv: &str) -> Result<Revision, SourceError> {
     rv.parse::<i64>()
         .ok()
         .filter(|n| *n > 0)
         .map(Revision)
-        .ok_or_else(|| End::Failed(format!("resourceVersion {rv:?} is not a revision")))
+        .ok_or_else(|| SourceError::NotARevision(rv.to_string()))
 }
 
 /// The value as the cache keeps it: list items of built-in kinds come without `kind`
@@ -93,23 +101,34 @@ pub(super) fn with_type_meta(object: &str, head: &ObjectHead, info: &ResourceInf
     out
 }
 
+/// The message of a refusal: its Status's, or the start of a body that is no Status.
+pub(super) fn status_message(body: &[u8]) -> String {
+    serde_json::from_slice::<ObjectHead>(body)
+        .map(|h| h.message)
+        .unwrap_or_else(|_| String::from_utf8_lossy(&body[..body.len().min(256)]).into_owned())
+}
+
 /// How a refusal ends a read, from its status and Status body.
 pub(super) fn status_end(status: u16, body: &[u8]) -> End {
-    let message = serde_json::from_slice::<ObjectHead>(body)
-        .map(|h| h.message)
-        .unwrap_or_else(|_| String::from_utf8_lossy(&body[..body.len().min(256)]).into_owned());
+    let message = status_message(body);
     match status {
         410 => End::Expired,
         403..=405 => End::NotServed(status, message),
-        400 | 422 => End::NoStreamingList(format!("{status}: {message}")),
-        _ => End::Failed(format!("{status}: {message}")),
+        400 | 422 => End::NoStreamingList(SourceError::Refused {
+            code: status,
+            message,
+        }),
+        _ => End::Failed(SourceError::Refused {
+            code: status,
+            message,
+        }),
     }
 }
 
 pub(super) fn error_end(code: u16, message: String) -> End {
     match code {
         410 => End::Expired,
-        _ => End::Failed(format!("ERROR event {code}: {message}")),
+        _ => End::Failed(SourceError::ErrorEvent { code, message }),
     }
 }
 
@@ -149,7 +168,7 @@ impl LineReader {
     }
 
     /// The complete lines of the next read (at least one), or None at the end.
-    pub(super) async fn next_lines(&mut self) -> Result<Option<Vec<Bytes>>, String> {
+    pub(super) async fn next_lines(&mut self) -> Result<Option<Vec<Bytes>>, SourceError> {
         loop {
             let mut lines = Vec::new();
             while let Some(i) = memchr::memchr(b'\n', &self.buf) {
@@ -164,12 +183,12 @@ impl LineReader {
             }
             match self.body.frame().await {
                 None => return Ok(None),
-                Some(Err(e)) => return Err(format!("watch stream: {e}")),
+                Some(Err(e)) => return Err(SourceError::Stream(e)),
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
                         self.buf.extend_from_slice(&data);
                         if self.buf.len() > MAX_BODY {
-                            return Err("a watch event larger than 512 MiB".into());
+                            return Err(SourceError::EventTooLarge(MAX_BODY));
                         }
                     }
                 }
@@ -217,7 +236,10 @@ mod tests {
         ));
         assert!(matches!(status_end(403, status), End::NotServed(403, _)));
         assert!(matches!(status_end(422, status), End::NoStreamingList(_)));
-        assert!(matches!(status_end(500, status), End::Failed(m) if m.contains("too old")));
+        assert!(matches!(
+            status_end(500, status),
+            End::Failed(SourceError::Refused { code: 500, message }) if message == "too old"
+        ));
         assert!(matches!(error_end(410, String::new()), End::Expired));
         assert!(matches!(error_end(500, "x".into()), End::Failed(_)));
     }
