@@ -720,6 +720,26 @@ fn next_json(rx: &std::sync::mpsc::Receiver<String>, what: &str) -> serde_json::
     serde_json::from_str(&line).unwrap_or_else(|e| panic!("{what}: {e}: {line}"))
 }
 
+/// alice's pod watch, no longer allowed: one 403 ERROR event in kube-apiserver's words,
+/// then the end of the stream.
+fn alice_watch_ends_forbidden(lines: &std::sync::mpsc::Receiver<String>, what: &str) {
+    let ev = next_json(lines, what);
+    assert_eq!(ev["type"], "ERROR", "{ev}");
+    assert_eq!(ev["object"]["code"], 403, "{ev}");
+    assert!(
+        ev["object"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(r#"pods is forbidden: User "alice" cannot watch resource "pods""#),
+        "{ev}"
+    );
+    assert_eq!(
+        lines.recv_timeout(std::time::Duration::from_secs(10)),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected),
+        "the stream ends after the ERROR event"
+    );
+}
+
 /// A gRPC watch of pods in `ns` (all namespaces when empty) as the client certificate
 /// `cert` or with the bearer `token`.
 async fn grpc_watch_call(
@@ -843,21 +863,7 @@ async fn a_watch_ends_with_403_when_its_binding_goes_and_watches_are_limited_per
     let mut alice_grpc = grpc_watch(&pki, &watchd, Some("alice"), None, "ns1").await;
     let mut bob_grpc = grpc_watch(&pki, &watchd, None, Some("bob-token"), "").await;
     etcd_delete(&mut kv, "/registry/rolebindings/ns1/alice-reads-pods").await;
-    let ev = next_json(&lines, "alice's watch after the binding is deleted");
-    assert_eq!(ev["type"], "ERROR", "{ev}");
-    assert_eq!(ev["object"]["code"], 403, "{ev}");
-    assert!(
-        ev["object"]["message"]
-            .as_str()
-            .unwrap()
-            .starts_with(r#"pods is forbidden: User "alice" cannot watch resource "pods""#),
-        "{ev}"
-    );
-    assert_eq!(
-        lines.recv_timeout(std::time::Duration::from_secs(10)),
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected),
-        "the stream ends after the ERROR event"
-    );
+    alice_watch_ends_forbidden(&lines, "alice's watch after the binding is deleted");
     let _ = alice.kill();
     let _ = alice.wait();
     let status = grpc_error_event(&mut alice_grpc).await;
@@ -1718,21 +1724,7 @@ async fn an_open_watch_is_checked_again_only_when_an_rbac_change_concerns_its_us
     // alice's binding goes: her watch is checked and ends with a 403 ERROR event;
     // carol's is not checked and stays open.
     etcd_delete(&mut kv, "/registry/rolebindings/ns1/alice-reads-pods").await;
-    let ev = next_json(&alice_lines, "alice's watch after her binding is deleted");
-    assert_eq!(ev["type"], "ERROR", "{ev}");
-    assert_eq!(ev["object"]["code"], 403, "{ev}");
-    assert!(
-        ev["object"]["message"]
-            .as_str()
-            .unwrap()
-            .starts_with(r#"pods is forbidden: User "alice" cannot watch resource "pods""#),
-        "{ev}"
-    );
-    assert_eq!(
-        alice_lines.recv_timeout(std::time::Duration::from_secs(10)),
-        Err(std::sync::mpsc::RecvTimeoutError::Disconnected),
-        "the stream ends after the ERROR event"
-    );
+    alice_watch_ends_forbidden(&alice_lines, "alice's watch after her binding is deleted");
     expect_rechecks(
         &pki,
         &base,
