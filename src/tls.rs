@@ -145,17 +145,35 @@ pub struct ReloadingCert {
 /// What the files looked like when last loaded.
 type FileStamp = [(Option<SystemTime>, u64); 2];
 
-fn stamp(paths: [&Path; 2]) -> FileStamp {
-    paths.map(|p| match std::fs::metadata(p) {
-        Ok(m) => (m.modified().ok(), m.len()),
-        Err(_) => (None, 0),
+/// The size and modification time of each file (an absent or unreadable one, or none
+/// given, reads as neither), to notice a change without reading the files.
+fn stamp(paths: [Option<&Path>; 2]) -> FileStamp {
+    paths.map(|p| match p.map(std::fs::metadata) {
+        Some(Ok(m)) => (m.modified().ok(), m.len()),
+        _ => (None, 0),
     })
+}
+
+/// Runs `reload` on the blocking pool every `every` until `stop` turns true: how both the
+/// serving certificate and the client CAs follow their files.
+async fn every_until(
+    every: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    reload: impl Fn() + Clone + Send + 'static,
+) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = stop.changed() => return,
+        }
+        let _ = tokio::task::spawn_blocking(reload.clone()).await;
+    }
 }
 
 impl ReloadingCert {
     /// Loads the files once; an error here stops the start.
     pub fn load(cert_file: &Path, key_file: &Path) -> Result<Arc<ReloadingCert>, TlsError> {
-        let seen = stamp([cert_file, key_file]);
+        let seen = stamp([Some(cert_file), Some(key_file)]);
         let key = load_certified_key(cert_file, key_file)?;
         Ok(Arc::new(ReloadingCert {
             current: ArcSwap::from_pointee(key),
@@ -169,7 +187,7 @@ impl ReloadingCert {
     /// load (a half-written file, a key that does not match) keeps the old one serving,
     /// and is tried again at the next check. Returns whether a new certificate is in use.
     pub fn reload_if_changed(&self) -> bool {
-        let now = stamp([&self.cert_file, &self.key_file]);
+        let now = stamp([Some(&self.cert_file), Some(&self.key_file)]);
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
         if *seen == now {
             return false;
@@ -196,16 +214,12 @@ impl ReloadingCert {
     pub async fn watch_files(
         self: Arc<Self>,
         every: Duration,
-        mut stop: tokio::sync::watch::Receiver<bool>,
+        stop: tokio::sync::watch::Receiver<bool>,
     ) {
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(every) => {}
-                _ = stop.changed() => return,
-            }
-            let me = self.clone();
-            let _ = tokio::task::spawn_blocking(move || me.reload_if_changed()).await;
-        }
+        every_until(every, stop, move || {
+            self.reload_if_changed();
+        })
+        .await;
     }
 }
 
@@ -279,16 +293,9 @@ impl Roots {
     }
 }
 
-fn optional_stamp(paths: [Option<&Path>; 2]) -> FileStamp {
-    paths.map(|p| match p.map(std::fs::metadata) {
-        Some(Ok(m)) => (m.modified().ok(), m.len()),
-        _ => (None, 0),
-    })
-}
-
 impl ReloadingCas {
     fn stamp(&self) -> FileStamp {
-        optional_stamp([
+        stamp([
             self.client_ca_file.as_deref(),
             self.front_proxy_file.as_deref(),
         ])
@@ -301,7 +308,7 @@ impl ClientCertVerifiers {
         if client_ca.is_none() && front_proxy.is_none() {
             return Ok(ClientCertVerifiers::default());
         }
-        let seen = optional_stamp([client_ca, front_proxy]);
+        let seen = stamp([client_ca, front_proxy]);
         let roots = Roots::load(client_ca, front_proxy)?;
         Ok(ClientCertVerifiers {
             cas: Some(Arc::new(ReloadingCas {
@@ -374,18 +381,14 @@ impl ClientCertVerifiers {
     }
 
     /// Checks the CA files every `every` until `stop` turns true.
-    pub async fn watch_files(self, every: Duration, mut stop: tokio::sync::watch::Receiver<bool>) {
+    pub async fn watch_files(self, every: Duration, stop: tokio::sync::watch::Receiver<bool>) {
         if self.cas.is_none() {
             return;
         }
-        loop {
-            tokio::select! {
-                _ = tokio::time::sleep(every) => {}
-                _ = stop.changed() => return,
-            }
-            let me = self.clone();
-            let _ = tokio::task::spawn_blocking(move || me.reload_if_changed()).await;
-        }
+        every_until(every, stop, move || {
+            self.reload_if_changed();
+        })
+        .await;
     }
 }
 
@@ -394,6 +397,13 @@ impl ClientCertVerifiers {
 /// clients then offer their certificate whatever CA issued it, as Go's do.
 #[derive(Debug)]
 struct CurrentRoots(Arc<ReloadingCas>);
+
+impl CurrentRoots {
+    /// The handshake verifier of the roots loaded last.
+    fn verifier(&self) -> Arc<dyn ClientCertVerifier> {
+        self.0.current.load().handshake.clone()
+    }
+}
 
 impl ClientCertVerifier for CurrentRoots {
     fn offer_client_auth(&self) -> bool {
@@ -414,10 +424,7 @@ impl ClientCertVerifier for CurrentRoots {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<rustls::server::danger::ClientCertVerified, rustls::Error> {
-        self.0
-            .current
-            .load()
-            .handshake
+        self.verifier()
             .verify_client_cert(end_entity, intermediates, now)
     }
 
@@ -427,11 +434,7 @@ impl ClientCertVerifier for CurrentRoots {
         cert: &CertificateDer<'_>,
         dss: &rustls::DigitallySignedStruct,
     ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.0
-            .current
-            .load()
-            .handshake
-            .verify_tls12_signature(message, cert, dss)
+        self.verifier().verify_tls12_signature(message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -440,15 +443,11 @@ impl ClientCertVerifier for CurrentRoots {
         cert: &CertificateDer<'_>,
         dss: &rustls::DigitallySignedStruct,
     ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.0
-            .current
-            .load()
-            .handshake
-            .verify_tls13_signature(message, cert, dss)
+        self.verifier().verify_tls13_signature(message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.current.load().handshake.supported_verify_schemes()
+        self.verifier().supported_verify_schemes()
     }
 }
 

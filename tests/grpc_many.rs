@@ -127,11 +127,12 @@ fn classify(key: &str) -> Option<(u32, String)> {
     key.strip_prefix(NODES).map(|k| (1, k.to_string()))
 }
 
-/// etcd's own history of ConfigMaps and Nodes in (from, to], as a [configmaps, nodes]
-/// stream must carry it.
-async fn etcd_history(kv: &mut Client, from: i64, to: i64) -> Vec<Seen> {
+/// etcd's own history of ConfigMaps and Nodes in (from, to], each event with the value
+/// it carries: the value put, or for a delete the value it deleted, as etcd holds it.
+async fn etcd_events(kv: &mut Client, from: i64, to: i64) -> Vec<(Seen, Vec<u8>)> {
     let opts = WatchOptions::new()
         .with_prefix()
+        .with_prev_key()
         .with_start_revision(from + 1);
     let mut stream = kv
         .watch("/registry/", Some(opts))
@@ -153,55 +154,42 @@ async fn etcd_history(kv: &mut Client, from: i64, to: i64) -> Vec<Seen> {
             let Some((selection, key)) = classify(kv.key_str().expect("utf8 key")) else {
                 continue;
             };
-            let t = match ev.event_type() {
-                EtcdEventType::Delete => "DELETED",
-                EtcdEventType::Put if kv.create_revision() == kv.mod_revision() => "ADDED",
-                EtcdEventType::Put => "MODIFIED",
+            let (t, value) = match ev.event_type() {
+                EtcdEventType::Delete => (
+                    "DELETED",
+                    ev.prev_kv().expect("a delete's previous value").value(),
+                ),
+                EtcdEventType::Put if kv.create_revision() == kv.mod_revision() => {
+                    ("ADDED", kv.value())
+                }
+                EtcdEventType::Put => ("MODIFIED", kv.value()),
             };
-            out.push((selection, t.to_string(), key, kv.mod_revision()));
+            let seen = (selection, t.to_string(), key, kv.mod_revision());
+            out.push((seen, value.to_vec()));
         }
     }
-    out.retain(|s| s.3 <= to);
+    out.retain(|(s, _)| s.3 <= to);
     out
 }
 
+/// etcd's own history of ConfigMaps and Nodes in (from, to], as a [configmaps, nodes]
+/// stream must carry it.
+async fn etcd_history(kv: &mut Client, from: i64, to: i64) -> Vec<Seen> {
+    let events = etcd_events(kv, from, to).await;
+    events.into_iter().map(|(seen, _)| seen).collect()
+}
+
 /// The object each event of etcd's history of ConfigMaps and Nodes in (from, to] must
-/// carry, by (selection, key, revision): the value put, or for a delete the value it
-/// deleted, as etcd holds it (the oracle for objects served as protobuf).
+/// carry, by (selection, key, revision) (the oracle for objects served as protobuf).
 async fn etcd_values(kv: &mut Client, from: i64, to: i64) -> BTreeMap<(u32, String, i64), Value> {
-    let opts = WatchOptions::new()
-        .with_prefix()
-        .with_prev_key()
-        .with_start_revision(from + 1);
-    let mut stream = kv
-        .watch("/registry/", Some(opts))
-        .await
-        .expect("etcd watch");
-    let mut out = BTreeMap::new();
-    let mut last = from;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while last < to {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let msg = tokio::time::timeout(left, stream.message())
-            .await
-            .expect("etcd history in time")
-            .expect("etcd watch message")
-            .expect("etcd watch open");
-        for ev in msg.events() {
-            let kv = ev.kv().expect("kv");
-            last = last.max(kv.mod_revision());
-            let Some((selection, key)) = classify(kv.key_str().expect("utf8 key")) else {
-                continue;
-            };
-            let value = match ev.event_type() {
-                EtcdEventType::Delete => ev.prev_kv().expect("a delete's previous value").value(),
-                EtcdEventType::Put => kv.value(),
-            };
-            let value: Value = serde_json::from_slice(value).expect("the writer's JSON");
-            out.insert((selection, key, kv.mod_revision()), value);
-        }
-    }
-    out
+    let events = etcd_events(kv, from, to).await;
+    events
+        .into_iter()
+        .map(|((selection, _, key, rev), value)| {
+            let value: Value = serde_json::from_slice(&value).expect("the writer's JSON");
+            ((selection, key, rev), value)
+        })
+        .collect()
 }
 
 /// etcd's ConfigMaps and Nodes at revision `at`: (selection, key, mod revision), in the
