@@ -338,15 +338,18 @@ mod tests {
         assert_eq!(line["requestURI"], "/api/v1/namespaces/ns1/pods?limit=5");
     }
 
-    /// A writer that takes nothing until its gate opens, then keeps what it is given.
+    /// A writer that takes nothing until its gate opens, then keeps what it is given; it
+    /// says when it starts waiting at the gate.
     struct Gated {
         gate: Option<std::sync::mpsc::Receiver<()>>,
+        waiting: std::sync::mpsc::Sender<()>,
         out: Arc<std::sync::Mutex<Vec<u8>>>,
     }
 
     impl Write for Gated {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
             if let Some(gate) = self.gate.take() {
+                let _ = self.waiting.send(());
                 let _ = gate.recv();
             }
             self.out.lock().unwrap().extend_from_slice(b);
@@ -359,7 +362,8 @@ mod tests {
     }
 
     /// A log of `mode` with a queue of 2 lines and a writer stalled until the sender
-    /// returned is used (or dropped).
+    /// returned is used (or dropped). The writer thread holds exactly one line, `"/held"`,
+    /// when this returns, so the queue's room is known: its 2 lines.
     fn stalled(
         mode: AuditMode,
     ) -> (
@@ -368,12 +372,18 @@ mod tests {
         Arc<std::sync::Mutex<Vec<u8>>>,
     ) {
         let (open, gate) = std::sync::mpsc::channel();
+        let (waiting_tx, waiting) = std::sync::mpsc::channel();
         let out = Arc::new(std::sync::Mutex::new(Vec::new()));
         let w = Gated {
             gate: Some(gate),
+            waiting: waiting_tx,
             out: out.clone(),
         };
         let log = AuditLog::with_writer(w, "test".into(), mode, 2).unwrap();
+        record_uri(&log, "/held");
+        waiting
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the writer takes the first line and waits at its gate");
         (log, open, out)
     }
 
@@ -427,8 +437,10 @@ mod tests {
         );
         open.send(()).unwrap();
         writer.join().unwrap();
-        let uris = written_uris(&out, 50);
-        let want: Vec<String> = (0..50).map(|i| format!("\"/r/{i}\"")).collect();
+        let uris = written_uris(&out, 51);
+        let want: Vec<String> = std::iter::once("\"/held\"".to_string())
+            .chain((0..50).map(|i| format!("\"/r/{i}\"")))
+            .collect();
         assert_eq!(uris, want, "every line, once, in order");
         assert_eq!(log.dropped(), 0);
     }
@@ -457,7 +469,7 @@ mod tests {
         assert!(!recorder.is_finished());
         open.send(()).unwrap();
         recorder.await.unwrap();
-        assert_eq!(written_uris(&out, 20).len(), 20);
+        assert_eq!(written_uris(&out, 21).len(), 21, "the held line and 20");
         assert_eq!(log.dropped(), 0);
     }
 
@@ -469,17 +481,16 @@ mod tests {
             record_uri(&log, &format!("/b/{i}"));
         }
         assert!(started.elapsed() < Duration::from_secs(5), "never waits");
-        let dropped = log.dropped();
-        assert!(
-            dropped >= 47,
-            "at most the queue and the line in hand: {dropped}"
+        assert_eq!(
+            log.dropped(),
+            48,
+            "the queue's 2 lines are kept, the rest dropped"
         );
         open.send(()).unwrap();
-        let kept = 50 - dropped as usize;
-        let uris = written_uris(&out, kept);
+        let want = ["\"/held\"", "\"/b/0\"", "\"/b/1\""];
+        assert_eq!(written_uris(&out, 3), want);
         std::thread::sleep(Duration::from_millis(100));
-        assert_eq!(uris.len(), kept, "written + dropped = recorded");
-        assert_eq!(written_uris(&out, kept).len(), kept);
+        assert_eq!(written_uris(&out, 3), want, "nothing else is written");
     }
 
     #[test]
