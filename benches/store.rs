@@ -58,6 +58,7 @@ fn loaded() -> (Arc<Cache>, Ingestor) {
             history_window: config::DEFAULT_HISTORY_WINDOW,
             max_events: config::DEFAULT_HISTORY_MAX_EVENTS,
             snapshot_ring: config::DEFAULT_SNAPSHOT_RING,
+            dispatch: watchd::dispatch::Dispatch::inline(),
         },
     );
     let kvs: Vec<(Vec<u8>, Vec<u8>, Revision)> = names()

@@ -76,6 +76,12 @@ pub const HTTP2_MAX_STREAMS: u32 = 1000;
 /// `net.core.somaxconn` (4096 on most systems).
 pub const LISTEN_BACKLOG: u32 = 65_535;
 
+/// Most bytes an HTTP/2 stream queues beyond what its flow-control window lets out
+/// (hyper's default is 400 KiB): past it the stream's watch is not polled, so a stalled
+/// stream holds its cursor and at most this plus one frame, not a copy of every event.
+/// Enough for a frame of a batch of kilobyte events while the window is open.
+pub const HTTP2_STREAM_SEND_BUFFER: usize = 64 * 1024;
+
 /// Most bytes an HTTP/2 connection gathers from its streams before writing them to the
 /// socket (see `api::http::coalesce`): room for a poll's frames of a few hundred watch
 /// streams of kilobyte objects, and the bound of what a stalled peer holds here.

@@ -13,6 +13,7 @@ use watchd::api::http::proxy::Proxy;
 use watchd::api::http::{self, ApiState};
 use watchd::api::read::ReadContext;
 use watchd::codec::encryption::EncryptionConfig;
+use watchd::dispatch::Dispatch;
 use watchd::source::upstream::{UpstreamReader, UpstreamSource};
 use watchd::source::{EtcdConfig, EtcdReader, EtcdSource, Source, SourceReader};
 use watchd::store::{Cache, StoreConfig};
@@ -112,6 +113,10 @@ struct ServeArgs {
     /// latency; e.g. 5ms). 0: every event is written as soon as it is applied.
     #[arg(long, default_value = "0", value_parser = parse_batch_window)]
     watch_batch_window: Duration,
+    /// Threads that run watchers' wake passes (and write plain HTTP/1.1 watch frames),
+    /// each owning the connections dealt to it. 0: one per core. At most 64.
+    #[arg(long, default_value_t = 0)]
+    dispatch_threads: usize,
     /// Close a connection whose peer has read nothing of what was written for this long
     /// (a watch whose client stopped reading; 0: never).
     #[arg(long, default_value = "60s", value_parser = watchd::config::parse_duration)]
@@ -157,6 +162,15 @@ enum StartError {
     /// No client can be made for the upstream's endpoint.
     #[error("upstream: {0}")]
     UpstreamClient(#[source] watchd::client::KubeconfigError),
+    /// The dispatch shard threads cannot be started.
+    #[error("cannot start {threads} dispatch threads (--dispatch-threads): {source}")]
+    Dispatch {
+        /// How many were asked for.
+        threads: usize,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The Prometheus exporter cannot be installed.
     #[error("metrics: {0}")]
     Metrics(#[from] metrics::MetricsError),
@@ -289,10 +303,24 @@ async fn serve(args: ServeArgs) -> Result<(), StartError> {
         Some(path) => Some(load_encryption_config(path)?),
         None => None,
     };
+    let dispatch_threads = match args.dispatch_threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    // Started before the cache: every resource's wake index queues on these shards.
+    let dispatch = Dispatch::start(dispatch_threads).map_err(|source| StartError::Dispatch {
+        threads: dispatch_threads,
+        source,
+    })?;
+    tracing::info!(
+        shards = dispatch.shards(),
+        "dispatch shards started: wake passes run off ingestion"
+    );
     let store_config = StoreConfig {
         history_window: args.history_window,
         max_events: args.history_max_events.max(1),
         snapshot_ring: args.snapshot_ring.max(1),
+        dispatch,
     };
     let cache = if from_upstream {
         Cache::per_resource(&args.etcd_prefix, store_config)
@@ -313,9 +341,6 @@ async fn serve(args: ServeArgs) -> Result<(), StartError> {
     let grpc_address = local_addr(&grpc_listener, args.grpc_address)?;
     tracing::info!(http = %address, grpc = %grpc_address, etcd = ?args.etcd_servers, upstream = ?upstream.as_ref().map(|u| u.server().to_string()), proxy = upstream.is_some() && args.proxy, prefix = %args.etcd_prefix, batch_window = ?args.watch_batch_window, "watchd starting");
     raise_fd_limit();
-    if watchd::dispatch::thread::start() {
-        tracing::info!("dispatch thread started: wake passes run off ingestion");
-    }
     let (source, reader): (Box<dyn Source>, Arc<dyn SourceReader>) = match &upstream {
         Some(client) if from_upstream => (
             Box::new(UpstreamSource::new(client.clone())),

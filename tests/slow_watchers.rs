@@ -379,26 +379,51 @@ async fn a_slow_http1_watcher_gets_every_event_intact_once_it_reads_again() {
     assert_eq!(values, want, "every event, in order, each whole");
 }
 
+/// The filler of the objects the HTTP/2 test writes: 40 of them (about 160 KiB) are more
+/// than a stalled stream may take (its window, the send buffer and one frame).
+const H2_FILLER: usize = 4096;
+
+/// The window of the stalled HTTP/2 stream: smaller than one event, so the server can
+/// take exactly one frame for it before the window closes.
+const STALLED_WINDOW: u32 = 512;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_http2_stream_ends_with_410_once_out_of_the_history_window() {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
     let key = "/registry/configmaps/h2/cm";
-    let rv = put_object_text(&mut kv, key, &configmap("h2", "cm", 0, 900)).await;
+    let rv = put_object_text(&mut kv, key, &configmap("h2", "cm", 0, H2_FILLER)).await;
     // A history of 2 s: the stalled stream falls out of it.
     let watchd = Watchd::start(&etcd.client_url(), &["--history-window=2s"]);
     let uri = format!(
         "http://{}/api/v1/namespaces/h2/configmaps?watch=true&resourceVersion={rv}",
         watchd.http_addr()
     );
-    // 10 connections x 100 streams, as client-go multiplexes; the stalled stream shares
-    // the first connection, with a stream window of 8 KiB (a few events).
+    // The stalled stream on a connection of the h2 crate, whose client gives window back
+    // only when told (release_capacity): while the test does not, the server may send
+    // the stream 512 bytes, less than one event.
+    let tcp = TcpStream::connect(watchd.http_addr()).await.unwrap();
+    let (mut first, conn) = h2::client::Builder::new()
+        .initial_window_size(STALLED_WINDOW)
+        .initial_connection_window_size(64 * 1024 * 1024)
+        .handshake::<_, Bytes>(tcp)
+        .await
+        .expect("h2c handshake");
+    let first_driver = tokio::spawn(conn);
+    first = first.ready().await.unwrap();
+    let req = http::Request::get(&uri).body(()).unwrap();
+    let (stalled, _) = first.send_request(req, true).expect("stream opened");
+    let stalled = stalled.await.expect("stalled watch");
+    assert_eq!(stalled.status(), 200);
+    let mut stalled = stalled.into_body();
+    // The live streams: 10 connections x 100 streams, as client-go multiplexes, with
+    // hyper's default windows. (Beside the stalled stream, live streams would share its
+    // 512-byte window setting and could fall out of the 2 s history under load.)
     let mut senders = Vec::new();
     let mut drivers = Vec::new();
     for _ in 0..10 {
         let tcp = TcpStream::connect(watchd.http_addr()).await.unwrap();
         let (sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-            .initial_stream_window_size(8 * 1024)
             .initial_connection_window_size(64 * 1024 * 1024)
             .handshake(TokioIo::new(tcp))
             .await
@@ -406,46 +431,56 @@ async fn a_stalled_http2_stream_ends_with_410_once_out_of_the_history_window() {
         drivers.push(tokio::spawn(conn));
         senders.push(sender);
     }
-    let watch = |sender: &mut hyper::client::conn::http2::SendRequest<Empty<Bytes>>| {
+    let until = Instant::now() + PHASE;
+    let mut readers = Vec::new();
+    for i in 0..LIVE {
         let req = http::Request::get(&uri)
             .body(Empty::<Bytes>::new())
             .unwrap();
-        sender.send_request(req)
-    };
-    let stalled = watch(&mut senders[0]).await.expect("stalled watch");
-    assert_eq!(stalled.status(), 200);
-    let mut stalled = stalled.into_body();
-    let mut bodies = Vec::new();
-    for i in 0..LIVE {
-        let resp = watch(&mut senders[i % 10]).await.expect("watch request");
+        let resp = senders[i % 10]
+            .send_request(req)
+            .await
+            .expect("watch request");
         assert_eq!(resp.status(), 200);
-        bodies.push(resp.into_body());
-    }
-    let until = Instant::now() + PHASE;
-    let readers: Vec<_> = bodies
-        .into_iter()
-        .map(|mut body| {
-            tokio::spawn(async move {
-                let mut counter = Counter::new(br#"{"type":"MODIFIED""#);
-                while counter.seen < WRITES + 1 {
-                    let left = until.saturating_duration_since(Instant::now());
-                    let Ok(Some(Ok(frame))) = tokio::time::timeout(left, body.frame()).await else {
-                        break;
-                    };
-                    if let Ok(data) = frame.into_data() {
-                        counter.feed(&data);
-                    }
+        let mut body = resp.into_body();
+        readers.push(tokio::spawn(async move {
+            let mut counter = Counter::new(br#"{"type":"MODIFIED""#);
+            while counter.seen < WRITES + 1 {
+                let left = until.saturating_duration_since(Instant::now());
+                let Ok(Some(Ok(frame))) = tokio::time::timeout(left, body.frame()).await else {
+                    break;
+                };
+                if let Ok(data) = frame.into_data() {
+                    counter.feed(&data);
                 }
-                counter.seen
-            })
-        })
-        .collect();
-    for i in 1..=WRITES {
-        put_object_text(&mut kv, key, &configmap("h2", "cm", i, 900)).await;
+            }
+            counter.seen
+        }));
+    }
+
+    // The first write: the stalled stream's window takes 512 bytes of its event.
+    put_object_text(&mut kv, key, &configmap("h2", "cm", 1, H2_FILLER)).await;
+    let mut held = Vec::new();
+    while held.len() < STALLED_WINDOW as usize {
+        let left = until.saturating_duration_since(Instant::now());
+        let data = tokio::time::timeout(left, stalled.data())
+            .await
+            .expect("the window's bytes arrive")
+            .expect("the stream goes on")
+            .expect("data");
+        held.extend_from_slice(&data);
+    }
+    assert_eq!(
+        held.len(),
+        STALLED_WINDOW as usize,
+        "never more than the window"
+    );
+    for i in 2..=WRITES {
+        put_object_text(&mut kv, key, &configmap("h2", "cm", i, H2_FILLER)).await;
     }
     // One more write once the others are older than the window: it evicts them.
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    put_object_text(&mut kv, key, &configmap("h2", "cm", WRITES + 1, 900)).await;
+    put_object_text(&mut kv, key, &configmap("h2", "cm", WRITES + 1, H2_FILLER)).await;
     for r in readers {
         assert_eq!(
             r.await.unwrap(),
@@ -454,29 +489,52 @@ async fn a_stalled_http2_stream_ends_with_410_once_out_of_the_history_window() {
         );
     }
 
-    // Reading the stalled stream now: what its window held, then 410 Expired, then the end.
-    let mut text = Vec::new();
+    // Giving the window back: what the server had taken for the stream — the window, and
+    // at most its send buffer and one frame beyond — then 410 Expired, then the end.
+    // The rest of the writes was never copied for it.
+    let mut text = held;
+    let _ = stalled
+        .flow_control()
+        .release_capacity(STALLED_WINDOW as usize);
     let read_all = tokio::time::timeout(PHASE, async {
-        while let Some(Ok(frame)) = stalled.frame().await {
-            if let Ok(data) = frame.into_data() {
-                text.extend_from_slice(&data);
-            }
+        while let Some(Ok(data)) = stalled.data().await {
+            let _ = stalled.flow_control().release_capacity(data.len());
+            text.extend_from_slice(&data);
         }
     });
     read_all.await.expect("the stalled stream ends");
-    let lines: Vec<serde_json::Value> = text
+    let lines: Vec<&[u8]> = text
         .split(|&b| b == b'\n')
         .filter(|l| !l.is_empty())
+        .collect();
+    let events: Vec<serde_json::Value> = lines
+        .iter()
         .map(|l| serde_json::from_slice(l).expect("a JSON line"))
         .collect();
-    let last = lines.last().expect("some events");
+    let (last, modified) = events.split_last().expect("some events");
     assert_eq!(last["type"], "ERROR", "{last}");
     assert_eq!(last["object"]["code"], 410, "{last}");
     assert_eq!(last["object"]["reason"], "Expired", "{last}");
-    let modified = lines.iter().filter(|e| e["type"] == "MODIFIED").count();
+    let values: Vec<String> = modified
+        .iter()
+        .map(|e| {
+            assert_eq!(e["type"], "MODIFIED");
+            e["object"]["data"]["i"].as_str().unwrap().to_string()
+        })
+        .collect();
+    let want: Vec<String> = (1..=values.len()).map(|i| i.to_string()).collect();
+    assert_eq!(values, want, "the first writes, in order, each whole");
+    let event_bytes = lines[0].len() + 1;
+    let taken: usize = lines[..modified.len()].iter().map(|l| l.len() + 1).sum();
+    let bound = STALLED_WINDOW as usize + watchd::config::HTTP2_STREAM_SEND_BUFFER + event_bytes;
     assert!(
-        modified < WRITES,
-        "the stalled stream got {modified} events before it expired"
+        taken <= bound,
+        "a stalled stream holds its window, its send buffer and one frame: {taken} > {bound} bytes"
+    );
+    assert!(
+        values.len() < WRITES,
+        "{} of {WRITES} writes were taken for the stalled stream",
+        values.len()
     );
     let text = support::http::get(&format!("{}/metrics", watchd.base_url()), &[])
         .await
@@ -489,6 +547,7 @@ async fn a_stalled_http2_stream_ends_with_410_once_out_of_the_history_window() {
         ),
         Some(1.0)
     );
+    first_driver.abort();
     for d in drivers {
         d.abort();
     }

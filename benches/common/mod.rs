@@ -123,6 +123,7 @@ pub fn cached_pod(ns: &str, name: &str, revision: Revision) -> ObjectRef {
             history_window: config::DEFAULT_HISTORY_WINDOW,
             max_events: 1,
             snapshot_ring: 1,
+            dispatch: watchd::dispatch::Dispatch::inline(),
         },
     );
     let key = format!("/registry/pods/{ns}/{name}").into_bytes();

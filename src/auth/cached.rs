@@ -600,6 +600,7 @@ mod tests {
                 history_window: Duration::from_secs(300),
                 max_events: 1000,
                 snapshot_ring: 4,
+                dispatch: crate::dispatch::Dispatch::inline(),
             },
         );
         (cache.clone(), Ingestor::new(cache))

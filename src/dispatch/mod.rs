@@ -15,18 +15,21 @@
 //! watch path takes no lock shared with other watchers. Only subscribing, leaving and
 //! notifying lock a set. The waker may be a task's, or anything else that implements
 //! `Wake` (`api::http::direct` writes the watcher's frame to its socket from it), so a
-//! pass may cost a write per watcher: passes run on the dispatch thread ([`thread`]),
-//! not on ingestion.
+//! pass may cost a write per watcher: passes run on dispatch shards ([`shards`]), not
+//! on ingestion. A watcher belongs to the shard of its connection, so a set's waiters
+//! are kept per shard and a wake queues one pass per shard that has any.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 
 use dashmap::DashMap;
 use futures_util::task::AtomicWaker;
 
-pub mod thread;
+pub mod shards;
+
+pub use shards::{in_shard, shard_hint_of, Dispatch};
 
 /// What a watcher can be found by.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -40,12 +43,13 @@ pub enum WakeKey {
 }
 
 /// One watcher's wake-up: whom to wake, and whether a wake came since it last looked.
-#[derive(Default)]
 pub struct Waiter {
     waker: AtomicWaker,
     woken: AtomicBool,
-    /// Its position in its set (moved when another leaves).
+    /// Its position in its shard's list of its set (moved when another leaves).
     slot: AtomicUsize,
+    /// Its dispatch shard: its connection's.
+    shard: usize,
 }
 
 impl Waiter {
@@ -69,67 +73,110 @@ impl Waiter {
     }
 }
 
-/// The waiters of one key (or of the whole resource).
-#[derive(Default)]
+/// The waiters of one key (or of the whole resource), by dispatch shard.
 struct WaiterSet {
-    waiters: Mutex<Vec<Arc<Waiter>>>,
-    /// Its pass is queued on the dispatch thread and has not started.
-    queued: AtomicBool,
+    /// Per shard, its waiters (grown to the highest shard used).
+    waiters: Mutex<Vec<Vec<Arc<Waiter>>>>,
+    /// Bit `s`: shard `s` has waiters. Read by ingestion without the lock.
+    occupied: AtomicU64,
+    /// Per shard: its pass is queued and has not started.
+    queued: Box<[AtomicBool]>,
 }
 
 impl WaiterSet {
-    fn lock(&self) -> MutexGuard<'_, Vec<Arc<Waiter>>> {
+    fn new(shards: usize) -> WaiterSet {
+        WaiterSet {
+            waiters: Mutex::new(Vec::new()),
+            occupied: AtomicU64::new(0),
+            queued: (0..shards).map(|_| AtomicBool::new(false)).collect(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<Vec<Arc<Waiter>>>> {
         // Nothing panics while holding it; a poisoned set is still a valid list.
         self.waiters.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn insert(&self, w: Arc<Waiter>) {
-        let mut list = self.lock();
+        let mut lists = self.lock();
+        if lists.len() <= w.shard {
+            lists.resize_with(w.shard + 1, Vec::new);
+        }
+        let list = &mut lists[w.shard];
         w.slot.store(list.len(), Ordering::Relaxed);
+        if list.is_empty() {
+            self.occupied.fetch_or(1 << w.shard, Ordering::SeqCst);
+        }
         list.push(w);
+        // Pairs with the fence in `wake`: either that wake sees this shard's bit, or
+        // this watcher's first look at the log (after subscribing) sees its events.
+        fence(Ordering::SeqCst);
     }
 
     /// Removes `w`; returns whether the set is empty now.
     fn remove(&self, w: &Arc<Waiter>) -> bool {
-        let mut list = self.lock();
-        let i = w.slot.load(Ordering::Relaxed);
-        if list.get(i).is_some_and(|x| Arc::ptr_eq(x, w)) {
-            list.swap_remove(i);
-            if let Some(moved) = list.get(i) {
-                moved.slot.store(i, Ordering::Relaxed);
+        let mut lists = self.lock();
+        if let Some(list) = lists.get_mut(w.shard) {
+            let i = w.slot.load(Ordering::Relaxed);
+            if list.get(i).is_some_and(|x| Arc::ptr_eq(x, w)) {
+                list.swap_remove(i);
+                if let Some(moved) = list.get(i) {
+                    moved.slot.store(i, Ordering::Relaxed);
+                }
+                if list.is_empty() {
+                    self.occupied.fetch_and(!(1 << w.shard), Ordering::SeqCst);
+                }
             }
         }
-        list.is_empty()
+        lists.iter().all(Vec::is_empty)
     }
 
-    /// Wakes every waiter: on the dispatch thread when it runs ([`thread`]), else here.
-    fn wake(self: &Arc<Self>) {
-        if !thread::submit(self) {
-            self.wake_now();
+    /// Wakes every waiter: one pass per shard that has any, queued on that shard's
+    /// thread ([`shards`]); with inline dispatch, here.
+    fn wake(self: &Arc<Self>, dispatch: &Dispatch) {
+        // Pairs with the fence in `insert` (the events were appended before this).
+        fence(Ordering::SeqCst);
+        let mut occupied = self.occupied.load(Ordering::SeqCst);
+        while occupied != 0 {
+            let shard = occupied.trailing_zeros() as usize;
+            occupied &= occupied - 1;
+            if !dispatch.submit(self, shard) {
+                self.wake_shard(shard);
+            }
         }
     }
 
-    /// Wakes every waiter now. Cost: one flag store and one waker call each (a waker
-    /// already taken by an earlier wake is not called twice), which may be a delivery.
-    /// The list is copied out of the lock first, so watchers joining and leaving (on
-    /// connection tasks) never wait for a pass.
-    fn wake_now(&self) {
-        let waiters = self.lock().clone();
+    /// Wakes the waiters of `shard` now. Cost: one flag store and one waker call each
+    /// (a waker already taken by an earlier wake is not called twice), which may be a
+    /// delivery. The list is copied out of the lock first, so watchers joining and
+    /// leaving (on connection tasks) never wait for a pass.
+    fn wake_shard(&self, shard: usize) {
+        let waiters = match self.lock().get(shard) {
+            Some(list) => list.clone(),
+            None => return,
+        };
         for w in &waiters {
             w.wake();
         }
     }
 
     fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().iter().map(Vec::len).sum()
     }
 }
 
 /// The wake-up index of one resource.
-#[derive(Default)]
 pub struct WakeIndex {
+    dispatch: Dispatch,
     everything: Arc<WaiterSet>,
     by_key: DashMap<WakeKey, Arc<WaiterSet>>,
+}
+
+impl Default for WakeIndex {
+    /// An index whose passes run on the caller.
+    fn default() -> Self {
+        WakeIndex::new(Dispatch::inline())
+    }
 }
 
 /// A watcher's subscription. Dropping it leaves the set (and forgets an emptied key).
@@ -141,9 +188,25 @@ pub struct WakeHandle {
 }
 
 impl WakeIndex {
-    /// Registers a watcher under `key` (None: the resource-wide set).
+    /// An index whose passes run on `dispatch`'s shards.
+    pub fn new(dispatch: Dispatch) -> WakeIndex {
+        WakeIndex {
+            everything: Arc::new(WaiterSet::new(dispatch.shards())),
+            by_key: DashMap::new(),
+            dispatch,
+        }
+    }
+
+    /// Registers a watcher under `key` (None: the resource-wide set), in the dispatch
+    /// shard of the connection it is served on ([`in_shard`]).
     pub fn subscribe(self: &Arc<Self>, key: Option<WakeKey>) -> WakeHandle {
-        let waiter = Arc::new(Waiter::default());
+        let shard = self.dispatch.shard_of(shards::current_hint());
+        let waiter = Arc::new(Waiter {
+            waker: AtomicWaker::new(),
+            woken: AtomicBool::new(false),
+            slot: AtomicUsize::new(0),
+            shard,
+        });
         let set = match &key {
             None => {
                 self.everything.insert(waiter.clone());
@@ -152,7 +215,10 @@ impl WakeIndex {
             Some(k) => {
                 // Inserted while the map's shard is locked, so a concurrent last leave
                 // cannot drop the set between lookup and insert.
-                let entry = self.by_key.entry(k.clone()).or_default();
+                let entry = self
+                    .by_key
+                    .entry(k.clone())
+                    .or_insert_with(|| Arc::new(WaiterSet::new(self.dispatch.shards())));
                 entry.insert(waiter.clone());
                 Some(entry.clone())
             }
@@ -167,24 +233,24 @@ impl WakeIndex {
 
     /// Wakes every resource-wide watcher and the watchers of these keys.
     pub fn wake<'k>(&self, keys: impl IntoIterator<Item = &'k WakeKey>) {
-        self.everything.wake();
+        self.everything.wake(&self.dispatch);
         if self.by_key.is_empty() {
             return;
         }
         for k in keys {
             let set = self.by_key.get(k).map(|s| s.clone());
             if let Some(set) = set {
-                set.wake();
+                set.wake(&self.dispatch);
             }
         }
     }
 
     /// Wakes every watcher (the epoch ended, or the daemon is stopping).
     pub fn wake_all(&self) {
-        self.everything.wake();
+        self.everything.wake(&self.dispatch);
         let sets: Vec<Arc<WaiterSet>> = self.by_key.iter().map(|e| e.clone()).collect();
         for set in sets {
-            set.wake();
+            set.wake(&self.dispatch);
         }
     }
 

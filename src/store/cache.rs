@@ -202,7 +202,7 @@ impl Cache {
             Arc::new(info),
             revision,
             epoch,
-            self.config,
+            self.config.clone(),
             decode,
         ));
         if let Some(old) = &existing {

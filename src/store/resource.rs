@@ -15,12 +15,12 @@ use super::health::{Health, Transition, Unreadable};
 use super::object::ObjectRef;
 use super::snapshot::{ObjectMap, Snapshot};
 use crate::codec::{DecodeSpec, StorageFormat};
-use crate::dispatch::{self, WakeIndex, WakeKey};
+use crate::dispatch::{self, Dispatch, WakeIndex, WakeKey};
 use crate::registry::ResourceRef;
 use crate::Revision;
 
 /// Sizes of the history kept per resource.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct StoreConfig {
     /// How old an event or snapshot may get before it is dropped.
     pub history_window: Duration,
@@ -28,6 +28,8 @@ pub struct StoreConfig {
     pub max_events: usize,
     /// Most snapshots kept.
     pub snapshot_ring: usize,
+    /// Where its watchers' wake passes run.
+    pub dispatch: Dispatch,
 }
 
 /// A change to one object, decoded and ready to apply.
@@ -110,7 +112,7 @@ impl ResourceStore {
             health: Health::new(info.qualified_name()),
             info,
             decode,
-            wake: Arc::new(WakeIndex::default()),
+            wake: Arc::new(WakeIndex::new(config.dispatch.clone())),
             field_names,
             current: ArcSwap::new(snapshot.clone()),
             log: ArcSwap::new(Arc::new(EventLog::new(

@@ -414,6 +414,8 @@ impl Watchd for GrpcApi {
         let admitted = self
             .check(&req, "watch", w.collection.as_ref(), "", &w.field_selector)
             .await?;
+        // Every call of one connection (one peer port) in one dispatch shard.
+        let shard = crate::dispatch::shard_hint_of(req.remote_addr());
         let r = req.into_inner();
         let timeout = positive(r.timeout_seconds);
         let send_initial = flag(r.send_initial_events);
@@ -443,6 +445,7 @@ impl Watchd for GrpcApi {
             )
             .await
         };
+        let result = crate::dispatch::in_shard(shard, result);
         let stream: WatchStream = match result.await.map_err(|e| to_status(&e))? {
             WatchStart::Error(e) => Box::pin(futures_util::stream::iter([Ok(pb::WatchResponse {
                 events: GrpcEvents::error_message(&e),
@@ -522,22 +525,21 @@ impl Watchd for GrpcApi {
         let admitted = self
             .check_selections(&req, "watch", &req.get_ref().selections)
             .await?;
+        let shard = crate::dispatch::shard_hint_of(req.remote_addr());
         let r = req.into_inner();
         let selections = self.selections(&r.selections).map_err(|e| to_status(&e))?;
-        let stream: WatchManyStream =
-            match many::ManyWatch::start(&self.read, selections, &r, self.max_message_bytes)
-                .await
-                .map_err(|e| to_status(&e))?
-            {
-                Err(e) => Box::pin(futures_util::stream::iter([Ok(pb::WatchManyResponse {
-                    events: GrpcEvents::error_message(&e),
-                })])),
-                Ok(session) => {
-                    Box::pin(futures_util::stream::unfold(session, |mut s| async move {
-                        s.next_message().await.map(|m| (Ok(m), s))
-                    }))
-                }
-            };
+        let started = crate::dispatch::in_shard(
+            shard,
+            many::ManyWatch::start(&self.read, selections, &r, self.max_message_bytes),
+        );
+        let stream: WatchManyStream = match started.await.map_err(|e| to_status(&e))? {
+            Err(e) => Box::pin(futures_util::stream::iter([Ok(pb::WatchManyResponse {
+                events: GrpcEvents::error_message(&e),
+            })])),
+            Ok(session) => Box::pin(futures_util::stream::unfold(session, |mut s| async move {
+                s.next_message().await.map(|m| (Ok(m), s))
+            })),
+        };
         let on_revoked = |e: &ApiError| {
             Ok(pb::WatchManyResponse {
                 events: GrpcEvents::error_message(e),

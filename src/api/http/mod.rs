@@ -115,7 +115,16 @@ fn text_response(code: u16, body: String) -> Response<Body> {
 
 /// Answers one request: from the cache (whose requests are reads: the body is not
 /// read), or, with a pass-through, from the upstream.
+/// Answers `req`, in the dispatch shard of its connection.
 async fn handle<B: proxy::ForwardBody>(
+    state: &ApiState,
+    req: Request<B>,
+    conn: &Connection,
+) -> Response<Body> {
+    crate::dispatch::in_shard(conn.shard, handle_in_shard(state, req, conn)).await
+}
+
+async fn handle_in_shard<B: proxy::ForwardBody>(
     state: &ApiState,
     mut req: Request<B>,
     conn: &Connection,

@@ -396,6 +396,7 @@ mod tests {
             history_window: std::time::Duration::from_secs(60),
             max_events: 100,
             snapshot_ring: 4,
+            dispatch: crate::dispatch::Dispatch::inline(),
         }
     }
 

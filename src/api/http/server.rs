@@ -21,6 +21,9 @@ use super::{coalesce, handle, ApiState};
 pub struct Connection {
     /// The peer's address.
     pub peer: SocketAddr,
+    /// Its dispatch shard hint: the watches served on it are woken (and, over plain
+    /// HTTP/1.1, written) by that shard's thread.
+    pub shard: usize,
     /// The chain the client presented in the handshake, with the verifiers that
     /// classify it for each request ([`Connection::certificate`]).
     pub peer_chain: Option<(
@@ -71,6 +74,7 @@ pub async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
+        let shard = crate::dispatch::shards::next_hint();
         let write_timeout = state.write_timeout;
         let state = state.clone();
         let tls = tls.clone();
@@ -78,6 +82,7 @@ pub async fn serve(
             let Some(tls) = tls else {
                 let conn = Connection {
                     peer,
+                    shard,
                     peer_chain: None,
                 };
                 let io = WriteDeadline::new(stream, write_timeout);
@@ -95,7 +100,11 @@ pub async fn serve(
                 .filter(|chain| !chain.is_empty())
                 .map(|chain| (chain.to_vec(), tls.verifiers.clone()));
             let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-            let conn = Connection { peer, peer_chain };
+            let conn = Connection {
+                peer,
+                shard,
+                peer_chain,
+            };
             serve_connection(stream, h2, state, conn).await;
         });
     }
@@ -123,6 +132,7 @@ where
             .keep_alive_interval(crate::config::HTTP2_PING_INTERVAL)
             .keep_alive_timeout(crate::config::HTTP2_PING_TIMEOUT)
             .max_concurrent_streams(crate::config::HTTP2_MAX_STREAMS)
+            .max_send_buf_size(crate::config::HTTP2_STREAM_SEND_BUFFER)
             .max_header_list_size(crate::config::MAX_REQUEST_HEAD as u32)
             .serve_connection(TokioIo::new(io), svc);
         coalesce::FlushAfterPoll::new(served, flusher).await
