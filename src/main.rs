@@ -114,7 +114,9 @@ struct ServeArgs {
     #[arg(long, default_value = "0", value_parser = parse_batch_window)]
     watch_batch_window: Duration,
     /// Threads that run watchers' wake passes (and write plain HTTP/1.1 watch frames),
-    /// each owning the connections dealt to it. 0: one per core. At most 64.
+    /// as many shards of connections. One runs them all until the passes keep it busy;
+    /// more join as the load needs them and leave when it passes. 0: one per core. At
+    /// most 64.
     #[arg(long, default_value_t = 0)]
     dispatch_threads: usize,
     /// Close a connection whose peer has read nothing of what was written for this long

@@ -148,16 +148,17 @@ impl WaiterSet {
 
     /// Wakes the waiters of `shard` now. Cost: one flag store and one waker call each
     /// (a waker already taken by an earlier wake is not called twice), which may be a
-    /// delivery. The list is copied out of the lock first, so watchers joining and
-    /// leaving (on connection tasks) never wait for a pass.
+    /// delivery.
     fn wake_shard(&self, shard: usize) {
-        let waiters = match self.lock().get(shard) {
-            Some(list) => list.clone(),
-            None => return,
-        };
-        for w in &waiters {
+        for w in &self.waiters_of(shard) {
             w.wake();
         }
+    }
+
+    /// The waiters of `shard`, copied out of the lock, so watchers joining and leaving
+    /// (on connection tasks) never wait for a pass.
+    fn waiters_of(&self, shard: usize) -> Vec<Arc<Waiter>> {
+        self.lock().get(shard).cloned().unwrap_or_default()
     }
 
     fn len(&self) -> usize {
