@@ -260,6 +260,14 @@ pub enum TokenSource {
     /// Read from this file when the run starts (surrounding whitespace
     /// removed, as client-go reads a token file).
     File(PathBuf),
+    /// A kubeconfig user's `tokenFile` (already taken from the kubeconfig's
+    /// directory), read as [`TokenSource::File`].
+    KubeconfigFile {
+        /// The token file.
+        file: PathBuf,
+        /// The kubeconfig naming it.
+        kubeconfig: PathBuf,
+    },
 }
 
 impl fmt::Debug for TokenSource {
@@ -267,6 +275,11 @@ impl fmt::Debug for TokenSource {
         match self {
             TokenSource::Inline(_) => f.write_str("Inline(<redacted>)"),
             TokenSource::File(p) => f.debug_tuple("File").field(p).finish(),
+            TokenSource::KubeconfigFile { file, kubeconfig } => f
+                .debug_struct("KubeconfigFile")
+                .field("file", file)
+                .field("kubeconfig", kubeconfig)
+                .finish(),
         }
     }
 }
@@ -275,16 +288,22 @@ impl TokenSource {
     /// The `Authorization: Bearer <token>` header value (marked sensitive,
     /// so it is never printed).
     pub fn header(&self) -> Result<HeaderValue, String> {
+        let read = |p: &PathBuf, from: String| {
+            std::fs::read_to_string(p)
+                .map(|text| (text.trim().to_string(), from.clone()))
+                .map_err(|e| format!("{from}: {e}"))
+        };
         let (token, from) = match self {
             TokenSource::Inline(t) => (t.trim().to_string(), "--token".to_string()),
-            TokenSource::File(p) => {
-                let text = std::fs::read_to_string(p)
-                    .map_err(|e| format!("--token-file {}: {e}", p.display()))?;
-                (
-                    text.trim().to_string(),
-                    format!("--token-file {}", p.display()),
-                )
-            }
+            TokenSource::File(p) => read(p, format!("--token-file {}", p.display()))?,
+            TokenSource::KubeconfigFile { file, kubeconfig } => read(
+                file,
+                format!(
+                    "kubeconfig {}: tokenFile {}",
+                    kubeconfig.display(),
+                    file.display()
+                ),
+            )?,
         };
         if token.is_empty() {
             return Err(format!("{from}: the token is empty"));
@@ -476,8 +495,8 @@ mod tests {
         let err = Endpoint::new("https://127.0.0.1:6443", &none, None).unwrap_err();
         assert!(err.contains("--ca-file"), "{err}");
         let insecure = TlsOptions {
-            ca_file: None,
             insecure_skip_verify: true,
+            ..TlsOptions::default()
         };
         let e = Endpoint::new("https://127.0.0.1:6443", &insecure, None).unwrap();
         assert!(e.is_tls());

@@ -24,7 +24,8 @@
 //! * [`launch`]: starting throwaway etcd and watchd processes.
 //! * [`endpoint`], [`tls`], [`transport`]: the HTTP target (URL, protocol,
 //!   bearer token), rustls client settings, and HTTP/1.1 and HTTP/2
-//!   connections over TCP or TLS; [`grpc`]: connections to watchd's own
+//!   connections over TCP or TLS; [`kubeconfig`]: the target, TLS and
+//!   credentials from a kubeconfig; [`grpc`]: connections to watchd's own
 //!   gRPC API.
 //! * [`http`], [`stats`], [`procstat`]: media types and watch-stream
 //!   splitters, percentiles and event accounting, and `/proc` readings.
@@ -40,6 +41,7 @@ pub mod fdlimit;
 pub mod floor;
 pub mod grpc;
 pub mod http;
+pub mod kubeconfig;
 pub mod launch;
 pub mod objects;
 pub mod plot;

@@ -3,7 +3,7 @@
 
 use super::*;
 use clap::CommandFactory;
-use watchd_loadtest::s1::S1Config;
+use watchd_loadtest::s1::{S1Config, WatchProtocol};
 
 #[test]
 fn cli_is_well_formed() {
@@ -17,7 +17,13 @@ fn s1_storage_and_accept_flags_parse() {
         let mut argv = vec!["watchd-loadtest", "s1", "--target=watchd"];
         argv.extend_from_slice(extra);
         match Cli::try_parse_from(argv).map(|c| c.command) {
-            Ok(Command::S1(a)) => Ok((a.load.storage, a.load.accept)),
+            Ok(Command::S1(a)) => {
+                let c = a
+                    .load
+                    .config(watchd_loadtest::s1::Target::Watchd, a.load.protocol)
+                    .expect("config");
+                Ok((c.storage, c.accept))
+            }
             Ok(_) => panic!("not s1"),
             Err(e) => Err(e),
         }
@@ -363,4 +369,112 @@ fn demo_flags_parse() {
         "--storage=yaml"
     ])
     .is_err());
+}
+
+#[test]
+fn an_informer_implies_protobuf_storage_and_asks_for_protobuf() {
+    use watchd_loadtest::http::Accept;
+    use watchd_loadtest::s1::Target;
+    use WatchProtocol::{Http1, Http2, Informer};
+    // Alone: protobuf stored, protobuf asked for, HTTPS multiplexed.
+    let a = compare_args(&["--protocols=informer", "--watchers=250"]).unwrap();
+    let (etcd, watchd) = a.load.compare_configs_for(&[Informer]).expect("valid");
+    assert_eq!(etcd.storage, Storage::Protobuf);
+    let i = &watchd[0];
+    assert_eq!((i.storage, i.accept), (Storage::Protobuf, Accept::Protobuf));
+    assert_eq!(i.watch_protocol(), Informer);
+    let m = i.multiplexing();
+    assert_eq!(
+        (m.protocol.as_str(), m.connections, m.tls),
+        ("informer", 3, true)
+    );
+    // Beside http1 and http2: every side stores protobuf, --accept (JSON
+    // by default) applies to the others, etcd direct is multiplexed.
+    let a = compare_args(&["--protocols=http1,http2,informer", "--watchers=1000"]).unwrap();
+    let (etcd, watchd) = a
+        .load
+        .compare_configs_for(&[Http1, Http2, Informer])
+        .expect("valid");
+    assert_eq!(etcd.multiplexing().connections, 10);
+    let got: Vec<(Storage, Accept)> = watchd.iter().map(|c| (c.storage, c.accept)).collect();
+    assert_eq!(
+        got,
+        [
+            (Storage::Protobuf, Accept::Json),
+            (Storage::Protobuf, Accept::Json),
+            (Storage::Protobuf, Accept::Protobuf)
+        ]
+    );
+    // Without an informer the default storage stays JSON.
+    let a = compare_args(&["--protocols=http1,http2"]).unwrap();
+    let (_, watchd) = a.load.compare_configs_for(&[Http1, Http2]).unwrap();
+    assert_eq!(watchd[0].storage, Storage::Json);
+    // What contradicts it is refused, with the reason.
+    let a = compare_args(&["--protocols=http1,informer", "--storage=json"]).unwrap();
+    let e = a.load.compare_configs_for(&[Http1, Informer]).unwrap_err();
+    assert!(e.contains("--storage=protobuf"), "{e}");
+    let a = compare_args(&["--protocol=informer", "--accept=json"]).unwrap();
+    let e = a.load.compare_configs_for(&[Informer]).unwrap_err();
+    assert!(e.contains("an informer asks for protobuf"), "{e}");
+    let a = compare_args(&["--protocols=http2,informer", "--accept=json"]).unwrap();
+    assert!(a.load.compare_configs_for(&[Http2, Informer]).is_ok());
+    let a = compare_args(&["--protocol=informer", "--target-url=http://127.0.0.1:1"]).unwrap();
+    let e = a.load.config(Target::Watchd, Informer).unwrap().validate();
+    assert!(e.unwrap_err().contains("not https://"));
+    let Ok(Command::S1Saturate(_)) = Cli::try_parse_from([
+        "watchd-loadtest",
+        "s1-saturate",
+        "--sides=floor,etcd,http1,http2,informer",
+    ])
+    .map(|c| c.command) else {
+        panic!("informer is a side of s1-saturate");
+    };
+}
+
+#[test]
+fn a_kubeconfig_replaces_the_target_flags() {
+    use watchd_loadtest::s1::Target;
+    let dir = std::env::temp_dir().join(format!("lt-main-kubeconfig-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config");
+    std::fs::write(
+        &path,
+        "clusters:\n- name: a\n  cluster:\n    server: https://127.0.0.1:6443\n    insecure-skip-tls-verify: true\n- name: b\n  cluster:\n    server: http://127.0.0.1:8080\nusers:\n- name: u\n  user:\n    token: kc-token\ncontexts:\n- name: one\n  context: {cluster: a, user: u}\n- name: two\n  context: {cluster: b, user: u}\ncurrent-context: one\n",
+    )
+    .unwrap();
+    let kc = format!("--kubeconfig={}", path.display());
+    let a = compare_args(&[&kc, "--protocol=informer"]).unwrap();
+    let c = a
+        .load
+        .config(Target::Watchd, WatchProtocol::Informer)
+        .unwrap();
+    assert_eq!(c.target_url.as_deref(), Some("https://127.0.0.1:6443"));
+    assert!(c.tls.insecure_skip_verify);
+    assert_eq!(c.tls.kubeconfig.as_deref(), Some(path.as_path()));
+    assert!(c.validate().is_ok(), "{:?}", c.validate());
+    assert!(c.multiplexing().tls);
+    let a = compare_args(&[&kc, "--context=two"]).unwrap();
+    let c = a.load.config(Target::Watchd, WatchProtocol::Http1).unwrap();
+    assert_eq!(c.target_url.as_deref(), Some("http://127.0.0.1:8080"));
+    assert!(!c.multiplexing().tls);
+    // The etcd side of a comparison keeps none of it.
+    let (etcd, _) = a.load.compare_configs().unwrap();
+    assert!(etcd.target_url.is_none() && etcd.token.is_none());
+    // Not with the flags it replaces; --context only with it.
+    for clash in [
+        "--target-url=http://127.0.0.1:1",
+        "--token=x",
+        "--ca-file=ca.pem",
+        "--insecure-skip-tls-verify",
+    ] {
+        assert!(compare_args(&[&kc, clash]).is_err(), "{clash}");
+    }
+    assert!(compare_args(&["--context=two"]).is_err());
+    let a = compare_args(&[&kc, "--context=three"]).unwrap();
+    let e = a
+        .load
+        .config(Target::Watchd, WatchProtocol::Http1)
+        .unwrap_err();
+    assert!(e.contains("\"three\" is not among the contexts"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }

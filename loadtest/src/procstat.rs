@@ -130,6 +130,27 @@ pub fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
+/// The worker threads of the tokio runtime this runs on (0 outside one).
+pub fn tokio_workers() -> usize {
+    tokio::runtime::Handle::try_current().map_or(0, |h| h.metrics().num_workers())
+}
+
+/// How many worker threads a child started now with tokio's default
+/// runtime gets, and why: `TOKIO_WORKER_THREADS` (which it inherits) when
+/// set to a positive number, else the CPUs available ([`cpus`]: affinity
+/// and cgroup quota, which it inherits too).
+pub fn default_tokio_workers() -> (usize, &'static str) {
+    default_tokio_workers_from(std::env::var("TOKIO_WORKER_THREADS").ok().as_deref())
+}
+
+/// [`default_tokio_workers`] given the variable's value.
+pub fn default_tokio_workers_from(var: Option<&str>) -> (usize, &'static str) {
+    match var.and_then(|v| v.trim().parse::<usize>().ok()) {
+        Some(n) if n > 0 => (n, "TOKIO_WORKER_THREADS"),
+        _ => (cpus(), "tokio default (available CPUs)"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,6 +188,26 @@ mod tests {
         };
         assert_eq!(busy_share(a, b), Some(0.75));
         assert_eq!(busy_share(b, a), None);
+    }
+
+    #[test]
+    fn tokio_workers_are_counted_or_defaulted() {
+        assert_eq!(tokio_workers(), 0, "no runtime in a plain test");
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(3)
+            .build()
+            .unwrap();
+        assert_eq!(rt.block_on(async { tokio_workers() }), 3);
+        assert_eq!(
+            default_tokio_workers_from(Some("5")),
+            (5, "TOKIO_WORKER_THREADS")
+        );
+        for unset in [None, Some("0"), Some("many")] {
+            assert_eq!(
+                default_tokio_workers_from(unset),
+                (cpus(), "tokio default (available CPUs)")
+            );
+        }
     }
 
     #[test]

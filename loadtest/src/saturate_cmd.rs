@@ -25,6 +25,10 @@ pub enum SideArg {
     /// watchd's own gRPC API, --streams-per-connection Watch calls per
     /// connection.
     GrpcWatchd,
+    /// watchd as client-go informers watch it: HTTPS (ALPN h2,
+    /// --streams-per-connection streams per connection), a bearer token,
+    /// RBAC, protobuf.
+    Informer,
 }
 
 impl SideArg {
@@ -35,6 +39,7 @@ impl SideArg {
             SideArg::Http1 => Some(WatchProtocol::Http1),
             SideArg::Http2 => Some(WatchProtocol::Http2),
             SideArg::GrpcWatchd => Some(WatchProtocol::GrpcWatchd),
+            SideArg::Informer => Some(WatchProtocol::Informer),
         }
     }
 }
@@ -43,7 +48,8 @@ impl SideArg {
 #[derive(Debug, Args)]
 pub struct SaturateArgs {
     /// The sides, each run at every step until it stops holding (also
-    /// `grpc-watchd`: watchd's gRPC API).
+    /// `grpc-watchd`: watchd's gRPC API; `informer`: HTTPS, token, RBAC,
+    /// protobuf).
     #[arg(long, value_delimiter = ',', default_value = "floor,etcd,http1,http2")]
     pub sides: Vec<SideArg>,
     /// The write rates (per second) of the steps, ascending [default: from
@@ -124,6 +130,7 @@ impl SaturateArgs {
             SideArg::Http1,
             SideArg::Http2,
             SideArg::GrpcWatchd,
+            SideArg::Informer,
         ] {
             if !self.sides.contains(&side) {
                 continue;
@@ -132,7 +139,12 @@ impl SaturateArgs {
                 SideArg::Floor => {
                     let exe =
                         std::env::current_exe().map_err(|e| format!("this executable: {e}"))?;
-                    let shape = self.load.config(Target::Watchd, WatchProtocol::Http1)?;
+                    // Events the size of the first watchd side's (JSON
+                    // lines without one).
+                    let shape = match watchd.first() {
+                        Some(c) => c.clone(),
+                        None => self.load.config(Target::Watchd, WatchProtocol::Http1)?,
+                    };
                     spec(
                         "floor",
                         "floor",
@@ -140,7 +152,7 @@ impl SaturateArgs {
                     )
                 }
                 SideArg::Etcd => spec("etcd direct", "etcd", SideRun::S1(etcd.clone())),
-                SideArg::Http1 | SideArg::Http2 | SideArg::GrpcWatchd => {
+                SideArg::Http1 | SideArg::Http2 | SideArg::GrpcWatchd | SideArg::Informer => {
                     let p = side.protocol().ok_or("not a watchd side")?;
                     let cfg = watchd
                         .iter()
@@ -279,5 +291,50 @@ mod tests {
         let specs = args(&["--sides=etcd", "--watchers=1000"]).specs().unwrap();
         assert_eq!(specs[0].run.multiplexing().connections, 4);
         assert!(crate::Cli::try_parse_from(["x", "s1-saturate", "--sides=grpc"]).is_err());
+    }
+
+    #[test]
+    fn the_informer_is_a_side_of_its_own_beside_h2c_on_protobuf_storage() {
+        let _ = watchd_loadtest::fdlimit::raise();
+        let a = args(&["--watchers=500", "--sides=floor,etcd,http2,informer"]);
+        let specs = a.specs().unwrap();
+        let shapes: Vec<(String, String, usize, bool)> = specs
+            .iter()
+            .map(|s| {
+                let m = s.run.multiplexing();
+                (s.short.clone(), m.protocol, m.connections, m.tls)
+            })
+            .collect();
+        assert_eq!(
+            shapes,
+            [
+                ("floor".into(), "tcp".into(), 500, false),
+                ("etcd".into(), "grpc".into(), 5, false),
+                ("http2".into(), "http2".into(), 5, false),
+                ("informer".into(), "informer".into(), 5, true),
+            ]
+        );
+        assert_eq!(specs[3].name, "watchd informer");
+        // Every side stores protobuf (the informer needs it); the informer
+        // asks for protobuf, h2c for JSON (--accept's default).
+        let cfg = |i: usize| match &specs[i].run {
+            SideRun::S1(c) => c.clone(),
+            SideRun::Floor(_) => panic!("not an S1 side"),
+        };
+        use watchd_loadtest::demo::Storage;
+        use watchd_loadtest::http::Accept;
+        assert_eq!(
+            [1, 2, 3].map(|i| (cfg(i).storage, cfg(i).accept)),
+            [
+                (Storage::Protobuf, Accept::Json),
+                (Storage::Protobuf, Accept::Json),
+                (Storage::Protobuf, Accept::Protobuf)
+            ]
+        );
+        // An explicit --storage=json cannot serve it.
+        let e = args(&["--sides=informer", "--storage=json"])
+            .specs()
+            .unwrap_err();
+        assert!(e.contains("--storage=protobuf"), "{e}");
     }
 }

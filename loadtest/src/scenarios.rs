@@ -13,6 +13,7 @@ use watchd_loadtest::demo::Storage;
 use watchd_loadtest::endpoint::TokenSource;
 use watchd_loadtest::fdlimit;
 use watchd_loadtest::http::Accept;
+use watchd_loadtest::kubeconfig;
 use watchd_loadtest::launch;
 use watchd_loadtest::plot;
 use watchd_loadtest::read_latency::{self, ReadLatencyConfig};
@@ -50,15 +51,17 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 1024)]
     pub object_bytes: usize,
     /// How the writer stores the ConfigMaps: `json`, or `protobuf` as
-    /// kube-apiserver stores built-in kinds. Applies to both targets.
-    #[arg(long, default_value = "json")]
-    pub storage: Storage,
+    /// kube-apiserver stores built-in kinds. Applies to every side
+    /// [default: json; protobuf when an informer side runs, which needs it].
+    #[arg(long)]
+    pub storage: Option<Storage>,
     /// What the watchd watchers ask for: `json` lines, or `protobuf` frames
     /// as client-go informers do (needs --storage=protobuf); over watchd's
     /// gRPC API, the objects' encoding. watchd only: `s1-compare` uses it
-    /// for the watchd runs.
-    #[arg(long, default_value = "json")]
-    pub accept: Accept,
+    /// for the watchd runs; an informer side always asks for protobuf
+    /// [default: json].
+    #[arg(long)]
+    pub accept: Option<Accept>,
     /// Namespaces the ConfigMaps are spread over.
     #[arg(long, default_value_t = 10)]
     pub namespace_count: usize,
@@ -72,6 +75,18 @@ pub struct LoadArgs {
     /// http://HOST:PORT or https://HOST:PORT) instead of starting a watchd.
     #[arg(long, visible_alias = "watchd-url")]
     pub target_url: Option<String>,
+    /// Watch the server of this kubeconfig's current context (or
+    /// --context) with its CA, client certificate and token, as kubectl
+    /// does: instead of --target-url, --ca-file, --insecure-skip-tls-verify,
+    /// --token and --token-file.
+    #[arg(
+        long,
+        conflicts_with_all = ["target_url", "ca_file", "insecure_skip_tls_verify", "token", "token_file"]
+    )]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use instead of its current-context.
+    #[arg(long, requires = "kubeconfig")]
+    pub context: Option<String>,
     /// PEM bundle of the CAs that verify an https:// target's certificate.
     #[arg(long)]
     pub ca_file: Option<PathBuf>,
@@ -87,14 +102,17 @@ pub struct LoadArgs {
     /// How the watchd watchers reach watchd: its Kubernetes HTTP API over
     /// `http1`, one connection per watcher, or `http2`, the watchers
     /// multiplexed as streams over ceil(watchers / streams-per-connection)
-    /// connections (h2c on http://, ALPN h2 on https://); or `grpc-watchd`,
-    /// watchd's own gRPC API, one Watch call per watcher multiplexed the
-    /// same way (h2c, on the watchd the run starts). With http2 or
-    /// grpc-watchd the etcd baseline is multiplexed the same way.
+    /// connections (h2c on http://, ALPN h2 on https://); `informer`, as
+    /// client-go: HTTPS with ALPN h2, multiplexed as http2, a bearer token,
+    /// RBAC on in watchd and protobuf (the run's own watchd gets TLS, a
+    /// token file and RBAC objects); or `grpc-watchd`, watchd's own gRPC
+    /// API, one Watch call per watcher multiplexed the same way (h2c, on
+    /// the watchd the run starts). With http2, informer or grpc-watchd the
+    /// etcd baseline is multiplexed the same way.
     #[arg(long, default_value = "http1")]
     pub protocol: WatchProtocol,
-    /// With --protocol=http2 or grpc-watchd, the most watch streams on one
-    /// connection.
+    /// With --protocol=http2, informer or grpc-watchd, the most watch
+    /// streams on one connection.
     #[arg(long, default_value_t = 100)]
     pub streams_per_connection: usize,
     /// PID of an external server under test, for its CPU and memory.
@@ -124,9 +142,47 @@ pub struct LoadArgs {
 }
 
 impl LoadArgs {
+    /// How the ConfigMaps are stored when the watchd sides speak
+    /// `protocols`: `--storage`, else protobuf if an informer is among them
+    /// (it asks for protobuf, which watchd serves only for objects stored
+    /// so; every side then stores the same bytes), else JSON.
+    pub fn storage_for(&self, protocols: &[WatchProtocol]) -> Storage {
+        match self.storage {
+            Some(s) => s,
+            None if protocols.contains(&WatchProtocol::Informer) => Storage::Protobuf,
+            None => Storage::Json,
+        }
+    }
+
+    /// Refuses flags that contradict an informer side: `--accept=json` when
+    /// no other watchd side would use it (an informer asks for protobuf).
+    /// `--storage=json` is refused by the informer's own settings.
+    pub fn check_informer(&self, protocols: &[WatchProtocol]) -> Result<(), String> {
+        let only_informers =
+            !protocols.is_empty() && protocols.iter().all(|p| *p == WatchProtocol::Informer);
+        if only_informers && self.accept == Some(Accept::Json) {
+            return Err(
+                "--accept=json does not apply to --protocol=informer: an informer asks for \
+                 protobuf (Accept: application/vnd.kubernetes.protobuf)"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
     /// The settings of one run against `target` over `protocol` (not yet
-    /// validated).
+    /// validated), with `storage` for every side.
     pub fn config(&self, target: Target, protocol: WatchProtocol) -> Result<S1Config, String> {
+        self.config_with(target, protocol, self.storage_for(&[protocol]))
+    }
+
+    /// [`LoadArgs::config`] with the storage given.
+    pub fn config_with(
+        &self,
+        target: Target,
+        protocol: WatchProtocol,
+        storage: Storage,
+    ) -> Result<S1Config, String> {
         let mut c = S1Config::new(
             target,
             self.watchers,
@@ -134,23 +190,35 @@ impl LoadArgs {
             Duration::from_secs(self.duration),
         );
         c.object_bytes = self.object_bytes;
-        c.storage = self.storage;
+        c.storage = storage;
         // etcd watchers receive the values as stored; asking for protobuf
-        // there is refused by `S1Config::validate` in `s1`.
-        c.accept = self.accept;
+        // there is refused by `S1Config::validate` in `s1`. An informer asks
+        // for protobuf whatever --accept says (`set_watch_protocol`).
+        c.accept = self.accept.unwrap_or_default();
         c.namespace_count = self.namespace_count;
         c.objects = self.objects;
         c.etcd_servers = self.etcd_servers.clone();
-        c.target_url = self.target_url.clone();
-        c.tls = TlsOptions {
-            ca_file: self.ca_file.clone(),
-            insecure_skip_verify: self.insecure_skip_tls_verify,
-        };
-        c.token = match (&self.token, &self.token_file) {
-            (Some(t), _) => Some(TokenSource::Inline(t.clone())),
-            (None, Some(f)) => Some(TokenSource::File(f.clone())),
-            (None, None) => None,
-        };
+        match &self.kubeconfig {
+            Some(path) => {
+                let k = kubeconfig::load(path, self.context.as_deref())?;
+                c.target_url = Some(k.server);
+                c.tls = k.tls;
+                c.token = k.token;
+            }
+            None => {
+                c.target_url = self.target_url.clone();
+                c.tls = TlsOptions {
+                    ca_file: self.ca_file.clone(),
+                    insecure_skip_verify: self.insecure_skip_tls_verify,
+                    ..TlsOptions::default()
+                };
+                c.token = match (&self.token, &self.token_file) {
+                    (Some(t), _) => Some(TokenSource::Inline(t.clone())),
+                    (None, Some(f)) => Some(TokenSource::File(f.clone())),
+                    (None, None) => None,
+                };
+            }
+        }
         c.set_watch_protocol(protocol);
         c.streams_per_connection = self.streams_per_connection;
         c.server_pid = self.server_pid;
@@ -202,10 +270,14 @@ impl LoadArgs {
             .enumerate()
             .any(|(i, p)| protocols[..i].contains(p));
         if repeated {
-            return Err("--protocols takes http1, http2 and grpc-watchd, each once".into());
+            return Err(
+                "--protocols takes http1, http2, grpc-watchd and informer, each once".into(),
+            );
         }
+        self.check_informer(protocols)?;
+        let storage = self.storage_for(protocols);
         let etcd_protocol = WatchProtocol::etcd_direct_beside(protocols);
-        let mut etcd = self.config(Target::Etcd, etcd_protocol)?;
+        let mut etcd = self.config_with(Target::Etcd, etcd_protocol, storage)?;
         etcd.accept = Accept::Json;
         etcd.target_url = None;
         etcd.tls = TlsOptions::default();
@@ -213,7 +285,7 @@ impl LoadArgs {
         etcd.validate()?;
         let mut watchd = Vec::new();
         for &p in protocols {
-            let c = self.config(Target::Watchd, p)?;
+            let c = self.config_with(Target::Watchd, p, storage)?;
             c.validate()?;
             watchd.push(c);
         }
@@ -332,6 +404,7 @@ pub async fn s1(args: S1Args) -> Result<bool, String> {
     };
     if matches!(target, Target::Watchd) {
         check_http1_fits(&args.load, &[args.load.protocol])?;
+        args.load.check_informer(&[args.load.protocol])?;
     }
     let result = s1_run::run(&args.load.config(target, args.load.protocol)?).await?;
     let table = report::single_table(&result);
@@ -355,6 +428,7 @@ pub async fn s1_compare(args: S1CompareArgs) -> Result<bool, String> {
         return Err("--runs must be 1..=20".into());
     }
     if args.load.target_url.is_none()
+        && args.load.kubeconfig.is_none()
         && args.load.watchd_bin.is_none()
         && !launch::default_watchd_bin().is_file()
     {
@@ -408,14 +482,25 @@ pub async fn s1_compare(args: S1CompareArgs) -> Result<bool, String> {
             sides[k].runs.push(r);
         }
     }
+    let informer = protocols.contains(&WatchProtocol::Informer);
+    let watched_as = if informer && protocols.len() == 1 {
+        "protobuf (informer)".to_string()
+    } else if informer {
+        format!(
+            "{} (informer: protobuf)",
+            args.load.accept.unwrap_or_default().name()
+        )
+    } else {
+        args.load.accept.unwrap_or_default().name().to_string()
+    };
     let title = format!(
         "S1 compare: {} watchers x {} writes/s for {} s, ~{} B objects stored as {}, watchd watched as {}{}, median of {} run(s) each",
         args.load.watchers,
         args.load.writes_per_sec,
         args.load.duration,
         args.load.object_bytes,
-        args.load.storage.name(),
-        args.load.accept.name(),
+        args.load.storage_for(&protocols).name(),
+        watched_as,
         floor_bytes.map_or(String::new(), |b| format!(", floor events of {b} B")),
         args.runs
     );
@@ -443,7 +528,8 @@ pub async fn s1_compare(args: S1CompareArgs) -> Result<bool, String> {
 /// Refuses HTTP/1.1 at more watchers than sockets fit under the open-files
 /// limit (each watcher is a socket here and another in watchd).
 pub fn check_http1_fits(load: &LoadArgs, protocols: &[WatchProtocol]) -> Result<(), String> {
-    if load.target_url.is_some() || !protocols.contains(&WatchProtocol::Http1) {
+    let given = load.target_url.is_some() || load.kubeconfig.is_some();
+    if given || !protocols.contains(&WatchProtocol::Http1) {
         return Ok(());
     }
     let what = format!(

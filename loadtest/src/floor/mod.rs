@@ -467,6 +467,7 @@ fn result(
             cpus: procstat::cpus(),
             busy_share: machine.and_then(|(a, b)| procstat::busy_share(a, b)),
             loadavg_1m_start: loadavg,
+            tokio_workers: crate::s1::report::TokioWorkers::now(false),
         },
         error: sent.error.clone(),
     }

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::compare::CompareResult;
-use super::protocol::GRPC_WATCHD;
-use super::report::{figures, fmt_num, single_table, Latency, S1Result};
+use super::protocol::{GRPC_WATCHD, INFORMER};
+use super::report::{figures, fmt_num, single_table, workers_line, Latency, S1Result};
 use crate::plot::{Panel, Series};
 
 /// The figure the CPU plots and the targets read.
@@ -17,7 +17,7 @@ pub const CPU_FIGURE: &str = "server CPU-s / 1M deliveries";
 
 /// The palette index of a side (by short name or heading), the same in
 /// every plot: the floor black, etcd red, watchd over HTTP/1.1 blue, over
-/// HTTP/2 green, over its gRPC API orange.
+/// HTTP/2 green, over its gRPC API orange, as an informer purple.
 pub fn side_color(side: &str) -> usize {
     if side == "floor" {
         0
@@ -29,6 +29,8 @@ pub fn side_color(side: &str) -> usize {
         3
     } else if side == GRPC_WATCHD || side == "watchd grpc" {
         4
+    } else if side == INFORMER || side == "watchd informer" {
+        5
     } else {
         6
     }
@@ -156,6 +158,9 @@ pub fn target_lines(c: &CompareResult) -> Vec<String> {
 /// ratios of every figure, and the target lines.
 pub fn compare_markdown(c: &CompareResult, title: &str) -> String {
     let mut out = format!("### {title}\n\n");
+    if let Some(w) = workers_line(c.sides.iter().flat_map(|s| &s.runs)) {
+        out.push_str(&format!("- {w}\n"));
+    }
     for s in &c.sides {
         out.push_str(&format!("- {}: {}\n", s.name, s.multiplexing));
     }
@@ -208,7 +213,10 @@ pub fn compare_panels(c: &CompareResult, earlier: &[Value]) -> Vec<Panel> {
 pub fn single_markdown(r: &S1Result) -> String {
     let head = single_table(r);
     let title = head.lines().next().unwrap_or("S1");
-    let mut out = format!("### {title}\n\n| figure | value |\n|---|---|\n");
+    let mut out = format!(
+        "### {title}\n\n{}\n\n| figure | value |\n|---|---|\n",
+        r.machine.tokio_workers.text()
+    );
     for f in figures(r) {
         out.push_str(&format!("| {} | {} |\n", f.label, fmt_num(f.value)));
     }

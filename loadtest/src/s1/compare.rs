@@ -6,8 +6,8 @@
 
 use serde::Serialize;
 
-use super::protocol::GRPC_WATCHD;
-use super::report::{figures, fmt_num, Figure, Multiplexing, S1Result};
+use super::protocol::{GRPC_WATCHD, INFORMER};
+use super::report::{figures, fmt_num, workers_line, Figure, Multiplexing, S1Result};
 use crate::stats::median;
 
 /// One side of a comparison: what it is, how its streams were carried, and
@@ -80,7 +80,8 @@ pub fn ratios(shorts: &[&str]) -> Vec<Ratio> {
 /// floor, then every watchd side against etcd direct, then HTTP/2 against
 /// HTTP/1.1, then watchd's gRPC API (`grpc-watchd`) against its HTTP API
 /// over HTTP/2 (the same multiplexing), or over HTTP/1.1 without an HTTP/2
-/// side. Without a floor and a gRPC side this is [`ratios`] of etcd-first
+/// side, and the informer against the same (`informer/http2`). Without a
+/// floor, a gRPC and an informer side this is [`ratios`] of etcd-first
 /// sides.
 pub fn baseline_ratios(shorts: &[&str]) -> Vec<Ratio> {
     let at = |name: &str| shorts.iter().position(|s| *s == name);
@@ -104,6 +105,11 @@ pub fn baseline_ratios(shorts: &[&str]) -> Vec<Ratio> {
     }
     if let (Some(g), Some(http)) = (at(GRPC_WATCHD), at("http2").or(at("http1"))) {
         out.push(ratio(g, http));
+    }
+    // The informer against the same HTTP API without TLS, token, RBAC and
+    // protobuf: h2c (the same multiplexing), or HTTP/1.1.
+    if let (Some(i), Some(http)) = (at(INFORMER), at("http2").or(at("http1"))) {
+        out.push(ratio(i, http));
     }
     out
 }
@@ -182,8 +188,18 @@ impl CompareResult {
     /// The multiplexing of each side, then the side-by-side table.
     pub fn table(&self, title: &str) -> String {
         let mut out = format!("{title}\n");
+        if let Some(w) = workers_line(self.sides.iter().flat_map(|s| &s.runs)) {
+            out.push_str(&format!("  {w}\n"));
+        }
+        let name_w = self
+            .sides
+            .iter()
+            .map(|s| s.name.len())
+            .max()
+            .unwrap_or(0)
+            .max(14);
         for s in &self.sides {
-            out.push_str(&format!("  {:<14} {}\n", s.name, s.multiplexing));
+            out.push_str(&format!("  {:<name_w$} {}\n", s.name, s.multiplexing));
         }
         // Columns at least as wide as their heading (`grpc-watchd/floor`).
         let side_w: Vec<usize> = self.sides.iter().map(|s| s.name.len().max(13)).collect();
@@ -319,6 +335,25 @@ mod tests {
             ["http1/etcd", "grpc-watchd/etcd", "grpc-watchd/http1"]
         );
         assert_eq!(labels(&["floor", "grpc-watchd"]), ["grpc-watchd/floor"]);
+        // The informer: against the baselines, then against h2c.
+        assert_eq!(
+            labels(&["floor", "etcd", "http1", "http2", "informer"]),
+            [
+                "etcd/floor",
+                "http1/floor",
+                "http2/floor",
+                "informer/floor",
+                "http1/etcd",
+                "http2/etcd",
+                "informer/etcd",
+                "http2/http1",
+                "informer/http2"
+            ]
+        );
+        assert_eq!(
+            labels(&["etcd", "http1", "informer"]),
+            ["http1/etcd", "informer/etcd", "informer/http1"]
+        );
     }
 
     #[test]
@@ -367,7 +402,12 @@ mod tests {
         );
         // Every line of the table is as long as its heading: the wide
         // ratio labels do not shift the columns.
-        let lines: Vec<&str> = table.lines().skip(1 + c.sides.len()).collect();
+        assert!(table
+            .lines()
+            .nth(1)
+            .unwrap()
+            .contains("tokio workers: generator"));
+        let lines: Vec<&str> = table.lines().skip(2 + c.sides.len()).collect();
         let head = lines[0];
         assert!(head.contains(" grpc-watchd/floor"), "{head}");
         assert!(head.ends_with(" grpc-watchd/http2"), "{head}");
@@ -378,6 +418,36 @@ mod tests {
         assert_eq!(v["sides"][3]["short"], "grpc-watchd");
         assert_eq!(v["sides"][3]["protocol"], "grpc-watchd");
         assert_eq!(v["sides"][1]["protocol"], "grpc");
+    }
+
+    #[test]
+    fn the_informer_side_s_long_name_keeps_the_multiplexing_column() {
+        let mut informer = side(
+            "watchd informer",
+            "informer",
+            "informer",
+            vec![run("watchd", "informer", 2.0, 4.0)],
+        );
+        informer.multiplexing.tls = true;
+        let sides = vec![
+            side("floor", "floor", "tcp", vec![run("floor", "tcp", 1.0, 8.0)]),
+            informer,
+        ];
+        let c = CompareResult::with_ratios(sides, baseline_ratios(&["floor", "informer"]));
+        let table = c.table("t");
+        let col = |name: &str| {
+            let line = table
+                .lines()
+                .find(|l| l.starts_with(&format!("  {name} ")))
+                .unwrap();
+            line.len() - line[2 + name.len()..].trim_start().len()
+        };
+        assert_eq!(col("floor"), col("watchd informer"), "{table}");
+        assert!(
+            table.contains("watchd informer informer (HTTP/2 over TLS, protobuf), 2 connections"),
+            "{table}"
+        );
+        assert_eq!(c.ratios[0].label, "informer/floor");
     }
 
     #[test]

@@ -1,13 +1,14 @@
 //! The settings of one S1 run ([`S1Config`]): the server under test, the
 //! load, the storage and media type, and the transport of the watchers
 //! (target URL, TLS, token, HTTP/1.1 or HTTP/2 and how many streams share a
-//! connection, or watchd's own gRPC API: [`WatchProtocol`]), with the rules
-//! that refuse what cannot run or would not compare fairly.
+//! connection, the client-go informer's HTTPS + token + RBAC + protobuf, or
+//! watchd's own gRPC API: [`WatchProtocol`]), with the rules that refuse
+//! what cannot run or would not compare fairly.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::protocol::{WatchApi, WatchProtocol, GRPC_WATCHD};
+use super::protocol::{WatchApi, WatchProtocol, GRPC_WATCHD, INFORMER};
 use super::report::Multiplexing;
 use crate::demo::Storage;
 use crate::endpoint::{Protocol, Scheme, TargetUrl, TokenSource};
@@ -81,6 +82,13 @@ pub struct S1Config {
     /// watchd's HTTP API or its gRPC API (the watchd target only); set
     /// with `protocol` by [`S1Config::set_watch_protocol`].
     pub api: WatchApi,
+    /// The watchers are client-go informers (`--protocol=informer`): HTTPS
+    /// with ALPN h2, a bearer token, protobuf (`accept` and `storage` must
+    /// say so). Without `target_url` the run starts watchd with TLS, a
+    /// static token file and `--authorization-mode=RBAC`, and writes the
+    /// RBAC objects that let the informer's user watch configmaps
+    /// ([`super::informer`]). Set by [`S1Config::set_watch_protocol`].
+    pub informer: bool,
     /// With HTTP/2, the most watch streams on one connection: W watchers
     /// use ceil(W / this) connections.
     pub streams_per_connection: usize,
@@ -119,6 +127,7 @@ impl S1Config {
             token: None,
             protocol: Protocol::Http1,
             api: WatchApi::Http,
+            informer: false,
             streams_per_connection: 100,
             server_pid: None,
             watchd_bin: launch::default_watchd_bin(),
@@ -130,16 +139,23 @@ impl S1Config {
         }
     }
 
-    /// Sets `protocol` and `api` as `--protocol` names them.
+    /// Sets `protocol`, `api` and `informer` as `--protocol` names them;
+    /// an informer asks for protobuf (`accept`; the storage is the
+    /// caller's, see [`S1Config::validate`]).
     pub fn set_watch_protocol(&mut self, p: WatchProtocol) {
         self.protocol = p.http();
         self.api = p.api();
+        self.informer = p == WatchProtocol::Informer;
+        if self.informer {
+            self.accept = Accept::Protobuf;
+        }
     }
 
-    /// `protocol` and `api` as `--protocol` names them.
+    /// `protocol`, `api` and `informer` as `--protocol` names them.
     pub fn watch_protocol(&self) -> WatchProtocol {
         match self.api {
             WatchApi::Grpc => WatchProtocol::GrpcWatchd,
+            WatchApi::Http if self.informer => WatchProtocol::Informer,
             WatchApi::Http => self.protocol.into(),
         }
     }
@@ -171,6 +187,7 @@ impl S1Config {
             return Err("--etcd-connections must be positive".into());
         }
         self.check_grpc()?;
+        self.check_informer()?;
         self.check_http_target()?;
         if self.accept == Accept::Protobuf {
             if self.target == Target::Etcd {
@@ -213,20 +230,70 @@ impl S1Config {
         Ok(())
     }
 
+    /// The informer: watchd's HTTP API over HTTPS (ALPN h2), with
+    /// credentials, asking for protobuf, which watchd serves only for
+    /// objects stored so.
+    fn check_informer(&self) -> Result<(), String> {
+        if !self.informer {
+            return Ok(());
+        }
+        if self.target == Target::Etcd || self.api != WatchApi::Http {
+            return Err(format!(
+                "--protocol={INFORMER} watches watchd's HTTP API (etcd direct and watchd's gRPC \
+                 API have their own sides)"
+            ));
+        }
+        if self.protocol != Protocol::Http2 {
+            return Err(format!(
+                "--protocol={INFORMER} runs over HTTP/2 (ALPN h2), as client-go does"
+            ));
+        }
+        if self.accept != Accept::Protobuf {
+            return Err(format!(
+                "--protocol={INFORMER} asks for protobuf (Accept: \
+                 application/vnd.kubernetes.protobuf), as client-go's informers of built-in kinds"
+            ));
+        }
+        if self.storage != Storage::Protobuf {
+            return Err(format!(
+                "--protocol={INFORMER} needs --storage=protobuf: watchd serves protobuf only for \
+                 objects stored as protobuf (drop --storage=json; protobuf is implied)"
+            ));
+        }
+        if let Some(url) = &self.target_url {
+            if TargetUrl::parse(url)?.scheme != Scheme::Https {
+                return Err(format!(
+                    "--protocol={INFORMER} speaks HTTPS: the target {url} is not https://"
+                ));
+            }
+            if self.token.is_none() && self.tls.client_cert.is_none() {
+                return Err(format!(
+                    "--protocol={INFORMER} authenticates: give --token, --token-file or a \
+                     kubeconfig user with a token or a client certificate"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The target URL, TLS and token settings: for the HTTP target only,
     /// and consistent with the URL's scheme.
     fn check_http_target(&self) -> Result<(), String> {
-        let given = self.target_url.is_some() || self.tls.is_set() || self.token.is_some();
+        let given = self.target_url.is_some()
+            || self.tls.is_set()
+            || self.tls.kubeconfig.is_some()
+            || self.token.is_some();
         match (self.target, &self.target_url) {
             (Target::Etcd, _) if given => Err(
-                "--target-url, --ca-file, --insecure-skip-tls-verify and --token apply to \
-                 the HTTP target (--target=watchd), not to etcd direct"
+                "--target-url, --kubeconfig, --ca-file, --insecure-skip-tls-verify and --token \
+                 apply to the HTTP target (--target=watchd), not to etcd direct"
                     .into(),
             ),
             (Target::Etcd, _) => Ok(()),
             (Target::Watchd, None) if given => Err(
                 "--ca-file, --insecure-skip-tls-verify and --token need a --target-url \
-                 (the watchd this run starts serves plain HTTP without authentication)"
+                 (the watchd this run starts serves plain HTTP without authentication, \
+                 or, with --protocol=informer, the TLS and token the run makes)"
                     .into(),
             ),
             (Target::Watchd, None) => Ok(()),
@@ -248,6 +315,14 @@ impl S1Config {
                 connections: multiplexed,
                 streams_per_connection: per_connection(multiplexed),
                 tls: false,
+            },
+            // HTTPS always: the run's own watchd serves TLS for it, a given
+            // target must be https://.
+            (Target::Watchd, _) if self.informer => Multiplexing {
+                protocol: INFORMER.into(),
+                connections: multiplexed,
+                streams_per_connection: per_connection(multiplexed),
+                tls: true,
             },
             (Target::Watchd, Protocol::Http1) => Multiplexing {
                 protocol: "http1".into(),
@@ -386,7 +461,7 @@ mod transport_tests {
         };
         let ca = TlsOptions {
             ca_file: Some("ca.pem".into()),
-            insecure_skip_verify: false,
+            ..TlsOptions::default()
         };
         let none = TlsOptions::default();
         let https = Some("https://127.0.0.1:6443");
@@ -473,5 +548,65 @@ mod grpc_tests {
         assert!(c.validate().unwrap_err().contains("--storage=protobuf"));
         c.storage = Storage::Protobuf;
         assert!(c.validate().is_ok());
+    }
+}
+
+#[cfg(test)]
+mod informer_tests {
+    use super::*;
+
+    fn informer(watchers: usize, per_conn: usize) -> S1Config {
+        let mut c = S1Config::new(Target::Watchd, watchers, 1.0, Duration::from_secs(1));
+        c.storage = Storage::Protobuf;
+        c.set_watch_protocol(WatchProtocol::Informer);
+        c.streams_per_connection = per_conn;
+        c
+    }
+
+    #[test]
+    fn an_informer_is_https_h2_and_protobuf_multiplexed_like_http2() {
+        let c = informer(250, 100);
+        assert!(c.validate().is_ok(), "{:?}", c.validate());
+        assert_eq!((c.protocol, c.accept), (Protocol::Http2, Accept::Protobuf));
+        let m = c.multiplexing();
+        assert_eq!(
+            (
+                m.protocol.as_str(),
+                m.connections,
+                m.streams_per_connection,
+                m.tls
+            ),
+            (INFORMER, 3, 84, true)
+        );
+        assert_eq!(
+            m.to_string(),
+            "informer (HTTP/2 over TLS, protobuf), 3 connections x <=84 streams"
+        );
+    }
+
+    #[test]
+    fn what_an_informer_cannot_be_is_refused() {
+        let mut c = informer(10, 100);
+        c.storage = Storage::Json;
+        assert!(c.validate().unwrap_err().contains("--storage=protobuf"));
+        let mut c = informer(10, 100);
+        c.accept = Accept::Json;
+        assert!(c.validate().unwrap_err().contains("asks for protobuf"));
+        let mut c = informer(10, 100);
+        c.target = Target::Etcd;
+        assert!(c.validate().is_err());
+        // A given target: https:// and credentials.
+        let mut c = informer(10, 100);
+        c.target_url = Some("http://127.0.0.1:8080".into());
+        assert!(c.validate().unwrap_err().contains("not https://"));
+        c.target_url = Some("https://127.0.0.1:6443".into());
+        c.tls.insecure_skip_verify = true;
+        assert!(c.validate().unwrap_err().contains("authenticates"));
+        c.token = Some(TokenSource::Inline("t".into()));
+        assert!(c.validate().is_ok());
+        // The TLS and token of the run's own watchd are the run's.
+        let mut c = informer(10, 100);
+        c.token = Some(TokenSource::Inline("t".into()));
+        assert!(c.validate().unwrap_err().contains("need a --target-url"));
     }
 }

@@ -2,7 +2,9 @@
 //! accounting needs (event type, revision, send stamp):
 //!
 //! - watchd's JSON-lines watch events and ConfigMap JSON values from etcd:
-//!   everything else in the object is skipped by serde without being kept;
+//!   scanned in one pass by [`super::jsonscan`], which picks out `type`,
+//!   `metadata.resourceVersion` and the stamp without decoding the object
+//!   (the serde decoding it replaced is kept in the tests as their oracle);
 //! - watchd's protobuf watch frames (`WatchEvent{1: type, 2: RawExtension{1:
 //!   raw}}`, raw being `k8s\0` + `runtime.Unknown`) and ConfigMap protobuf
 //!   values from etcd: the fields are walked on the wire, nothing is rendered
@@ -11,10 +13,9 @@
 //!   and revision are typed fields, the stamp is read from the object's
 //!   bytes as from a stored value.
 
-use std::borrow::Cow;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use serde::Deserialize;
+use super::jsonscan::{scan_line, scan_object};
 use watchd::api::grpc::pb;
 use watchd::codec::envelope::{parse as parse_envelope, MAGIC};
 use watchd::codec::wire::{fields, Val as WireValue, WireError};
@@ -24,42 +25,6 @@ pub const STAMP_KEY: &str = "sentUnixNanos";
 /// The annotation that carries the send time on objects without `data`
 /// (the pods of the node-scoped scenario).
 pub const STAMP_ANNOTATION: &str = "loadtest.watchd.dev/sent-unix-nanos";
-
-#[derive(Deserialize)]
-struct WatchLine<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-    #[serde(borrow)]
-    object: Object<'a>,
-}
-
-#[derive(Deserialize)]
-struct Object<'a> {
-    #[serde(borrow, default)]
-    metadata: Option<Metadata<'a>>,
-    #[serde(borrow, default)]
-    data: Option<Data<'a>>,
-}
-
-#[derive(Deserialize)]
-struct Metadata<'a> {
-    #[serde(rename = "resourceVersion", borrow, default)]
-    resource_version: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    annotations: Option<Annotations<'a>>,
-}
-
-#[derive(Deserialize)]
-struct Annotations<'a> {
-    #[serde(rename = "loadtest.watchd.dev/sent-unix-nanos", borrow, default)]
-    sent: Option<Cow<'a, str>>,
-}
-
-#[derive(Deserialize)]
-struct Data<'a> {
-    #[serde(rename = "sentUnixNanos", borrow, default)]
-    sent: Option<Cow<'a, str>>,
-}
 
 /// What one watch event carries for the accounting.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,37 +41,20 @@ pub struct Received {
     pub detail: Option<String>,
 }
 
-fn stamp(data: Option<Data<'_>>) -> Option<u64> {
-    data?.sent?.parse().ok()
-}
-
-/// The send stamp of an object: `data.sentUnixNanos` (ConfigMaps), else the
-/// [`STAMP_ANNOTATION`] annotation.
-fn object_stamp(obj: Object<'_>) -> (Option<i64>, Option<u64>) {
-    let (revision, annotated) = match obj.metadata {
-        Some(m) => (
-            m.resource_version.and_then(|rv| rv.parse().ok()),
-            m.annotations
-                .and_then(|a| a.sent)
-                .and_then(|s| s.parse().ok()),
-        ),
-        None => (None, None),
-    };
-    (revision, stamp(obj.data).or(annotated))
-}
-
-/// Decodes one watchd watch line (`{"type":..,"object":{..}}`).
+/// Decodes one watchd watch line (`{"type":..,"object":{..}}`): a scan for
+/// the type, `metadata.resourceVersion` and the stamp; the object is not
+/// decoded. An `ERROR` line's detail is the whole line.
 pub fn parse_watch_line(line: &[u8]) -> Result<Received, String> {
-    let ev: WatchLine<'_> = serde_json::from_slice(line).map_err(|e| {
+    let scanned = scan_line(line).map_err(|e| {
         let shown = String::from_utf8_lossy(&line[..line.len().min(200)]).into_owned();
         format!("bad watch event ({e}): {shown}")
     })?;
-    let (revision, sent_ns) = object_stamp(ev.object);
-    let detail = (ev.kind == "ERROR").then(|| String::from_utf8_lossy(line).into_owned());
+    let kind = scanned.kind.as_deref().unwrap_or_default();
+    let detail = (kind == "ERROR").then(|| String::from_utf8_lossy(line).into_owned());
     Ok(Received {
-        kind: ev.kind.into_owned(),
-        revision,
-        sent_ns,
+        kind: kind.to_string(),
+        revision: scanned.revision(),
+        sent_ns: scanned.sent_ns(),
         detail,
     })
 }
@@ -118,9 +66,8 @@ pub fn parse_object_stamp(value: &[u8]) -> Result<Option<u64>, String> {
         let env = parse_envelope(value).map_err(|e| format!("bad protobuf envelope: {e}"))?;
         return Ok(protobuf_object(env.raw)?.sent_ns);
     }
-    let obj: Object<'_> =
-        serde_json::from_slice(value).map_err(|e| format!("bad object JSON: {e}"))?;
-    Ok(object_stamp(obj).1)
+    let scanned = scan_object(value).map_err(|e| format!("bad object JSON: {e}"))?;
+    Ok(scanned.sent_ns())
 }
 
 /// What the accounting reads of a protobuf object.
@@ -325,6 +272,87 @@ pub fn now_unix_nanos() -> u64 {
 /// received at `now_ns` (0 if the clocks disagree).
 pub fn latency_us(sent_ns: u64, now_ns: u64) -> u64 {
     now_ns.saturating_sub(sent_ns) / 1_000
+}
+
+/// The serde decoding the scan replaced, kept as the tests' oracle.
+#[cfg(test)]
+pub(crate) mod oracle {
+    use std::borrow::Cow;
+
+    use serde::Deserialize;
+
+    use super::Received;
+
+    #[derive(Deserialize)]
+    struct WatchLine<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Cow<'a, str>,
+        #[serde(borrow)]
+        object: Object<'a>,
+    }
+
+    #[derive(Deserialize)]
+    struct Object<'a> {
+        #[serde(borrow, default)]
+        metadata: Option<Metadata<'a>>,
+        #[serde(borrow, default)]
+        data: Option<Data<'a>>,
+    }
+
+    #[derive(Deserialize)]
+    struct Metadata<'a> {
+        #[serde(rename = "resourceVersion", borrow, default)]
+        resource_version: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        annotations: Option<Annotations<'a>>,
+    }
+
+    #[derive(Deserialize)]
+    struct Annotations<'a> {
+        #[serde(rename = "loadtest.watchd.dev/sent-unix-nanos", borrow, default)]
+        sent: Option<Cow<'a, str>>,
+    }
+
+    #[derive(Deserialize)]
+    struct Data<'a> {
+        #[serde(rename = "sentUnixNanos", borrow, default)]
+        sent: Option<Cow<'a, str>>,
+    }
+
+    fn object_stamp(obj: Object<'_>) -> (Option<i64>, Option<u64>) {
+        let (revision, annotated) = match obj.metadata {
+            Some(m) => (
+                m.resource_version.and_then(|rv| rv.parse().ok()),
+                m.annotations
+                    .and_then(|a| a.sent)
+                    .and_then(|s| s.parse().ok()),
+            ),
+            None => (None, None),
+        };
+        let stamp = obj.data.and_then(|d| d.sent).and_then(|s| s.parse().ok());
+        (revision, stamp.or(annotated))
+    }
+
+    /// A watch line decoded by serde, as before the scan.
+    pub fn parse_watch_line(line: &[u8]) -> Result<Received, String> {
+        let ev: WatchLine<'_> =
+            serde_json::from_slice(line).map_err(|e| format!("bad watch event ({e})"))?;
+        let (revision, sent_ns) = object_stamp(ev.object);
+        let detail = (ev.kind == "ERROR").then(|| String::from_utf8_lossy(line).into_owned());
+        Ok(Received {
+            kind: ev.kind.into_owned(),
+            revision,
+            sent_ns,
+            detail,
+        })
+    }
+
+    /// A stored JSON value's (revision, stamp) decoded by serde.
+    pub fn parse_object(value: &[u8]) -> Result<(Option<i64>, Option<u64>), String> {
+        let obj: Object<'_> =
+            serde_json::from_slice(value).map_err(|e| format!("bad object JSON: {e}"))?;
+        Ok(object_stamp(obj))
+    }
 }
 
 #[cfg(test)]

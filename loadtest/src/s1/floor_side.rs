@@ -189,6 +189,7 @@ pub fn as_s1_result(f: &FloorResult) -> S1Result {
             cpus: f.machine.cpus,
             busy_share: f.machine.busy_share,
             loadavg_1m_start: f.machine.loadavg_1m_start,
+            tokio_workers: f.machine.tokio_workers.clone(),
         },
         ..S1Result::default()
     }

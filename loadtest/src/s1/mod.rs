@@ -13,6 +13,8 @@ pub mod compare;
 pub mod config;
 pub mod event;
 pub mod floor_side;
+pub mod informer;
+pub mod jsonscan;
 pub mod protocol;
 pub mod report;
 pub mod saturate;
@@ -34,8 +36,8 @@ use crate::progress::{schedule_lag_s, Reading, Ticker};
 use crate::stats::Accounting;
 use crate::transport;
 pub use config::{S1Config, Target, MAX_STREAMS_PER_CONNECTION};
-pub use protocol::{WatchApi, WatchProtocol, GRPC_WATCHD};
-use report::{Latency, Machine, ProcFigures, S1Result};
+pub use protocol::{WatchApi, WatchProtocol, GRPC_WATCHD, INFORMER};
+use report::{Latency, Machine, ProcFigures, S1Result, TokioWorkers};
 use watch::Source;
 
 /// The servers of one run; dropping it kills those this run started.
@@ -44,6 +46,8 @@ struct Servers {
     etcd: Option<Etcd>,
     watchd: Option<Watchd>,
     endpoint: Option<Arc<Endpoint>>,
+    /// The PKI and token of an informer run's watchd (removed after it).
+    _informer: Option<informer::Credentials>,
 }
 
 async fn start_servers(cfg: &S1Config) -> Result<Servers, String> {
@@ -55,11 +59,25 @@ async fn start_servers(cfg: &S1Config) -> Result<Servers, String> {
             (Some(e), eps)
         }
     };
+    let mut credentials = None;
     let (watchd, endpoint) = match (cfg.target, &cfg.target_url) {
         (Target::Etcd, _) => (None, None),
         (Target::Watchd, Some(url)) => {
             let endpoint = Endpoint::new(url, &cfg.tls, cfg.token.as_ref())?;
             (None, Some(Arc::new(endpoint)))
+        }
+        (Target::Watchd, None) if cfg.informer => {
+            let (w, creds) = informer::start_watchd(
+                &cfg.watchd_bin,
+                &etcd_endpoints[0],
+                &cfg.temp_root,
+                &cfg.prefix,
+                &cfg.watchd_args,
+            )
+            .await?;
+            credentials = Some(creds);
+            let endpoint = w.endpoint.clone();
+            (Some(w), Some(endpoint))
         }
         (Target::Watchd, None) => {
             let w = launch::start_watchd_with(
@@ -81,6 +99,7 @@ async fn start_servers(cfg: &S1Config) -> Result<Servers, String> {
         etcd,
         watchd,
         endpoint,
+        _informer: credentials,
     })
 }
 
@@ -133,10 +152,36 @@ fn figures(
     }
 }
 
+/// CPU-seconds per million deliveries of the server and of this generator
+/// since the write phase began, for the progress line (`None` before any
+/// delivery or without a reading).
+pub fn cpu_note(
+    server_s: Option<f64>,
+    generator_s: Option<f64>,
+    deliveries: u64,
+) -> Option<String> {
+    if deliveries == 0 {
+        return None;
+    }
+    let per_m = |c: Option<f64>| report::fmt_num(c.map(|c| c * 1e6 / deliveries as f64));
+    Some(format!(
+        "CPU-s/1M so far: server {}, generator {}",
+        per_m(server_s),
+        per_m(generator_s)
+    ))
+}
+
 /// The progress line of a run's write phase: deliveries, how far the
 /// slowest watcher is behind the writer's schedule (its revisions are
-/// consecutive after `base`), and the revisions skipped so far.
-fn progress_ticker(cfg: &S1Config, shared: &Arc<watch::Shared>, base: i64) -> Ticker {
+/// consecutive after `base`), the revisions skipped so far, and the CPU the
+/// server and this generator spent per delivery since `start`.
+fn progress_ticker(
+    cfg: &S1Config,
+    shared: &Arc<watch::Shared>,
+    base: i64,
+    server_pid: Option<u32>,
+    start: Sample,
+) -> Ticker {
     let shared = shared.clone();
     let rate = cfg.writes_per_sec;
     let planned = (rate * cfg.duration.as_secs_f64()).round().max(1.0) as u64;
@@ -144,11 +189,19 @@ fn progress_ticker(cfg: &S1Config, shared: &Arc<watch::Shared>, base: i64) -> Ti
     let label = format!("s1 {} {}", cfg.target.name(), cfg.multiplexing().protocol);
     Ticker::spawn(label, move || {
         let slowest = (shared.min_seen() - base).max(0) as u64;
+        let delivered = shared.latency.count() + shared.unstamped.load(Ordering::Relaxed);
+        let used = |before: UserSystem, now: UserSystem| {
+            before
+                .zip(now)
+                .map(|(a, b)| (b.0 + b.1 - a.0 - a.1).max(0.0))
+        };
+        let server = used(start.server, server_pid.and_then(procstat::cpu_user_system));
+        let own = used(start.own, procstat::cpu_user_system(std::process::id()));
         Reading {
-            delivered: shared.latency.count() + shared.unstamped.load(Ordering::Relaxed),
+            delivered,
             lag_s: schedule_lag_s(started.elapsed(), rate, planned, slowest),
             lost: shared.gaps.load(Ordering::Relaxed),
-            note: None,
+            note: cpu_note(server, own, delivered),
         }
     })
 }
@@ -269,7 +322,7 @@ pub async fn run(cfg: &S1Config) -> Result<S1Result, String> {
         None
     };
     let start = sample(server_pid, backing_pid);
-    let ticker = progress_ticker(cfg, &watchers.shared, base);
+    let ticker = progress_ticker(cfg, &watchers.shared, base, server_pid, start);
     let writes = writer::run(&client, slots, cfg.writes_per_sec, cfg.duration).await;
     let last = writes.revisions.last().copied().unwrap_or(base);
     let written_at = Instant::now();
@@ -355,9 +408,36 @@ pub async fn run(cfg: &S1Config) -> Result<S1Result, String> {
                 .zip(end.machine)
                 .and_then(|(a, b)| procstat::busy_share(a, b)),
             loadavg_1m_start: loadavg,
+            tokio_workers: TokioWorkers::now(servers.watchd.is_some()),
         },
         writes,
     };
     drop(servers);
+    tracing::info!(
+        target = %result.target,
+        protocol = %result.multiplexing.protocol,
+        delivered = result.accounting.delivered,
+        server_cpu_s_per_1m = %report::fmt_num(result.server.cpu_s_per_million),
+        generator_cpu_s_per_1m = %report::fmt_num(result.generator.cpu_s_per_million),
+        "s1 run done"
+    );
     Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_progress_note_gives_server_and_generator_cpu_per_million() {
+        assert_eq!(
+            cpu_note(Some(0.5), Some(0.25), 100_000).as_deref(),
+            Some("CPU-s/1M so far: server 5.00, generator 2.50")
+        );
+        assert_eq!(
+            cpu_note(None, Some(0.01), 1_000_000).as_deref(),
+            Some("CPU-s/1M so far: server -, generator 0.010")
+        );
+        assert_eq!(cpu_note(Some(1.0), Some(1.0), 0), None);
+    }
 }

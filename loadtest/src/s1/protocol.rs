@@ -1,12 +1,16 @@
 //! How the watchd watchers reach watchd ([`WatchProtocol`]): its Kubernetes
-//! HTTP API over HTTP/1.1 or HTTP/2, or its own gRPC API ([`WatchApi`]),
-//! with the names flags, results and ratio labels give them.
+//! HTTP API over HTTP/1.1 or HTTP/2, as a client-go informer does (HTTPS
+//! with ALPN h2, a bearer token, RBAC, protobuf), or its own gRPC API
+//! ([`WatchApi`]), with the names flags, results and ratio labels give them.
 
 use crate::endpoint::Protocol;
 
 /// The protocol label of watchd's gRPC API in flags, results and ratio
 /// labels. Not `grpc`: that label is etcd direct's (etcd's own gRPC API).
 pub const GRPC_WATCHD: &str = "grpc-watchd";
+/// The protocol label of the informer watchers (HTTPS, ALPN h2, a bearer
+/// token, RBAC, protobuf).
+pub const INFORMER: &str = "informer";
 
 /// Which of watchd's APIs the watchd watchers use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -23,7 +27,8 @@ pub enum WatchApi {
 
 /// How the watchers reach watchd, as `--protocol` and `--protocols` name
 /// it: its Kubernetes HTTP API over HTTP/1.1 (`http1`) or HTTP/2 (`http2`),
-/// or its own gRPC API (`grpc-watchd`).
+/// as a client-go informer (`informer`), or its own gRPC API
+/// (`grpc-watchd`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum WatchProtocol {
     /// The HTTP API, one connection per watcher.
@@ -33,14 +38,20 @@ pub enum WatchProtocol {
     Http2,
     /// The gRPC API, the watchers multiplexed as gRPC calls (HTTP/2 streams).
     GrpcWatchd,
+    /// The HTTP API as a client-go informer reaches it: HTTPS with ALPN h2
+    /// (the watchers multiplexed as streams, like `Http2`), a bearer token
+    /// (or a kubeconfig's client certificate), RBAC on in watchd, and
+    /// `Accept: application/vnd.kubernetes.protobuf`.
+    Informer,
 }
 
 impl WatchProtocol {
     /// Every protocol, in the order of the comparison's columns.
-    pub const ALL: [WatchProtocol; 3] = [
+    pub const ALL: [WatchProtocol; 4] = [
         WatchProtocol::Http1,
         WatchProtocol::Http2,
         WatchProtocol::GrpcWatchd,
+        WatchProtocol::Informer,
     ];
 
     /// The name used in flags, results and ratio labels.
@@ -49,6 +60,7 @@ impl WatchProtocol {
             WatchProtocol::Http1 => "http1",
             WatchProtocol::Http2 => "http2",
             WatchProtocol::GrpcWatchd => GRPC_WATCHD,
+            WatchProtocol::Informer => INFORMER,
         }
     }
 
@@ -72,7 +84,9 @@ impl WatchProtocol {
     pub fn http(self) -> Protocol {
         match self {
             WatchProtocol::Http1 => Protocol::Http1,
-            WatchProtocol::Http2 | WatchProtocol::GrpcWatchd => Protocol::Http2,
+            WatchProtocol::Http2 | WatchProtocol::GrpcWatchd | WatchProtocol::Informer => {
+                Protocol::Http2
+            }
         }
     }
 
@@ -84,7 +98,8 @@ impl WatchProtocol {
     }
 
     /// How etcd direct is carried beside watchd over `watchd`: multiplexed
-    /// like HTTP/2 when any of them is (HTTP/2, watchd's gRPC API), so that
+    /// like HTTP/2 when any of them is (HTTP/2, the informer, watchd's gRPC
+    /// API), so that
     /// the comparison is fair; else as with HTTP/1.1, over
     /// `--etcd-connections`.
     pub fn etcd_direct_beside(watchd: &[WatchProtocol]) -> WatchProtocol {
@@ -119,12 +134,13 @@ impl std::str::FromStr for WatchProtocol {
             "http1" => Ok(WatchProtocol::Http1),
             "http2" => Ok(WatchProtocol::Http2),
             GRPC_WATCHD => Ok(WatchProtocol::GrpcWatchd),
+            INFORMER => Ok(WatchProtocol::Informer),
             "grpc" => Err(format!(
                 "unknown protocol \"grpc\": etcd direct is the etcd baseline's gRPC; \
                  watchd's gRPC API is {GRPC_WATCHD}"
             )),
             _ => Err(format!(
-                "unknown protocol {s:?}: expected http1, http2 or {GRPC_WATCHD}"
+                "unknown protocol {s:?}: expected http1, http2, {GRPC_WATCHD} or {INFORMER}"
             )),
         }
     }
@@ -146,7 +162,12 @@ mod tests {
             c.set_watch_protocol(p);
             assert_eq!(c.watch_protocol(), p);
         }
-        use WatchProtocol::{GrpcWatchd, Http1, Http2};
+        use WatchProtocol::{GrpcWatchd, Http1, Http2, Informer};
+        assert_eq!(
+            (Informer.api(), Informer.http(), Informer.side_name()),
+            (WatchApi::Http, Protocol::Http2, "watchd informer".into())
+        );
+        assert!(Informer.multiplexed());
         assert_eq!(
             (GrpcWatchd.api(), GrpcWatchd.http()),
             (WatchApi::Grpc, Protocol::Http2)
@@ -169,14 +190,15 @@ mod tests {
         let e = "grpc".parse::<WatchProtocol>().unwrap_err();
         assert!(e.contains(GRPC_WATCHD), "{e}");
         let e = "h3".parse::<WatchProtocol>().unwrap_err();
-        assert!(e.contains("http1, http2 or grpc-watchd"), "{e}");
+        assert!(e.contains("http1, http2, grpc-watchd or informer"), "{e}");
     }
 
     #[test]
     fn etcd_direct_is_multiplexed_when_any_watchd_protocol_is() {
-        use WatchProtocol::{GrpcWatchd, Http1, Http2};
+        use WatchProtocol::{GrpcWatchd, Http1, Http2, Informer};
         let beside = WatchProtocol::etcd_direct_beside;
         assert_eq!(beside(&[Http1]), Http1);
+        assert_eq!(beside(&[Http1, Informer]), Http2);
         assert_eq!(beside(&[Http1, Http2]), Http2);
         assert_eq!(beside(&[GrpcWatchd]), Http2);
         assert_eq!(beside(&[]), Http1);

@@ -98,6 +98,7 @@ impl std::fmt::Display for Multiplexing {
             ("grpc", _) => "etcd gRPC",
             ("grpc-watchd", false) => "watchd gRPC (h2c)",
             ("grpc-watchd", true) => "watchd gRPC over TLS",
+            ("informer", _) => "informer (HTTP/2 over TLS, protobuf)",
             (other, _) => other,
         };
         let s = |n: usize| if n == 1 { "" } else { "s" };
@@ -116,6 +117,63 @@ impl std::fmt::Display for Multiplexing {
     }
 }
 
+/// The tokio worker threads of the generator and of the watchd a run
+/// started, so that results of machines of different sizes are told apart.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TokioWorkers {
+    /// This generator's runtime's worker threads.
+    pub generator: usize,
+    /// The watchd the run started: `TOKIO_WORKER_THREADS` when this process
+    /// has it (watchd inherits it), else the CPUs available to it, which is
+    /// what tokio starts (watchd builds its runtime with tokio's defaults
+    /// and neither logs the count nor has a flag for it). `None` when the
+    /// run started no watchd.
+    pub watchd: Option<usize>,
+    /// How the watchd figure is known (`TOKIO_WORKER_THREADS`, or `tokio
+    /// default (available CPUs)`).
+    pub watchd_source: Option<String>,
+}
+
+impl TokioWorkers {
+    /// The generator's workers now, and watchd's if the run started one.
+    pub fn now(started_watchd: bool) -> Self {
+        let (watchd, source) = if started_watchd {
+            let (n, source) = crate::procstat::default_tokio_workers();
+            (Some(n), Some(source.to_string()))
+        } else {
+            (None, None)
+        };
+        Self {
+            generator: crate::procstat::tokio_workers(),
+            watchd,
+            watchd_source: source,
+        }
+    }
+
+    /// `tokio workers: generator 2, watchd 2 (tokio default (available CPUs))`.
+    pub fn text(&self) -> String {
+        let mut s = format!("tokio workers: generator {}", self.generator);
+        if let Some(w) = self.watchd {
+            s.push_str(&format!(
+                ", watchd {w} ({})",
+                self.watchd_source.as_deref().unwrap_or("?")
+            ));
+        }
+        s
+    }
+}
+
+/// The tokio workers of a set of runs, for a table's heading: those of the
+/// first run that started a watchd, else of the first run (`None` without
+/// runs).
+pub fn workers_line<'a>(runs: impl IntoIterator<Item = &'a S1Result>) -> Option<String> {
+    let runs: Vec<&S1Result> = runs.into_iter().collect();
+    runs.iter()
+        .find(|r| r.machine.tokio_workers.watchd.is_some())
+        .or(runs.first())
+        .map(|r| r.machine.tokio_workers.text())
+}
+
 /// The machine during the window.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Machine {
@@ -125,6 +183,8 @@ pub struct Machine {
     pub busy_share: Option<f64>,
     /// 1-minute load average before the run.
     pub loadavg_1m_start: Option<f64>,
+    /// Tokio worker threads of the generator and of the watchd started.
+    pub tokio_workers: TokioWorkers,
 }
 
 /// One S1 run.
@@ -248,6 +308,10 @@ pub fn figures(r: &S1Result) -> Vec<Figure> {
         f("watchers failed", Some(r.watchers_failed as f64)),
         f("server CPU-s / 1M deliveries", r.server.cpu_s_per_million),
         f(
+            "generator CPU-s / 1M deliveries",
+            r.generator.cpu_s_per_million,
+        ),
+        f(
             "server user share (%)",
             r.server.user_share().map(|u| u * 100.0),
         ),
@@ -259,10 +323,6 @@ pub fn figures(r: &S1Result) -> Vec<Figure> {
         ),
         f("all servers CPU-s / 1M deliv.", all_servers_per_million(r)),
         f("generator cores used", r.generator.cores),
-        f(
-            "generator CPU-s / 1M deliveries",
-            r.generator.cpu_s_per_million,
-        ),
         f("machine busy (%)", r.machine.busy_share.map(|b| b * 100.0)),
     ]
 }
@@ -283,7 +343,7 @@ pub fn fmt_num(v: Option<f64>) -> String {
 /// The table of one run.
 pub fn single_table(r: &S1Result) -> String {
     let mut out = format!(
-        "S1 broadcast: target={} storage={} accept={} watchers={} writes/s={} duration={}s object≈{}B JSON, {}B stored ({} cpus, load {} at start)\n  transport: {}\n",
+        "S1 broadcast: target={} storage={} accept={} watchers={} writes/s={} duration={}s object≈{}B JSON, {}B stored ({} cpus, load {} at start)\n  transport: {}\n  {}\n",
         r.target,
         r.storage,
         r.accept.as_deref().unwrap_or("-"),
@@ -294,7 +354,8 @@ pub fn single_table(r: &S1Result) -> String {
         r.stored_bytes,
         r.machine.cpus,
         fmt_num(r.machine.loadavg_1m_start),
-        r.multiplexing
+        r.multiplexing,
+        r.machine.tokio_workers.text()
     );
     for fig in figures(r) {
         out.push_str(&format!("  {:<34} {:>12}\n", fig.label, fmt_num(fig.value)));

@@ -24,7 +24,7 @@ use serde::Serialize;
 
 use super::artifacts::{latency_panel, side_color};
 use super::floor_side::SideRun;
-use super::report::{fmt_num, Latency, Multiplexing, S1Result};
+use super::report::{fmt_num, workers_line, Latency, Multiplexing, S1Result};
 use crate::plot::{Panel, Series};
 
 /// What a step must satisfy to hold.
@@ -226,7 +226,7 @@ pub async fn run(
 }
 
 /// A step's figures for the tables: label and value.
-fn step_cells(s: &Step, w: usize) -> [String; 9] {
+fn step_cells(s: &Step, w: usize) -> [String; 10] {
     let r = &s.result;
     let n = |v: Option<f64>| fmt_num(v);
     [
@@ -235,6 +235,7 @@ fn step_cells(s: &Step, w: usize) -> [String; 9] {
         if s.held { "yes".into() } else { "no".into() },
         n(Some(r.delivered_per_sec)),
         n(r.server.cpu_s_per_million),
+        n(r.generator.cpu_s_per_million),
         n(r.server.user_share().map(|u| u * 100.0)),
         n(r.latency_ms.p50),
         n(r.latency_ms.p99),
@@ -242,12 +243,13 @@ fn step_cells(s: &Step, w: usize) -> [String; 9] {
     ]
 }
 
-const HEADERS: [&str; 9] = [
+const HEADERS: [&str; 10] = [
     "writes/s",
     "offered/s",
     "held",
     "delivered/s",
     "CPU-s / 1M",
+    "gen CPU / 1M",
     "user %",
     "p50 ms",
     "p99 ms",
@@ -277,9 +279,21 @@ pub fn summary(r: &SaturateResult) -> Vec<String> {
         .collect()
 }
 
+/// The tokio workers of the steps run.
+fn workers(r: &SaturateResult) -> Option<String> {
+    workers_line(
+        r.sides
+            .iter()
+            .flat_map(|s| s.steps.iter().map(|st| &st.result)),
+    )
+}
+
 /// The text table: each side's steps, then the summary.
 pub fn table(r: &SaturateResult) -> String {
     let mut out = format!("{}\n", title(r));
+    if let Some(w) = workers(r) {
+        out.push_str(&format!("  {w}\n"));
+    }
     for s in &r.sides {
         out.push_str(&format!("  {} ({})\n   ", s.name, s.multiplexing));
         for h in HEADERS {
@@ -306,6 +320,9 @@ pub fn table(r: &SaturateResult) -> String {
 /// The Markdown: one table per side, then the summary.
 pub fn markdown(r: &SaturateResult) -> String {
     let mut out = format!("### {}\n\n", title(r));
+    if let Some(w) = workers(r) {
+        out.push_str(&format!("{w}\n\n"));
+    }
     for s in &r.sides {
         out.push_str(&format!("#### {} ({})\n\n|", s.name, s.multiplexing));
         for h in HEADERS {

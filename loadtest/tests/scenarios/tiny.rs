@@ -40,10 +40,14 @@ pub fn checked_json(r: &Report) -> Value {
             assert!((v / b - ratio).abs() < 1e-9 * ratio.abs().max(1.0), "{f:?}");
         }
     }
+    // One dir per call: the tests of one scenario run in parallel in one
+    // process, and one removing a shared dir broke the other's read.
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let dir = std::env::temp_dir().join(format!(
-        "scenario-test-{}-{}",
+        "scenario-test-{}-{}-{}",
         r.scenario,
-        std::process::id()
+        std::process::id(),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let md = r.write(&dir.join("r.json")).expect("writes");
