@@ -55,6 +55,9 @@ use super::WaiterSet;
 /// Most shards: a set's occupied shards are one 64-bit mask.
 pub const MAX_SHARDS: usize = 64;
 
+/// Most passes a thread takes from its queue before it wakes them and looks at the load.
+pub const MAX_BATCH: usize = 1024;
+
 /// How often the active threads are reconsidered (at most; only while passes run).
 pub const ADJUST_EVERY: Duration = Duration::from_millis(100);
 /// Busy share of the active threads above which their number doubles.
@@ -241,15 +244,7 @@ fn run(thread: usize, queue: &Receiver<Pass>, shards: &std::sync::Weak<Shards>) 
             return;
         };
         let started = Instant::now();
-        let mut n = 0;
-        batch.clear();
-        for (set, shard) in std::iter::once(first).chain(queue.try_iter()) {
-            if let Some(queued) = set.queued.get(shard) {
-                queued.store(false, Ordering::Release);
-            }
-            batch.push(set.waiters_of(shard));
-            n += 1;
-        }
+        let n = take_batch(first, queue, &mut batch);
         wake_interleaved(&batch);
         let now = Instant::now();
         let busy = now.saturating_duration_since(started).as_nanos() as u64;
@@ -258,6 +253,26 @@ fn run(thread: usize, queue: &Receiver<Pass>, shards: &std::sync::Weak<Shards>) 
         counter.increment(n);
         shards.adjust(now);
     }
+}
+
+/// Takes `first` and what else is queued, [`MAX_BATCH`] passes at most (under overload
+/// the queue refills as fast as it is read, and a batch that never ended would never let
+/// the threads be reconsidered), into `batch`: each pass's waiters, its set's flag
+/// cleared. Returns how many.
+fn take_batch(
+    first: Pass,
+    queue: &Receiver<Pass>,
+    batch: &mut Vec<Vec<Arc<super::Waiter>>>,
+) -> u64 {
+    batch.clear();
+    let more = queue.try_iter().take(MAX_BATCH - 1);
+    for (set, shard) in std::iter::once(first).chain(more) {
+        if let Some(queued) = set.queued.get(shard) {
+            queued.store(false, Ordering::Release);
+        }
+        batch.push(set.waiters_of(shard));
+    }
+    batch.len() as u64
 }
 
 /// Wakes the waiters of a batch of passes, one of each pass in turn: a pass holds the
@@ -540,6 +555,22 @@ mod tests {
         ];
         wake_interleaved(&passes);
         assert_eq!(*order.lock().unwrap(), ["a1", "b1", "c1", "a2", "c2", "a3"]);
+    }
+
+    #[test]
+    fn a_batch_takes_at_most_max_batch_passes_and_clears_their_flags() {
+        let set = Arc::new(WaiterSet::new(1));
+        let (tx, rx) = crossbeam_channel::unbounded();
+        for _ in 0..MAX_BATCH + 500 {
+            tx.send((set.clone(), 0)).unwrap();
+        }
+        set.queued[0].store(true, Ordering::Release);
+        let first = rx.recv().unwrap();
+        let mut batch = Vec::new();
+        assert_eq!(take_batch(first, &rx, &mut batch), MAX_BATCH as u64);
+        assert_eq!(batch.len(), MAX_BATCH);
+        assert_eq!(rx.len(), 500, "the rest waits for the next batch");
+        assert!(!set.queued[0].load(Ordering::Acquire));
     }
 
     #[test]
