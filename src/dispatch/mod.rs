@@ -53,6 +53,16 @@ pub struct Waiter {
 }
 
 impl Waiter {
+    /// A waiter of dispatch shard `shard`, not armed.
+    fn new(shard: usize) -> Waiter {
+        Waiter {
+            waker: AtomicWaker::new(),
+            woken: AtomicBool::new(false),
+            slot: AtomicUsize::new(0),
+            shard,
+        }
+    }
+
     /// Registers `waker` and forgets earlier wakes: call before looking at the log, so
     /// an event appended after the look wakes `waker`.
     pub fn arm(&self, waker: &Waker) {
@@ -113,8 +123,8 @@ impl WaiterSet {
         fence(Ordering::SeqCst);
     }
 
-    /// Removes `w`; returns whether the set is empty now.
-    fn remove(&self, w: &Arc<Waiter>) -> bool {
+    /// Removes `w`.
+    fn remove(&self, w: &Arc<Waiter>) {
         let mut lists = self.lock();
         if let Some(list) = lists.get_mut(w.shard) {
             let i = w.slot.load(Ordering::Relaxed);
@@ -128,7 +138,11 @@ impl WaiterSet {
                 }
             }
         }
-        lists.iter().all(Vec::is_empty)
+    }
+
+    /// Whether no shard has a waiter (its occupied mask, kept under the lock).
+    fn is_empty(&self) -> bool {
+        self.occupied.load(Ordering::SeqCst) == 0
     }
 
     /// Wakes every waiter: one pass per shard that has any, queued on that shard's
@@ -202,12 +216,7 @@ impl WakeIndex {
     /// shard of the connection it is served on ([`in_shard`]).
     pub fn subscribe(self: &Arc<Self>, key: Option<WakeKey>) -> WakeHandle {
         let shard = self.dispatch.shard_of(shards::current_hint());
-        let waiter = Arc::new(Waiter {
-            waker: AtomicWaker::new(),
-            woken: AtomicBool::new(false),
-            slot: AtomicUsize::new(0),
-            shard,
-        });
+        let waiter = Arc::new(Waiter::new(shard));
         let set = match &key {
             None => {
                 self.everything.insert(waiter.clone());
@@ -313,10 +322,11 @@ impl Drop for WakeHandle {
     fn drop(&mut self) {
         match (&self.set, self.key.take()) {
             (Some(set), Some(key)) => {
-                if set.remove(&self.waiter) {
+                set.remove(&self.waiter);
+                if set.is_empty() {
                     self.index
                         .by_key
-                        .remove_if(&key, |_, s| Arc::ptr_eq(s, set) && s.len() == 0);
+                        .remove_if(&key, |_, s| Arc::ptr_eq(s, set) && s.is_empty());
                 }
             }
             _ => {

@@ -121,7 +121,9 @@ impl Dispatch {
         Dispatch::spawn(threads, true)
     }
 
-    /// As [`Dispatch::start`], every thread active always.
+    /// As [`Dispatch::start`], every thread active always (tests that need to know which
+    /// thread runs a shard).
+    #[cfg(test)]
     pub fn start_fixed(threads: usize) -> std::io::Result<Dispatch> {
         Dispatch::spawn(threads, false)
     }
@@ -539,12 +541,7 @@ mod tests {
     fn a_batch_wakes_one_waiter_of_each_pass_in_turn() {
         let order = Arc::new(Mutex::new(Vec::new()));
         let waiter = |name: &'static str| {
-            let w = Arc::new(super::super::Waiter {
-                waker: Default::default(),
-                woken: Default::default(),
-                slot: Default::default(),
-                shard: 0,
-            });
+            let w = Arc::new(super::super::Waiter::new(0));
             w.arm(&Waker::from(Arc::new(Named(name, order.clone()))));
             w
         };
