@@ -96,19 +96,8 @@ impl AuthzWebhook {
             "metadata": {},
             "spec": spec,
         });
-        let answer = self
-            .client
-            .post_json(Bytes::from(serde_json::to_vec(&body).unwrap_or_default()))
-            .await
-            .map_err(|source| WebhookError::Call {
-                webhook: Webhook::Authorization,
-                source,
-            })?;
-        let review: Review =
-            serde_json::from_slice(&answer).map_err(|source| WebhookError::Undecodable {
-                webhook: Webhook::Authorization,
-                source,
-            })?;
+        let body = Bytes::from(serde_json::to_vec(&body).unwrap_or_default());
+        let review: Review = Webhook::Authorization.exchange(&self.client, body).await?;
         let s = review.status;
         let verdict = match (s.allowed, s.denied) {
             // Both is the service's mistake; denying is the safe reading (kube-apiserver

@@ -176,6 +176,26 @@ pub enum Webhook {
 }
 
 impl Webhook {
+    /// Posts the review `body` to `client` and decodes its answer as `T`: the one
+    /// exchange of both webhooks, with their errors.
+    pub(crate) async fn exchange<T: serde::de::DeserializeOwned>(
+        self,
+        client: &crate::client::ApiClient,
+        body: bytes::Bytes,
+    ) -> Result<T, WebhookError> {
+        let answer = client
+            .post_json(body)
+            .await
+            .map_err(|source| WebhookError::Call {
+                webhook: self,
+                source,
+            })?;
+        serde_json::from_slice(&answer).map_err(|source| WebhookError::Undecodable {
+            webhook: self,
+            source,
+        })
+    }
+
     /// The kind of the review it exchanges.
     pub fn review(self) -> &'static str {
         match self {

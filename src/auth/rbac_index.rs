@@ -96,33 +96,23 @@ pub struct RbacIndex {
     unreadable: OrdSet<(Kind, Arc<str>)>,
 }
 
-/// Whose permissions a change may have changed: users and groups by name, or everyone.
+/// Whose permissions a change may have changed: users and groups by name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Affected {
-    everyone: bool,
     users: HashSet<Arc<str>>,
     groups: HashSet<Arc<str>>,
 }
 
 impl Affected {
-    /// Everyone's (a follower that lost track of what changed).
-    pub fn everyone() -> Affected {
-        Affected {
-            everyone: true,
-            ..Affected::default()
-        }
-    }
-
     /// Whether nobody's permissions changed.
     pub fn is_empty(&self) -> bool {
-        !self.everyone && self.users.is_empty() && self.groups.is_empty()
+        self.users.is_empty() && self.groups.is_empty()
     }
 
     /// Whether `user`'s permissions may have changed: its name or one of its groups is
     /// named (a ServiceAccount is its user name).
     pub fn concerns(&self, user: &UserInfo) -> bool {
-        self.everyone
-            || self.users.contains(user.name.as_str())
+        self.users.contains(user.name.as_str())
             || user.groups.iter().any(|g| self.groups.contains(g.as_str()))
     }
 

@@ -123,19 +123,7 @@ impl TokenWebhook {
         }
         metrics::counter!("watchd_webhook_cache_total", "webhook" => "authentication", "result" => "miss").increment(1);
         let body = self.review(token);
-        let answer = self
-            .client
-            .post_json(body)
-            .await
-            .map_err(|source| WebhookError::Call {
-                webhook: Webhook::Authentication,
-                source,
-            })?;
-        let review: Review =
-            serde_json::from_slice(&answer).map_err(|source| WebhookError::Undecodable {
-                webhook: Webhook::Authentication,
-                source,
-            })?;
+        let review: Review = Webhook::Authentication.exchange(&self.client, body).await?;
         let status = review.status;
         if !self.audiences.is_empty() {
             let got = if status.audiences.is_empty() {
