@@ -123,6 +123,10 @@ fn describe() {
         "watchd_tls_certificate_reloads_total",
         "Serving certificate reloads after its files changed, by result (a failure keeps the old one)."
     );
+    describe_counter!(
+        "watchd_tls_client_ca_reloads_total",
+        "Client and front-proxy CA reloads after their files changed, by result (a failure keeps the old ones)."
+    );
     describe_gauge!(
         "watchd_applied_revision",
         "Newest etcd revision fully applied to the cache."

@@ -34,10 +34,7 @@ impl EtcdConfig {
         }
         let client = Client::connect(&self.endpoints, Some(opts))
             .await
-            .map_err(|e| SourceError::Etcd {
-                during: "connect",
-                source: Box::new(e),
-            })?;
+            .map_err(super::failed("connect"))?;
         Ok(EtcdClient {
             kv: client
                 .kv_client()

@@ -14,7 +14,7 @@ use etcd_client::{EventType as EtcdEventType, GetOptions, WatchOptions};
 use tokio::sync::watch;
 
 use super::client::{EtcdClient, EtcdConfig};
-use super::{BoxFuture, RangePage, ReadError, Source, SourceError, SourceReader};
+use super::{failed, BoxFuture, RangePage, ReadError, Source, SourceError, SourceReader};
 use crate::config;
 use crate::store::ingest::{Ingestor, KvChange};
 use crate::store::{Cache, ResourceStore};
@@ -88,14 +88,6 @@ impl std::fmt::Display for Divergence {
                 String::from_utf8_lossy(key)
             ),
         }
-    }
-}
-
-/// The [`SourceError`] of an etcd call failing at step `during`.
-fn failed(during: &'static str) -> impl FnOnce(etcd_client::Error) -> SourceError {
-    move |e| SourceError::Etcd {
-        during,
-        source: Box::new(e),
     }
 }
 

@@ -188,6 +188,14 @@ pub enum SourceError {
     EventTooLarge(usize),
 }
 
+/// The [`SourceError`] of an etcd call failing at step `during`.
+pub(crate) fn failed(during: &'static str) -> impl FnOnce(etcd_client::Error) -> SourceError {
+    move |e| SourceError::Etcd {
+        during,
+        source: Box::new(e),
+    }
+}
+
 /// The smallest key after every key starting with `prefix`.
 pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
     let mut end = prefix.to_vec();
