@@ -357,18 +357,6 @@ async fn big_identity_list(w: &Watchd) -> bytes::Bytes {
     r.body
 }
 
-/// VmRSS of `pid` in bytes; an unreadable or unparsable /proc fails the test.
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_else(|e| panic!("/proc/{pid}/status: {e}"));
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024)
-        .unwrap_or_else(|| panic!("no VmRSS in /proc/{pid}/status:\n{status}"))
-}
-
 /// Sends a gzip list request on a raw connection (`version`: "1.1" or "1.0") and returns
 /// the connection, nothing of the answer read.
 async fn raw_gzip_list(w: &Watchd, version: &str) -> tokio::net::TcpStream {
@@ -470,7 +458,7 @@ async fn slow_gzip_readers_hold_neither_the_serving_threads_nor_a_compressed_cop
     assert!(gunzip(&gz.body) == identity);
     let compressed = gz.body.len() as u64;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let before = rss(pid);
+    let before = support::proc_status_bytes(pid, "VmRSS");
 
     // Slow readers: each asks for the gzip list and reads nothing yet.
     let mut slow = Vec::new();
@@ -496,7 +484,7 @@ async fn slow_gzip_readers_hold_neither_the_serving_threads_nor_a_compressed_cop
             }
             slowest = slowest.max(t.elapsed());
         }
-        peak = peak.max(rss(pid));
+        peak = peak.max(support::proc_status_bytes(pid, "VmRSS"));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // Every slow response has started: its head is there to read.
@@ -509,7 +497,7 @@ async fn slow_gzip_readers_hold_neither_the_serving_threads_nor_a_compressed_cop
         assert!(head[..n].starts_with(b"HTTP/1.1 200"));
     }
     for _ in 0..10 {
-        peak = peak.max(rss(pid));
+        peak = peak.max(support::proc_status_bytes(pid, "VmRSS"));
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let grown = peak.saturating_sub(before);

@@ -222,10 +222,7 @@ async fn audit_log_batch_mode_drops_and_counts_lines_while_its_writer_is_stalled
     let metrics = support::http::get(&format!("{}/metrics", w.base_url()), &[])
         .await
         .text();
-    let dropped: usize = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("watchd_audit_events_dropped_total "))
-        .and_then(|v| v.trim().parse::<f64>().ok())
+    let dropped = support::kube::metric(&metrics, "watchd_audit_events_dropped_total", &[])
         .map(|v| v as usize)
         .unwrap_or_else(|| panic!("no watchd_audit_events_dropped_total in\n{metrics}"));
     assert!(dropped > 0, "lines were dropped: the queue was full");

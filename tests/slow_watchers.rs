@@ -12,7 +12,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use support::kube::{metric, put_object_text};
-use support::{Etcd, Watchd};
+use support::{proc_status_bytes, Etcd, Watchd};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -52,22 +52,6 @@ fn raise_fd_limit() -> u64 {
         libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
     }
     lim.rlim_cur
-}
-
-/// A memory figure of `pid` from `/proc/<pid>/status` in bytes: `VmRSS` (resident now) or
-/// `VmHWM` (the most it was ever resident). A status that cannot be read or lacks the
-/// field is a failure: a memory bound checked against 0 would pass for any server.
-fn proc_status_bytes(pid: u32, field: &str) -> u64 {
-    let path = format!("/proc/{pid}/status");
-    let status =
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
-    let kb = status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse::<u64>().ok())
-        .unwrap_or_else(|| panic!("no {field} in kB in {path}:\n{status}"));
-    assert!(kb > 0, "{field} of {pid} is 0 kB");
-    kb * 1024
 }
 
 /// Samples watchd's resident memory every 20 ms on its own thread (the runtime's two

@@ -136,6 +136,21 @@ pub fn free_port() -> u16 {
     panic!("could not find a free loopback port after 100 tries");
 }
 
+/// A `/proc/<pid>/status` field given in kB (`VmRSS`, `VmHWM`), in bytes. An unreadable
+/// file, a missing field or 0 kB is a failure, never a 0 that passes a bound.
+pub fn proc_status_bytes(pid: u32, field: &str) -> u64 {
+    let path = format!("/proc/{pid}/status");
+    let status =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().strip_suffix("kB")?.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no {field} in kB in {path}:\n{status}"));
+    assert!(kb > 0, "{field} of {pid} is 0 kB");
+    kb * 1024
+}
+
 /// Polls `check` every `interval` until it returns `Some`, or returns `None` once `timeout` has passed.
 pub fn poll_until<T>(
     timeout: Duration,

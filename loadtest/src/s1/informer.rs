@@ -130,16 +130,22 @@ pub fn token_file_line(token: &str, user: &str, uid: &str, groups: &[&str]) -> S
 /// under `root`, and the watchd flags that use them.
 pub fn prepare(root: &Path) -> Result<Credentials, String> {
     let dir = launch::temp_dir(root, "informer")?;
-    let mut creds = Credentials {
+    let arg = |flag: &str, file: &str| format!("--{flag}={}", dir.join(file).display());
+    // Made before the files are written: dropped on an error, it removes the dir.
+    let creds = Credentials {
         tls: TlsOptions {
             ca_file: Some(dir.join("ca.crt")),
             ..TlsOptions::default()
         },
         token: TokenSource::File(dir.join("token")),
-        watchd_args: Vec::new(),
-        dir,
+        watchd_args: vec![
+            arg("tls-cert-file", "server.crt"),
+            arg("tls-private-key-file", "server.key"),
+            arg("token-auth-file", "tokens.csv"),
+            "--authorization-mode=RBAC".into(),
+        ],
+        dir: dir.clone(),
     };
-    let dir = creds.dir.clone();
     write_pki(&dir)?;
     let token = random_token()?;
     write_file(
@@ -148,13 +154,6 @@ pub fn prepare(root: &Path) -> Result<Credentials, String> {
         true,
     )?;
     write_file(&dir.join("token"), &format!("{token}\n"), true)?;
-    let arg = |flag: &str, file: &str| format!("--{flag}={}", dir.join(file).display());
-    creds.watchd_args = vec![
-        arg("tls-cert-file", "server.crt"),
-        arg("tls-private-key-file", "server.key"),
-        arg("token-auth-file", "tokens.csv"),
-        "--authorization-mode=RBAC".into(),
-    ];
     Ok(creds)
 }
 
