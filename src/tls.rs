@@ -135,11 +135,88 @@ pub fn load_roots(path: &Path) -> Result<RootCertStore, TlsError> {
 /// The serving certificate, swapped in place when its files change: new handshakes use
 /// the new one, established connections keep theirs.
 #[derive(Debug)]
-pub struct ReloadingCert {
-    current: ArcSwap<CertifiedKey>,
-    cert_file: PathBuf,
-    key_file: PathBuf,
+pub struct ReloadingCert(FollowedFiles<CertifiedKey>);
+
+/// Files loaded into a `T` and loaded again when their size or modification time
+/// changes: the serving certificate and the client CAs follow their files alike. Files
+/// that do not load (half written, not matching) keep the old `T` in use, and are tried
+/// again at the next check.
+#[derive(Debug)]
+struct FollowedFiles<T> {
+    files: [Option<PathBuf>; 2],
+    current: ArcSwap<T>,
     seen: Mutex<FileStamp>,
+    load: fn([Option<&Path>; 2]) -> Result<T, TlsError>,
+    kind: &'static FileKind,
+}
+
+/// How a [`FollowedFiles`] reports its reloads.
+#[derive(Debug)]
+struct FileKind {
+    /// The counter, by result.
+    metric: &'static str,
+    /// Logged when new files are in use.
+    reloaded: &'static str,
+    /// Logged when changed files do not load.
+    kept: &'static str,
+}
+
+const SERVING_CERTIFICATE: FileKind = FileKind {
+    metric: "watchd_tls_certificate_reloads_total",
+    reloaded: "serving certificate reloaded",
+    kept: "serving certificate changed but does not load; keeping the old one",
+};
+
+const CLIENT_CAS: FileKind = FileKind {
+    metric: "watchd_tls_client_ca_reloads_total",
+    reloaded: "client CA files reloaded",
+    kept: "client CA files changed but do not load; keeping the old roots",
+};
+
+impl<T> FollowedFiles<T> {
+    /// Loads the files once; an error here stops the start.
+    fn load(
+        files: [Option<&Path>; 2],
+        load: fn([Option<&Path>; 2]) -> Result<T, TlsError>,
+        kind: &'static FileKind,
+    ) -> Result<FollowedFiles<T>, TlsError> {
+        let seen = stamp(files);
+        let current = load(files)?;
+        Ok(FollowedFiles {
+            files: files.map(|f| f.map(Path::to_path_buf)),
+            current: ArcSwap::from_pointee(current),
+            seen: Mutex::new(seen),
+            load,
+            kind,
+        })
+    }
+
+    fn paths(&self) -> [Option<&Path>; 2] {
+        [self.files[0].as_deref(), self.files[1].as_deref()]
+    }
+
+    /// Reloads when the files changed; returns whether a new `T` is in use.
+    fn reload_if_changed(&self) -> bool {
+        let now = stamp(self.paths());
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if *seen == now {
+            return false;
+        }
+        match (self.load)(self.paths()) {
+            Ok(loaded) => {
+                self.current.store(Arc::new(loaded));
+                *seen = now;
+                metrics::counter!(self.kind.metric, "result" => "success").increment(1);
+                tracing::info!(files = ?self.paths(), "{}", self.kind.reloaded);
+                true
+            }
+            Err(e) => {
+                metrics::counter!(self.kind.metric, "result" => "failure").increment(1);
+                tracing::warn!(error = %e, "{}", self.kind.kept);
+                false
+            }
+        }
+    }
 }
 
 /// What the files looked like when last loaded.
@@ -173,41 +250,23 @@ async fn every_until(
 impl ReloadingCert {
     /// Loads the files once; an error here stops the start.
     pub fn load(cert_file: &Path, key_file: &Path) -> Result<Arc<ReloadingCert>, TlsError> {
-        let seen = stamp([Some(cert_file), Some(key_file)]);
-        let key = load_certified_key(cert_file, key_file)?;
-        Ok(Arc::new(ReloadingCert {
-            current: ArcSwap::from_pointee(key),
-            cert_file: cert_file.to_path_buf(),
-            key_file: key_file.to_path_buf(),
-            seen: Mutex::new(seen),
-        }))
+        fn load_pair([cert, key]: [Option<&Path>; 2]) -> Result<CertifiedKey, TlsError> {
+            // Both are always given (ReloadingCert::load).
+            load_certified_key(cert.unwrap_or(Path::new("")), key.unwrap_or(Path::new("")))
+        }
+        let files = [Some(cert_file), Some(key_file)];
+        Ok(Arc::new(ReloadingCert(FollowedFiles::load(
+            files,
+            load_pair,
+            &SERVING_CERTIFICATE,
+        )?)))
     }
 
     /// Reloads when the files' size or modification time changed. A pair that does not
     /// load (a half-written file, a key that does not match) keeps the old one serving,
     /// and is tried again at the next check. Returns whether a new certificate is in use.
     pub fn reload_if_changed(&self) -> bool {
-        let now = stamp([Some(&self.cert_file), Some(&self.key_file)]);
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        if *seen == now {
-            return false;
-        }
-        match load_certified_key(&self.cert_file, &self.key_file) {
-            Ok(key) => {
-                self.current.store(Arc::new(key));
-                *seen = now;
-                metrics::counter!("watchd_tls_certificate_reloads_total", "result" => "success")
-                    .increment(1);
-                tracing::info!(cert = %self.cert_file.display(), "serving certificate reloaded");
-                true
-            }
-            Err(e) => {
-                metrics::counter!("watchd_tls_certificate_reloads_total", "result" => "failure")
-                    .increment(1);
-                tracing::warn!(error = %e, "serving certificate changed but does not load; keeping the old one");
-                false
-            }
-        }
+        self.0.reload_if_changed()
     }
 
     /// Checks the files every `every` until `stop` turns true.
@@ -225,7 +284,7 @@ impl ReloadingCert {
 
 impl ResolvesServerCert for ReloadingCert {
     fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.current.load_full())
+        Some(self.0.current.load_full())
     }
 }
 
@@ -249,13 +308,8 @@ struct Roots {
     handshake: Arc<dyn ClientCertVerifier>,
 }
 
-#[derive(Debug)]
-struct ReloadingCas {
-    client_ca_file: Option<PathBuf>,
-    front_proxy_file: Option<PathBuf>,
-    current: ArcSwap<Roots>,
-    seen: Mutex<FileStamp>,
-}
+/// The client CA files and the roots loaded from them.
+type ReloadingCas = FollowedFiles<Roots>;
 
 /// Which trust roots a peer's certificate chains to.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -278,7 +332,7 @@ fn verifier(roots: RootCertStore) -> Result<Arc<dyn ClientCertVerifier>, TlsErro
 }
 
 impl Roots {
-    fn load(client_ca: Option<&Path>, front_proxy: Option<&Path>) -> Result<Roots, TlsError> {
+    fn load([client_ca, front_proxy]: [Option<&Path>; 2]) -> Result<Roots, TlsError> {
         let client_roots = client_ca.map(load_roots).transpose()?;
         let proxy_roots = front_proxy.map(load_roots).transpose()?;
         let mut both = RootCertStore::empty();
@@ -293,30 +347,18 @@ impl Roots {
     }
 }
 
-impl ReloadingCas {
-    fn stamp(&self) -> FileStamp {
-        stamp([
-            self.client_ca_file.as_deref(),
-            self.front_proxy_file.as_deref(),
-        ])
-    }
-}
-
 impl ClientCertVerifiers {
     /// Loads the CA files given; an error here stops the start.
     pub fn load(client_ca: Option<&Path>, front_proxy: Option<&Path>) -> Result<Self, TlsError> {
         if client_ca.is_none() && front_proxy.is_none() {
             return Ok(ClientCertVerifiers::default());
         }
-        let seen = stamp([client_ca, front_proxy]);
-        let roots = Roots::load(client_ca, front_proxy)?;
         Ok(ClientCertVerifiers {
-            cas: Some(Arc::new(ReloadingCas {
-                client_ca_file: client_ca.map(Path::to_path_buf),
-                front_proxy_file: front_proxy.map(Path::to_path_buf),
-                current: ArcSwap::from_pointee(roots),
-                seen: Mutex::new(seen),
-            })),
+            cas: Some(Arc::new(FollowedFiles::load(
+                [client_ca, front_proxy],
+                Roots::load,
+                &CLIENT_CAS,
+            )?)),
         })
     }
 
@@ -351,33 +393,7 @@ impl ClientCertVerifiers {
     /// do not load (half written, not a CA) keep the old roots, tried again at the next
     /// check. Returns whether new roots are in use.
     pub fn reload_if_changed(&self) -> bool {
-        let Some(cas) = &self.cas else {
-            return false;
-        };
-        let now = cas.stamp();
-        let mut seen = cas.seen.lock().unwrap_or_else(|e| e.into_inner());
-        if *seen == now {
-            return false;
-        }
-        match Roots::load(
-            cas.client_ca_file.as_deref(),
-            cas.front_proxy_file.as_deref(),
-        ) {
-            Ok(roots) => {
-                cas.current.store(Arc::new(roots));
-                *seen = now;
-                metrics::counter!("watchd_tls_client_ca_reloads_total", "result" => "success")
-                    .increment(1);
-                tracing::info!("client CA files reloaded");
-                true
-            }
-            Err(e) => {
-                metrics::counter!("watchd_tls_client_ca_reloads_total", "result" => "failure")
-                    .increment(1);
-                tracing::warn!(error = %e, "client CA files changed but do not load; keeping the old roots");
-                false
-            }
-        }
+        self.cas.as_ref().is_some_and(|cas| cas.reload_if_changed())
     }
 
     /// Checks the CA files every `every` until `stop` turns true.
@@ -569,7 +585,7 @@ mod tests {
         std::fs::write(pki.path("tls.crt"), c1.pem()).unwrap();
         std::fs::write(pki.path("tls.key"), k1.serialize_pem()).unwrap();
         let cert = ReloadingCert::load(&pki.path("tls.crt"), &pki.path("tls.key")).unwrap();
-        let first = cert.current.load_full().cert[0].to_vec();
+        let first = cert.0.current.load_full().cert[0].to_vec();
         assert_eq!(first, c1.der().to_vec());
         assert!(!cert.reload_if_changed(), "nothing changed");
 
@@ -577,11 +593,14 @@ mod tests {
         let (c2, k2) = pki.leaf("two-with-a-longer-name", false);
         std::fs::write(pki.path("tls.crt"), c2.pem()).unwrap();
         assert!(!cert.reload_if_changed());
-        assert_eq!(cert.current.load_full().cert[0].to_vec(), first);
+        assert_eq!(cert.0.current.load_full().cert[0].to_vec(), first);
 
         std::fs::write(pki.path("tls.key"), k2.serialize_pem()).unwrap();
         assert!(cert.reload_if_changed());
-        assert_eq!(cert.current.load_full().cert[0].to_vec(), c2.der().to_vec());
+        assert_eq!(
+            cert.0.current.load_full().cert[0].to_vec(),
+            c2.der().to_vec()
+        );
     }
 
     #[test]
