@@ -7,6 +7,10 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# A CI run builds once from a clean clone: incremental state would only
+# double what the build writes to disk.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 section() { printf '\n===== %s =====\n' "$*"; }
 
 section "dependencies (scripts/install-deps.sh)"
