@@ -3,7 +3,8 @@
 
 mod support;
 
-use serde_json::json;
+use serde_json::{json, Value};
+use std::time::Duration;
 
 use support::http;
 use support::kube::*;
@@ -29,6 +30,8 @@ storage_tests! {
     label_selector_filters_list,
     field_selector_filters_by_name_and_namespace,
     pod_specific_field_selectors_filter_list,
+    full_lists_larger_than_a_batch_have_every_object_once_in_key_order,
+    a_full_list_read_slowly_is_the_state_at_its_resource_version,
 }
 
 /// The guard of the two formats: a built-in object is stored in the format the test's name
@@ -831,4 +834,284 @@ async fn unsupported_field_selector_is_bad_request() {
             .contains("field label not supported: status.phase"),
         "{status}"
     );
+}
+
+/// Pods in the streamed-list scenarios: several of watchd's list batches (128 objects).
+const MANY: usize = 300;
+
+/// A full list is read from its snapshot a batch at a time as the client takes it. Over
+/// several batches, in every representation and with gzip, it has each object of its scope
+/// that passes its selectors exactly once, in etcd key order: what the test wrote is the
+/// oracle.
+async fn full_lists_larger_than_a_batch_have_every_object_once_in_key_order() {
+    use std::io::Read as _;
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let mut written: Vec<(String, String, bool)> = Vec::new();
+    let mut last = 0;
+    for i in 0..MANY {
+        let ns = ["a", "b", "c"][i % 3];
+        let name = format!("p-{i:04}");
+        let even = i % 2 == 0;
+        let labels: &[(&str, &str)] = if even { &[("even", "yes")] } else { &[] };
+        last = put_pod(&mut kv, ns, &name, labels).await;
+        written.push((ns.to_string(), name, even));
+    }
+    written.sort();
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let base = watchd.base_url();
+    let expect = |ns: Option<&str>, even_only: bool| -> Vec<String> {
+        written
+            .iter()
+            .filter(|(n, _, e)| ns.is_none_or(|ns| ns == n) && (!even_only || *e))
+            .map(|(_, name, _)| name.clone())
+            .collect()
+    };
+    let cases = [
+        ("/api/v1/pods", None, false),
+        ("/api/v1/pods?labelSelector=even%3Dyes", None, true),
+        ("/api/v1/namespaces/b/pods", Some("b"), false),
+        (
+            "/api/v1/namespaces/b/pods?labelSelector=even",
+            Some("b"),
+            true,
+        ),
+    ];
+    for (path, ns, even_only) in cases {
+        let want = expect(ns, even_only);
+        let url = format!("{base}{path}");
+        let list = get_json(&url).await;
+        assert_eq!(list["kind"], "PodList", "{path}");
+        assert_eq!(item_names(&list), want, "{path}: JSON");
+
+        let names_of = |rows: &Value, at: &str| -> Vec<String> {
+            rows.as_array()
+                .unwrap_or_else(|| panic!("{path}: no {at} array"))
+                .iter()
+                .map(|r| {
+                    r.pointer(at)
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string()
+                })
+                .collect()
+        };
+        let table = http::get(
+            &url,
+            &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+        )
+        .await;
+        assert_eq!(table.status, 200, "{path}: {}", table.text());
+        let table = table.json();
+        assert_eq!(table["kind"], "Table", "{path}");
+        assert_eq!(names_of(&table["rows"], "/cells/0"), want, "{path}: Table");
+        assert_eq!(
+            names_of(&table["rows"], "/object/metadata/name"),
+            want,
+            "{path}: Table rows' objects"
+        );
+
+        let meta = http::get(
+            &url,
+            &[(
+                "accept",
+                "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io",
+            )],
+        )
+        .await;
+        assert_eq!(meta.status, 200, "{path}: {}", meta.text());
+        let meta = meta.json();
+        assert_eq!(meta["kind"], "PartialObjectMetadataList", "{path}");
+        assert_eq!(item_names(&meta), want, "{path}: PartialObjectMetadata");
+
+        let gz = http::get(&url, &[("accept-encoding", "gzip")]).await;
+        assert_eq!(gz.status, 200, "{path}");
+        assert_eq!(gz.header("content-encoding"), Some("gzip"), "{path}");
+        let mut plain = Vec::new();
+        flate2::read::GzDecoder::new(&gz.body[..])
+            .read_to_end(&mut plain)
+            .expect("a complete gzip stream");
+        let unzipped: Value = serde_json::from_slice(&plain).expect("JSON inside gzip");
+        assert_eq!(item_names(&unzipped), want, "{path}: gzip");
+
+        let pb = http::get(&url, &[("accept", "application/vnd.kubernetes.protobuf")]).await;
+        assert_eq!(pb.status, 200, "{path}");
+        assert_eq!(
+            pb.header("content-type"),
+            Some("application/vnd.kubernetes.protobuf"),
+            "{path}"
+        );
+        let ((api_version, kind), decoded): (_, k8s_pb::api::core::v1::PodList) =
+            kubepb::decode(&pb.body);
+        assert_eq!((api_version.as_str(), kind.as_str()), ("v1", "PodList"));
+        let names: Vec<String> = decoded
+            .items
+            .iter()
+            .map(|p| {
+                p.metadata
+                    .as_ref()
+                    .and_then(|m| m.name.clone())
+                    .unwrap_or_default()
+            })
+            .collect();
+        assert_eq!(names, want, "{path}: protobuf");
+        let pb_rv: i64 = decoded
+            .metadata
+            .and_then(|m| m.resource_version)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_default();
+        assert!(
+            pb_rv >= last && rv(&list) >= last,
+            "{path}: {pb_rv}, {}",
+            rv(&list)
+        );
+    }
+}
+
+/// ConfigMaps in the slow-reader scenario, each with a 4 KiB value: about 8 MB of list,
+/// far more than the sockets between watchd and the client hold.
+const SLOW_ITEMS: usize = 2000;
+
+/// A list request on its own connection (HTTP/1.1: watchd's own writer; HTTP/2: hyper's)
+/// whose client reads nothing until asked: the response head and body, unread.
+async fn stalled_list(
+    w: &Watchd,
+    path: &str,
+    h2: bool,
+) -> (
+    hyper::Response<hyper::body::Incoming>,
+    tokio::task::JoinHandle<()>,
+) {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    // A small receive buffer: the list stays in watchd until the test reads it.
+    socket.set_recv_buffer_size(4096).expect("SO_RCVBUF");
+    let tcp = socket.connect(w.http_addr()).await.expect("connect");
+    let io = hyper_util::rt::TokioIo::new(tcp);
+    let req = ::http::Request::get(format!("{}{path}", w.base_url()))
+        .header("host", "watchd")
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .unwrap();
+    let (resp, driver) = if h2 {
+        let (mut sender, conn) =
+            hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+                .initial_stream_window_size(16 * 1024)
+                .initial_connection_window_size(16 * 1024)
+                .handshake(io)
+                .await
+                .expect("h2c handshake");
+        let driver = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        (sender.send_request(req).await, driver)
+    } else {
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
+            .await
+            .expect("HTTP/1.1 handshake");
+        let driver = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        (sender.send_request(req).await, driver)
+    };
+    let resp = resp.expect("the list's head");
+    assert_eq!(resp.status(), 200, "{path}");
+    (resp, driver)
+}
+
+/// A full list is written from its snapshot as the client reads it. One whose client reads
+/// slowly, over HTTP/1.1 and HTTP/2, while objects at the end of its range are changed,
+/// deleted and added, is still the state at its resourceVersion: every object as first
+/// written, none of the changes; a list made after the changes has them.
+async fn a_full_list_read_slowly_is_the_state_at_its_resource_version() {
+    use http_body_util::BodyExt as _;
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let value = |i: usize, gen: &str| format!("{gen}-{i}-{}", "x".repeat(4000));
+    let key = |i: usize| format!("/registry/configmaps/slow/cm-{i:05}");
+    for i in 0..SLOW_ITEMS {
+        put_object(
+            &mut kv,
+            &key(i),
+            &configmap("slow", &format!("cm-{i:05}"), &value(i, "v1")),
+        )
+        .await;
+    }
+    let w = Watchd::start(&etcd.client_url(), &[]);
+    let path = "/api/v1/namespaces/slow/configmaps";
+    let mut lists = Vec::new();
+    for h2 in [false, true] {
+        let (resp, driver) = stalled_list(&w, path, h2).await;
+        let mut body = resp.into_body();
+        // The first bytes only: the rest waits in watchd.
+        let first = tokio::time::timeout(Duration::from_secs(30), body.frame())
+            .await
+            .expect("a first frame")
+            .expect("a frame")
+            .expect("a readable frame")
+            .into_data()
+            .expect("data");
+        lists.push((h2, first, body, driver));
+    }
+
+    // Changes at the end of the list's range, where the stalled lists have not read yet.
+    let mut changed = 0;
+    for i in SLOW_ITEMS - 10..SLOW_ITEMS {
+        changed = put_object(
+            &mut kv,
+            &key(i),
+            &configmap("slow", &format!("cm-{i:05}"), &value(i, "v2")),
+        )
+        .await;
+    }
+    for i in SLOW_ITEMS - 20..SLOW_ITEMS - 10 {
+        delete_key(&mut kv, &key(i)).await;
+    }
+    put_object(
+        &mut kv,
+        &key(99_999),
+        &configmap("slow", "cm-99999", &value(99_999, "v2")),
+    )
+    .await;
+    // A consistent list waits for the changes: watchd has them while the two are stalled.
+    let now = get_json(&format!("{}{path}", w.base_url())).await;
+    assert!(rv(&now) >= changed);
+    assert_eq!(
+        now["items"].as_array().map(Vec::len),
+        Some(SLOW_ITEMS - 10 + 1)
+    );
+    assert!(item(&now, "cm-01999")["data"]["value"]
+        .as_str()
+        .is_some_and(|v| v.starts_with("v2-")));
+
+    for (h2, first, body, driver) in lists {
+        let rest = tokio::time::timeout(Duration::from_secs(120), body.collect())
+            .await
+            .expect("the list ends")
+            .expect("the list reads")
+            .to_bytes();
+        driver.abort();
+        let mut all = first.to_vec();
+        all.extend_from_slice(&rest);
+        assert!(all.len() > 8_000_000, "h2 {h2}: {} bytes", all.len());
+        let list: Value = serde_json::from_slice(&all).expect("the list is JSON");
+        let at = rv(&list);
+        assert!(
+            at < changed,
+            "h2 {h2}: the list is as of {at}, before the changes"
+        );
+        let names = item_names(&list);
+        let want: Vec<String> = (0..SLOW_ITEMS).map(|i| format!("cm-{i:05}")).collect();
+        assert_eq!(
+            names, want,
+            "h2 {h2}: every object as of the list, none added"
+        );
+        for (i, o) in list["items"].as_array().unwrap().iter().enumerate() {
+            assert!(rv(o) <= at, "h2 {h2}: {o}");
+            let v = o["data"]["value"].as_str().unwrap_or_default();
+            assert!(
+                v.starts_with(&format!("v1-{i}-")),
+                "h2 {h2}: item {i} is {}",
+                &v[..v.len().min(20)]
+            );
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! get and list: wait until the cache is fresh enough for the request's resourceVersion,
 //! take a snapshot, and write its pre-encoded objects.
 
+use std::ops::Bound;
 use std::sync::Arc;
 
 use super::query::{
@@ -32,11 +33,82 @@ pub struct ListPage {
     /// The list's resourceVersion.
     pub revision: Revision,
     /// The objects, in key order.
-    pub items: Vec<ObjectRef>,
+    pub items: ListItems,
     /// The token for the next page, if there is one.
     pub continue_token: Option<String>,
     /// Objects after this page (only without selectors, only when more remain).
     pub remaining_item_count: Option<usize>,
+}
+
+/// The objects of a list: a bounded page collected while the page was cut, or every
+/// object of a snapshot that passes the request's scope and selectors, read a batch at
+/// a time as the response is written (a full list holds its snapshot, not a copy).
+pub enum ListItems {
+    /// A page (`limit` or a server bound): its objects.
+    Page(Vec<ObjectRef>),
+    /// Every matching object from `start` on, read from the snapshot.
+    Whole(Box<WholeList>),
+}
+
+/// A full list's source: the snapshot, the namespace, the selectors, where it resumes.
+pub struct WholeList {
+    snapshot: Arc<Snapshot>,
+    namespace: Option<Box<str>>,
+    selectors: Selectors,
+    /// The first key (inclusive) before anything was read; after, the last key read
+    /// (exclusive).
+    from: Option<Arc<str>>,
+    started: bool,
+}
+
+impl WholeList {
+    /// Where the next read starts.
+    fn lower(&self) -> Bound<Arc<str>> {
+        match (&self.from, self.started) {
+            (Some(k), true) => Bound::Excluded(k.clone()),
+            (Some(k), false) => Bound::Included(k.clone()),
+            (None, _) => Bound::Unbounded,
+        }
+    }
+
+    /// The matching objects from where the next read starts.
+    fn iter(&self) -> impl Iterator<Item = &ObjectRef> + '_ {
+        self.snapshot
+            .range_from(self.namespace.as_deref(), self.lower())
+            .filter(|o| matches(o, &self.selectors))
+    }
+}
+
+impl ListItems {
+    /// The objects not taken yet, in key order, without taking them.
+    pub fn iter(&self) -> Box<dyn Iterator<Item = &ObjectRef> + '_> {
+        match self {
+            ListItems::Page(v) => Box::new(v.iter()),
+            ListItems::Whole(w) => Box::new(w.iter()),
+        }
+    }
+
+    /// Takes the next objects, at most `max_items` (at least one); empty at the end.
+    pub fn next_batch(&mut self, max_items: usize) -> Vec<ObjectRef> {
+        let max_items = max_items.max(1);
+        let w = match self {
+            ListItems::Page(v) => {
+                let n = v.len().min(max_items);
+                return v.drain(..n).collect();
+            }
+            ListItems::Whole(w) => w,
+        };
+        let out: Vec<ObjectRef> = w.iter().take(max_items).cloned().collect();
+        match out.last() {
+            Some(last) => {
+                w.from = Some(last.key().clone());
+                w.started = true;
+            }
+            // The end: the snapshot is let go.
+            None => *self = ListItems::Page(Vec::new()),
+        }
+        out
+    }
 }
 
 /// Waits until the cache of `store` reflects what `rv` asks for, and returns the applied
@@ -257,6 +329,20 @@ pub async fn list_page(
         .unwrap_or(usize::MAX)
         .min(q.bound.map_or(usize::MAX, |b| b.items));
     let byte_bound = q.bound.map_or(usize::MAX, |b| b.bytes);
+    if limit == usize::MAX && byte_bound == usize::MAX {
+        return Ok(ListPage {
+            revision,
+            items: ListItems::Whole(Box::new(WholeList {
+                snapshot,
+                namespace: namespace.map(Box::from),
+                selectors: q.selectors.clone(),
+                from: start.map(Arc::from),
+                started: false,
+            })),
+            continue_token: None,
+            remaining_item_count: None,
+        });
+    }
     let mut items = Vec::new();
     let mut count = 0usize;
     let mut bytes = 0usize;
@@ -288,7 +374,7 @@ pub async fn list_page(
     }
     Ok(ListPage {
         revision,
-        items,
+        items: ListItems::Page(items),
         continue_token,
         remaining_item_count,
     })
@@ -461,7 +547,7 @@ async fn list_from_etcd(
     }
     Ok(ListPage {
         revision,
-        items,
+        items: ListItems::Page(items),
         continue_token,
         remaining_item_count,
     })

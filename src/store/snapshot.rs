@@ -79,20 +79,31 @@ impl Snapshot {
         ns: Option<&str>,
         start: Option<&str>,
     ) -> impl Iterator<Item = &'a ObjectRef> + 'a {
-        let (lower, upper): (Option<Arc<str>>, Option<Arc<str>>) = match ns {
+        self.range_from(
+            ns,
+            start.map_or(Bound::Unbounded, |s| Bound::Included(s.into())),
+        )
+    }
+
+    /// Objects in key order within the namespace `ns` if given, from `lower` on.
+    pub fn range_from<'a>(
+        &'a self,
+        ns: Option<&str>,
+        lower: Bound<Arc<str>>,
+    ) -> impl Iterator<Item = &'a ObjectRef> + 'a {
+        let (lo, hi) = match ns {
             // `'/' + 1 == '0'`, so "ns0" is the first key after every "ns/..." key.
-            Some(ns) => (
-                Some(Arc::from(format!("{ns}/"))),
-                Some(Arc::from(format!("{ns}0"))),
-            ),
-            None => (None, None),
+            Some(ns) => {
+                let first: Arc<str> = Arc::from(format!("{ns}/"));
+                let lo = match lower {
+                    Bound::Included(s) | Bound::Excluded(s) if s < first => Bound::Included(first),
+                    Bound::Unbounded => Bound::Included(first),
+                    b => b,
+                };
+                (lo, Bound::Excluded(Arc::from(format!("{ns}0"))))
+            }
+            None => (lower, Bound::Unbounded),
         };
-        let lower = match (start.map(Arc::<str>::from), lower) {
-            (Some(s), Some(l)) => Some(if s > l { s } else { l }),
-            (s, l) => s.or(l),
-        };
-        let lo = lower.map_or(Bound::Unbounded, Bound::Included);
-        let hi = upper.map_or(Bound::Unbounded, Bound::Excluded);
         self.objects.range((lo, hi)).map(|(_, v)| v)
     }
 }

@@ -126,15 +126,15 @@ pub async fn page(
         let more_here = page.continue_token.is_some();
         let mut stopped = None;
         let mut last = None;
-        for obj in page.items {
-            let n = size(&obj);
+        for obj in page.items.iter() {
+            let n = size(obj);
             // A page holds at least one object; past that, every object must fit.
             if !items.is_empty() && bytes + n > budget {
                 stopped = Some(scope_relative(s.namespace.as_deref(), obj.key()).to_string());
                 break;
             }
             bytes += n;
-            let object = Some(objects::object(&obj, encoding));
+            let object = Some(objects::object(obj, encoding));
             items.push(pb::SnapshotItem {
                 selection: at as u32,
                 object,

@@ -11,7 +11,9 @@ use bytes::{Buf, Bytes};
 use futures_util::Stream;
 use http_body::{Frame, SizeHint};
 
+use crate::api::read::ListItems;
 use crate::api::watch::SteppedWatch;
+use crate::store::ObjectRef;
 
 /// A sequence of byte segments read as one buffer.
 ///
@@ -146,6 +148,86 @@ impl Buf for BufList {
             cnt -= front.len();
             self.first = self.rest.pop_front();
         }
+    }
+}
+
+/// Objects per frame of a list streamed from its snapshot: a frame holds references to
+/// this many cached objects and what their encoding made for them, never the whole list.
+pub const LIST_BATCH: usize = 128;
+
+/// A list body: `head`, then the objects of `items` written by `write` a batch at a
+/// time (its `bool`: whether the batch starts the list), then `tail`. Each batch is read
+/// from the snapshot and encoded when the connection asks for the next frame, that is once
+/// the socket took the one before (HTTP/1.1) or the stream has window (HTTP/2), so a
+/// response holds its snapshot and one batch, whatever the list's size. A list that ends
+/// within its first batch is sent whole, with its length.
+pub fn list<W>(head: Bytes, items: ListItems, tail: &'static [u8], write: W) -> Body
+where
+    W: FnMut(&mut BufList, &[ObjectRef], bool) + Send + 'static,
+{
+    let mut frames = ListFrames {
+        head: Some(head),
+        items,
+        tail: Some(tail),
+        write,
+    };
+    let first = frames.next().unwrap_or_default();
+    if frames.tail.is_none() {
+        return Body::segments(first);
+    }
+    Body::stream(futures_util::stream::iter(
+        std::iter::once(first).chain(frames),
+    ))
+}
+
+/// Writes each of `batch` with `write`, comma separated, a comma before the first too
+/// unless the batch starts the list (`first`): the items of a JSON list.
+pub fn comma_separated(
+    out: &mut BufList,
+    batch: &[ObjectRef],
+    first: bool,
+    mut write: impl FnMut(&mut BufList, &ObjectRef),
+) {
+    for (i, obj) in batch.iter().enumerate() {
+        if i > 0 || !first {
+            out.push_static(b",");
+        }
+        write(out, obj);
+    }
+}
+
+/// The frames of a streamed list.
+struct ListFrames<W> {
+    /// The list's head, until the first frame took it.
+    head: Option<Bytes>,
+    items: ListItems,
+    /// The list's tail, until the last frame took it (then the list has ended).
+    tail: Option<&'static [u8]>,
+    write: W,
+}
+
+impl<W: FnMut(&mut BufList, &[ObjectRef], bool)> Iterator for ListFrames<W> {
+    type Item = BufList;
+
+    fn next(&mut self) -> Option<BufList> {
+        let tail = self.tail?;
+        let mut out = BufList::new();
+        let first = match self.head.take() {
+            Some(head) => {
+                out.push(head);
+                true
+            }
+            None => false,
+        };
+        let batch = self.items.next_batch(LIST_BATCH);
+        if !batch.is_empty() {
+            (self.write)(&mut out, &batch, first);
+        }
+        if batch.len() < LIST_BATCH {
+            out.push_static(tail);
+            self.tail = None;
+        }
+        Some(out)
     }
 }
 

@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 
-use super::body::{Body, BufList};
+use super::body::{comma_separated, Body, BufList};
 use crate::api::read::ListPage;
 use crate::api::status::ApiError;
 use crate::api::watch::{FrameEncoding, WatchEncoder};
@@ -12,7 +12,7 @@ use crate::store::{EventType, ObjectRef, WatchEvent};
 use crate::Revision;
 
 /// `{"kind":"<Kind>List","apiVersion":...,"metadata":{...},"items":[...]}` with every item
-/// a shared segment.
+/// a shared segment, streamed from the snapshot a batch at a time ([`super::body::list`]).
 pub fn list_body(info: &ResourceInfo, page: ListPage) -> Body {
     let meta = list_meta(&page);
     let head = format!(
@@ -20,16 +20,9 @@ pub fn list_body(info: &ResourceInfo, page: ListPage) -> Body {
         info.list_kind(),
         info.api_version()
     );
-    let mut body = BufList::new();
-    body.push(Bytes::from(head));
-    for (i, obj) in page.items.iter().enumerate() {
-        if i > 0 {
-            body.push_static(b",");
-        }
-        body.push(obj.json().clone());
-    }
-    body.push_static(b"]}");
-    Body::segments(body)
+    super::body::list(Bytes::from(head), page.items, b"]}", |out, batch, first| {
+        comma_separated(out, batch, first, |out, obj| out.push(obj.json().clone()))
+    })
 }
 
 /// The bytes that start a JSON watch frame of type `t`, up to the object.
@@ -234,19 +227,20 @@ pub fn list_meta(page: &ListPage) -> String {
     meta
 }
 
-/// A PartialObjectMetadataList of a list page.
-pub fn partial_metadata_list_body(version: &str, page: &ListPage) -> Body {
-    let mut body = BufList::new();
-    body.push(Bytes::from(format!(
+/// A PartialObjectMetadataList of a list page, streamed like [`list_body`].
+pub fn partial_metadata_list_body(version: &'static str, page: ListPage) -> Body {
+    let head = format!(
         "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"meta.k8s.io/{version}\",\"metadata\":{},\"items\":[",
-        list_meta(page)
-    )));
-    for (i, obj) in page.items.iter().enumerate() {
-        if i > 0 {
-            body.push_static(b",");
-        }
-        push_partial_metadata(&mut body, version, obj);
-    }
-    body.push_static(b"]}");
-    Body::segments(body)
+        list_meta(&page)
+    );
+    super::body::list(
+        Bytes::from(head),
+        page.items,
+        b"]}",
+        move |out, batch, first| {
+            comma_separated(out, batch, first, |out, obj| {
+                push_partial_metadata(out, version, obj)
+            })
+        },
+    )
 }

@@ -54,7 +54,10 @@ pub fn object_body(obj: &CachedObject) -> Result<Body, ApiError> {
 
 /// A list: the envelope around `<Kind>List{1: ListMeta, 2: items}`. Each item is its
 /// cached `raw` slice, sent as its own segment (no copy), after a header of a few bytes.
-pub fn list_body(info: &ResourceInfo, page: &ListPage) -> Result<Body, ApiError> {
+/// The envelope's length is counted first (one pass over the snapshot: sizes only); the
+/// items then stream a batch at a time ([`super::body::list`]). The page is given back
+/// when one of its objects has no protobuf form.
+pub fn list_body(info: &ResourceInfo, page: ListPage) -> Result<Body, ListPage> {
     let mut list_meta = Vec::new();
     put_len(
         &mut list_meta,
@@ -67,39 +70,42 @@ pub fn list_body(info: &ResourceInfo, page: &ListPage) -> Result<Body, ApiError>
     if let Some(n) = page.remaining_item_count {
         put_uint(&mut list_meta, 4, n as u64);
     }
-    let items = page
+    let items_len: Option<usize> = page
         .items
         .iter()
-        .map(|obj| match obj.protobuf() {
-            Some(pb) => Ok(pb.raw()),
-            None => Err(not_protobuf(obj)),
-        })
-        .collect::<Result<Vec<Bytes>, ApiError>>()?;
-    let raw_len = len_field_size(1, list_meta.len())
-        + items
-            .iter()
-            .map(|i| len_field_size(2, i.len()))
-            .sum::<usize>();
+        .map(|obj| obj.protobuf().map(|pb| len_field_size(2, pb.raw().len())))
+        .sum();
+    let Some(items_len) = items_len else {
+        return Err(page);
+    };
+    let raw_len = len_field_size(1, list_meta.len()) + items_len;
     let mut head = envelope::head(&info.api_version(), &info.list_kind(), raw_len);
     put_len(&mut head, 1, &list_meta);
-    // Every item's field header, in one buffer sliced per item.
-    let mut headers = Vec::with_capacity(items.len() * 4);
-    let mut ends = Vec::with_capacity(items.len());
-    for item in &items {
-        put_len_header(&mut headers, 2, item.len());
-        ends.push(headers.len());
-    }
-    let headers = Bytes::from(headers);
-    let mut body = BufList::new();
-    body.push(Bytes::from(head));
-    let mut at = 0;
-    for (item, end) in items.into_iter().zip(ends) {
-        body.push(headers.slice(at..end));
-        body.push(item);
-        at = end;
-    }
-    body.push_static(envelope::TAIL);
-    Ok(Body::segments(body))
+    Ok(super::body::list(
+        Bytes::from(head),
+        page.items,
+        envelope::TAIL,
+        |out, batch, _| {
+            // Every item's field header, in one buffer sliced per item.
+            let raws: Vec<Bytes> = batch
+                .iter()
+                .map(|obj| obj.protobuf().map_or_else(Bytes::new, |pb| pb.raw()))
+                .collect();
+            let mut headers = Vec::with_capacity(raws.len() * 4);
+            let mut ends = Vec::with_capacity(raws.len());
+            for raw in &raws {
+                put_len_header(&mut headers, 2, raw.len());
+                ends.push(headers.len());
+            }
+            let headers = Bytes::from(headers);
+            let mut at = 0;
+            for (raw, end) in raws.into_iter().zip(ends) {
+                out.push(headers.slice(at..end));
+                out.push(raw);
+                at = end;
+            }
+        },
+    ))
 }
 
 /// A watch frame's 4-byte big-endian length and `WatchEvent{1: type, 2: {1: raw}}` up to

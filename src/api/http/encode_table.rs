@@ -83,6 +83,35 @@ fn push_row(
     out.push_static(b"}");
 }
 
+/// A Table's JSON up to its first row.
+fn table_head(info: &ResourceInfo, version: &str, list_meta: &str, with_columns: bool) -> Bytes {
+    let columns = if with_columns {
+        let defs: Vec<serde_json::Value> =
+            table::columns(info).iter().map(|c| c.to_json()).collect();
+        serde_json::to_string(&defs).unwrap_or_else(|_| "[]".into())
+    } else {
+        "null".into()
+    };
+    Bytes::from(format!(
+        "{{\"kind\":\"Table\",\"apiVersion\":\"meta.k8s.io/{version}\",\"metadata\":{list_meta},\"columnDefinitions\":{columns},\"rows\":["
+    ))
+}
+
+/// Rows of `objs`, comma separated (and after a row before them unless `first`).
+fn push_rows(
+    out: &mut BufList,
+    info: &ResourceInfo,
+    version: &str,
+    include: IncludeObject,
+    objs: &[ObjectRef],
+    first: bool,
+) {
+    let now = now_unix();
+    super::body::comma_separated(out, objs, first, |out, obj| {
+        push_row(out, info, version, include, obj, now)
+    });
+}
+
 fn push_table(
     out: &mut BufList,
     info: &ResourceInfo,
@@ -92,44 +121,24 @@ fn push_table(
     with_columns: bool,
     rows: &[ObjectRef],
 ) {
-    let columns = if with_columns {
-        let defs: Vec<serde_json::Value> =
-            table::columns(info).iter().map(|c| c.to_json()).collect();
-        serde_json::to_string(&defs).unwrap_or_else(|_| "[]".into())
-    } else {
-        "null".into()
-    };
-    out.push(Bytes::from(format!(
-        "{{\"kind\":\"Table\",\"apiVersion\":\"meta.k8s.io/{version}\",\"metadata\":{list_meta},\"columnDefinitions\":{columns},\"rows\":["
-    )));
-    let now = now_unix();
-    for (i, obj) in rows.iter().enumerate() {
-        if i > 0 {
-            out.push_static(b",");
-        }
-        push_row(out, info, version, include, obj, now);
-    }
+    out.push(table_head(info, version, list_meta, with_columns));
+    push_rows(out, info, version, include, rows, true);
     out.push_static(b"]}");
 }
 
-/// A Table of a list page.
+/// A Table of a list page, its rows made a batch at a time as the client reads them
+/// ([`super::body::list`]).
 pub fn list_table(
-    info: &ResourceInfo,
-    version: &str,
+    info: &ResourceRef,
+    version: &'static str,
     include: IncludeObject,
-    page: &ListPage,
+    page: ListPage,
 ) -> Body {
-    let mut out = BufList::new();
-    push_table(
-        &mut out,
-        info,
-        version,
-        include,
-        &super::encode::list_meta(page),
-        true,
-        &page.items,
-    );
-    Body::segments(out)
+    let head = table_head(info, version, &super::encode::list_meta(&page), true);
+    let info = info.clone();
+    super::body::list(head, page.items, b"]}", move |out, batch, first| {
+        push_rows(out, &info, version, include, batch, first)
+    })
 }
 
 /// A one-row Table of a get.

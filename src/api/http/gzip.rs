@@ -1,9 +1,10 @@
 //! `Content-Encoding: gzip` for get and list bodies (watch streams are never compressed).
 //!
 //! A body up to [`config::GZIP_INLINE_MAX_BYTES`] is compressed at once where the request
-//! is handled (a fraction of a millisecond at level 1). A larger one is compressed as the
-//! client reads it: the body becomes a stream whose every step takes up to
-//! [`config::GZIP_STEP_BYTES`] of the list's segments (shared `Bytes`, sliced, not copied),
+//! is handled (a fraction of a millisecond at level 1). A larger one, and a list streamed
+//! from its snapshot, is compressed as the client reads it: the body becomes a stream
+//! whose every step takes up to [`config::GZIP_STEP_BYTES`] of the list's segments (shared
+//! `Bytes`, sliced, not copied; a streamed list's next batch read only when a step needs it),
 //! compresses them on tokio's blocking pool and yields what came out as one frame. The next
 //! step runs only when the connection asks for the next frame, that is once the socket took
 //! the previous one (HTTP/1.1) or the stream has window again (HTTP/2): a slow reader holds
@@ -17,11 +18,13 @@
 
 use std::collections::VecDeque;
 use std::io::Write as _;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use flate2::write::GzEncoder;
 use flate2::Compression;
+use futures_util::{Stream, StreamExt as _};
 use tokio::sync::Semaphore;
 
 use super::body::{Body, BufList};
@@ -59,21 +62,29 @@ fn gzip_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }
 
-/// `body` gzipped, or None when it is not a complete body (a stream is never compressed
-/// here). Needs a tokio runtime when the body is larger than the inline limit.
+/// `body` gzipped: a complete body up to the inline limit here, anything larger (a
+/// streamed list included) as the client reads it. None for a watch (never compressed).
+/// Needs a tokio runtime for a streamed result.
 pub fn compress(body: Body) -> Option<Body> {
-    let Body::Full(Some(list), len) = body else {
-        return match body {
-            Body::Full(None, _) => Some(Body::full(inline(VecDeque::new()).ok()?)),
-            _ => None,
-        };
+    let input: Frames = match body {
+        Body::Full(None, _) => return Some(Body::full(inline(VecDeque::new()).ok()?)),
+        Body::Full(Some(list), len) => {
+            let segments: VecDeque<Bytes> = list.into_segments().collect();
+            if len <= config::GZIP_INLINE_MAX_BYTES {
+                return inline(segments).ok().map(Body::full);
+            }
+            Box::pin(futures_util::stream::iter(
+                segments.into_iter().map(BufList::from),
+            ))
+        }
+        Body::Stream(s) => s,
+        Body::Watch(_) => return None,
     };
-    let segments: VecDeque<Bytes> = list.into_segments().collect();
-    if len <= config::GZIP_INLINE_MAX_BYTES {
-        return inline(segments).ok().map(Body::full);
-    }
-    Some(streamed(segments, config::GZIP_STEP_BYTES))
+    Some(streamed(input, config::GZIP_STEP_BYTES))
 }
+
+/// The frames of a body that is compressed as it is read.
+type Frames = Pin<Box<dyn Stream<Item = BufList> + Send>>;
 
 /// The whole of `segments`, gzipped here.
 fn inline(segments: VecDeque<Bytes>) -> std::io::Result<Vec<u8>> {
@@ -86,23 +97,35 @@ fn inline(segments: VecDeque<Bytes>) -> std::io::Result<Vec<u8>> {
 
 /// What a streamed body has left: the input and the compressor (None once finished).
 struct Pending {
-    input: VecDeque<Bytes>,
+    input: Frames,
+    /// Input read from `input` and not compressed yet.
+    held: VecDeque<Bytes>,
+    /// Whether `input` ended.
+    ended: bool,
     encoder: Option<GzEncoder<Vec<u8>>>,
     step: usize,
 }
 
 impl Pending {
-    /// Takes up to `step` bytes of input (the last segment taken is split if needed).
-    fn take_step(&mut self) -> Vec<Bytes> {
+    /// Takes up to `step` bytes of input (the last segment taken is split if needed),
+    /// reading the body's frames as it needs them.
+    async fn take_step(&mut self) -> Vec<Bytes> {
         let mut out = Vec::new();
         let mut budget = self.step;
         while budget > 0 {
-            let Some(front) = self.input.front_mut() else {
-                break;
+            let Some(front) = self.held.front_mut() else {
+                if self.ended {
+                    break;
+                }
+                match self.input.next().await {
+                    Some(frame) => self.held.extend(frame.into_segments()),
+                    None => self.ended = true,
+                }
+                continue;
             };
             if front.len() <= budget {
                 budget -= front.len();
-                if let Some(seg) = self.input.pop_front() {
+                if let Some(seg) = self.held.pop_front() {
                     out.push(seg);
                 }
             } else {
@@ -111,6 +134,17 @@ impl Pending {
             }
         }
         out
+    }
+
+    /// Whether every byte of input was taken.
+    async fn exhausted(&mut self) -> bool {
+        while self.held.is_empty() && !self.ended {
+            match self.input.next().await {
+                Some(frame) => self.held.extend(frame.into_segments()),
+                None => self.ended = true,
+            }
+        }
+        self.held.is_empty()
     }
 }
 
@@ -142,8 +176,8 @@ async fn next_frame(mut p: Pending) -> Result<Option<(BufList, Pending)>, GzipEr
         let Some(encoder) = p.encoder.take() else {
             return Ok(None);
         };
-        let batch = p.take_step();
-        let last = p.input.is_empty();
+        let batch = p.take_step().await;
+        let last = p.exhausted().await;
         let permit = limiter().clone().acquire_owned().await?;
         let (encoder, out) = tokio::task::spawn_blocking(move || {
             let _permit = permit;
@@ -157,11 +191,13 @@ async fn next_frame(mut p: Pending) -> Result<Option<(BufList, Pending)>, GzipEr
     }
 }
 
-/// `segments` as a stream of gzip frames, compressed `step` bytes of input at a time off
+/// `input` as a stream of gzip frames, compressed `step` bytes of input at a time off
 /// the runtime's worker threads.
-fn streamed(segments: VecDeque<Bytes>, step: usize) -> Body {
+fn streamed(input: Frames, step: usize) -> Body {
     let start = Pending {
-        input: segments,
+        input,
+        held: VecDeque::new(),
+        ended: false,
         encoder: Some(GzEncoder::new(Vec::new(), level())),
         step: step.max(1),
     };
@@ -243,7 +279,10 @@ mod tests {
                 .flat_map(|i| (i.wrapping_mul(2_654_435_761) >> 24).to_le_bytes())
                 .collect::<Vec<u8>>(),
         );
-        let body = streamed(VecDeque::from([big.clone()]), 64 * 1024);
+        let body = streamed(
+            Box::pin(futures_util::stream::iter([BufList::from(big.clone())])),
+            64 * 1024,
+        );
         let (gz, frames) = collect(body).await;
         assert_eq!(gunzip(&gz), big);
         // Poorly compressible input: each 64 KiB step yields a frame of its own.

@@ -268,7 +268,8 @@ async fn stream(
         let mut out = ChunkHead::new(len)
             .chain(frame)
             .chain(Bytes::from_static(b"\r\n"));
-        write_buf::<FRAME_IOV>(io, &mut out).await?;
+        // A list's frame is a batch of objects: hundreds of segments.
+        write_buf::<BODY_IOV>(io, &mut out).await?;
     }
 }
 

@@ -571,20 +571,32 @@ async fn serve_verb(
         return Ok(typed_response(body, output, false));
     }
     let q = ListQuery::parse(&store.info, params)?;
-    let page = read::list_page(&state.read, &store, ns, &q).await?;
-    let output = match output {
-        Output::Protobuf if !page.items.iter().all(|o| encode_protobuf::capable(o)) => {
-            negotiate::negotiate(accept, true)?
-        }
-        o => o,
+    let include = match output {
+        Output::Table(_) => IncludeObject::parse(params.get("includeObject"))?,
+        _ => IncludeObject::Metadata,
     };
-    let body = match output {
-        Output::Metadata(v) => encode::partial_metadata_list_body(v, &page),
-        Output::Table(v) => {
-            let include = IncludeObject::parse(params.get("includeObject"))?;
-            encode_table::list_table(&store.info, v, include, &page)
+    let mut page = read::list_page(&state.read, &store, ns, &q).await?;
+    let mut output = output;
+    if output == Output::Protobuf {
+        match encode_protobuf::list_body(&store.info, page) {
+            Ok(body) => return Ok(typed_response(body, output, true)),
+            // An object without a protobuf form: the list in the next media type the
+            // client accepts.
+            Err(p) => {
+                page = p;
+                output = negotiate::negotiate(accept, true)?;
+            }
         }
-        Output::Protobuf => encode_protobuf::list_body(&store.info, &page)?,
+    }
+    let body = match output {
+        Output::Metadata(v) => encode::partial_metadata_list_body(v, page),
+        Output::Table(v) => encode_table::list_table(&store.info, v, include, page),
+        Output::Protobuf => {
+            return Err(ApiError::Internal(format!(
+                "a {} list has objects with no protobuf form",
+                store.info.resource
+            )))
+        }
         Output::Json => encode::list_body(&store.info, page),
     };
     Ok(typed_response(body, output, true))
@@ -615,14 +627,14 @@ fn typed_response(body: Body, output: Output, list: bool) -> Response<Body> {
     r
 }
 
-/// Gzips a complete get or list body (watch streams are never compressed): a small one
+/// Gzips a get or list body, complete or streamed (watch streams are never compressed): a small one
 /// here, a large one as the client reads it, off the runtime's worker threads
 /// (`gzip.rs`).
 fn compress(r: Response<Body>) -> Response<Body> {
     let (mut parts, body) = r.into_parts();
-    let Body::Full(..) = body else {
+    if let Body::Watch(_) = body {
         return Response::from_parts(parts, body);
-    };
+    }
     match gzip::compress(body) {
         Some(gz) => {
             parts
