@@ -78,36 +78,49 @@ pub async fn serve(
         let write_timeout = state.write_timeout;
         let state = state.clone();
         let tls = tls.clone();
+        // Each path boxed apart: the task is sized by the path it takes, not by the
+        // largest (it stays that size for as long as the connection's watches last).
         connections.spawn(async move {
-            let Some(tls) = tls else {
-                let conn = Connection {
-                    peer,
-                    shard,
-                    peer_chain: None,
-                };
-                let io = WriteDeadline::new(stream, write_timeout);
-                super::h1::serve(io, state, conn).await;
-                return;
-            };
             let io = WriteDeadline::new(stream, write_timeout);
-            let Some(stream) = tls.handshake(io, peer).await else {
-                return;
-            };
-            let peer_chain = stream
-                .get_ref()
-                .1
-                .peer_certificates()
-                .filter(|chain| !chain.is_empty())
-                .map(|chain| (chain.to_vec(), tls.verifiers.clone()));
-            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-            let conn = Connection {
-                peer,
-                shard,
-                peer_chain,
-            };
-            serve_connection(stream, h2, state, conn).await;
+            match tls {
+                None => {
+                    let conn = Connection {
+                        peer,
+                        shard,
+                        peer_chain: None,
+                    };
+                    Box::pin(super::h1::serve(io, state, conn)).await
+                }
+                Some(tls) => Box::pin(serve_tls(io, peer, shard, tls, state)).await,
+            }
         });
     }
+}
+
+/// Serves a TLS connection: the handshake, then HTTP/2 or HTTP/1.1 as ALPN chose.
+async fn serve_tls(
+    io: WriteDeadline<tokio::net::TcpStream>,
+    peer: std::net::SocketAddr,
+    shard: usize,
+    tls: crate::tls::TlsServing,
+    state: Arc<ApiState>,
+) {
+    let Some(stream) = tls.handshake(io, peer).await else {
+        return;
+    };
+    let peer_chain = stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .filter(|chain| !chain.is_empty())
+        .map(|chain| (chain.to_vec(), tls.verifiers.clone()));
+    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+    let conn = Connection {
+        peer,
+        shard,
+        peer_chain,
+    };
+    Box::pin(serve_connection(stream, h2, state, conn)).await;
 }
 
 /// The connection preface of HTTP/2 with prior knowledge (RFC 9113, 3.4).
@@ -123,7 +136,9 @@ where
     let svc = service_fn(move |req| {
         let state = state.clone();
         let conn = conn.clone();
-        async move { Ok::<_, Infallible>(handle(&state, req, &conn).await) }
+        // Boxed: hyper keeps a stream's service future in the stream's task for as long
+        // as the response lasts; the request's future is large and done once it answers.
+        async move { Ok::<_, Infallible>(Box::pin(handle(&state, req, &conn)).await) }
     });
     let result = if h2 {
         let (io, flusher) = coalesce::coalesced(io, crate::config::HTTP2_WRITE_BUFFER);
