@@ -11,6 +11,7 @@ pub mod client;
 pub mod codec;
 pub mod config;
 pub mod dispatch;
+pub mod memory;
 pub mod metrics;
 pub mod registry;
 pub mod revision;

@@ -119,6 +119,13 @@ struct ServeArgs {
     /// most 64.
     #[arg(long, default_value_t = 0)]
     dispatch_threads: usize,
+    /// The memory watchd keeps under: past 85 % of it, new full lists and new watches
+    /// are answered 429 with Retry-After (gRPC: RESOURCE_EXHAUSTED) until the resident
+    /// set falls, rather than the process being killed for going past it. Bytes, or
+    /// with a suffix (Ki, Mi, Gi, or K, M, G); 0: none. Default: the cgroup's limit
+    /// when one is set, else none.
+    #[arg(long, value_name = "BYTES", value_parser = parse_memory_bytes)]
+    memory_limit: Option<u64>,
     /// Close a connection whose peer has read nothing of what was written for this long
     /// (a watch whose client stopped reading; 0: never).
     #[arg(long, default_value = "60s", value_parser = watchd::config::parse_duration)]
@@ -142,6 +149,11 @@ enum FlagError {
     /// Not a duration.
     #[error(transparent)]
     Duration(#[from] watchd::config::DurationError),
+    /// A byte size with an unknown suffix, or too large.
+    #[error(
+        "{0:?} is not a size in bytes (a number, optionally with Ki, Mi, Gi, Ti, K, M, G or T)"
+    )]
+    BadSize(String),
     /// A batch window longer than the longest a watcher can be asked to wait.
     #[error("{0:?} is longer than {max:?}, the longest batch window", max = config::MAX_WATCH_BATCH_WINDOW)]
     BatchWindowTooLong(String),
@@ -150,6 +162,9 @@ enum FlagError {
 /// Why `watchd serve` cannot start: each names the flag or file and what to do.
 #[derive(Debug, thiserror::Error)]
 enum StartError {
+    /// The memory sampler's thread could not start.
+    #[error("--memory-limit: cannot start the memory sampler thread: {0}")]
+    MemorySampler(#[source] std::io::Error),
     /// Neither etcd nor an upstream to read.
     #[error("no data source: give --etcd-servers, or --upstream-url or --upstream-kubeconfig")]
     NoSource,
@@ -221,6 +236,31 @@ fn parse_message_bytes(s: &str) -> Result<usize, FlagError> {
         return Err(FlagError::MessageTooSmall(n));
     }
     Ok(n)
+}
+
+/// `--memory-limit`: bytes, with an optional binary (Ki, Mi, Gi, Ti) or decimal (K, M,
+/// G, T) suffix, as Kubernetes quantities write them.
+fn parse_memory_bytes(s: &str) -> Result<u64, FlagError> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, suffix) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|e| FlagError::NotANumber(s.to_string(), e))?;
+    let unit: u64 = match suffix {
+        "" => 1,
+        "K" | "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        _ => return Err(FlagError::BadSize(s.to_string())),
+    };
+    n.checked_mul(unit)
+        .ok_or_else(|| FlagError::BadSize(s.to_string()))
 }
 
 /// `--watch-batch-window`: a duration of at most a second (a longer hold would be
@@ -357,11 +397,29 @@ async fn serve(args: ServeArgs) -> Result<(), StartError> {
         Some(client) if args.proxy => Some(Proxy::new(client.clone(), security.is_some())),
         _ => None,
     };
+    let memory_limit = match args.memory_limit {
+        Some(n) => n,
+        None => watchd::memory::cgroup_limit().unwrap_or(0),
+    };
+    let memory = Arc::new(watchd::memory::MemoryGuard::new(memory_limit));
+    memory.start().map_err(StartError::MemorySampler)?;
+    if memory_limit > 0 {
+        tracing::info!(
+            limit = memory_limit,
+            from = if args.memory_limit.is_some() {
+                "--memory-limit"
+            } else {
+                "cgroup"
+            },
+            "memory limit: new full lists and watches are refused past 85 % of it"
+        );
+    }
     let read = Arc::new(ReadContext {
         cache: cache.clone(),
         source: reader,
         bookmark_interval: args.bookmark_interval.max(Duration::from_millis(100)),
         watch_batch_window: args.watch_batch_window,
+        memory,
     });
     let state = Arc::new(ApiState {
         read: read.clone(),

@@ -848,3 +848,87 @@ async fn kubectl_get_one_pod_by_name() {
         run.stderr
     );
 }
+
+/// `--memory-limit` below what watchd holds: past its soft mark, new full lists and new
+/// watches are refused 429 with Retry-After (gRPC Watch: RESOURCE_EXHAUSTED), while gets
+/// and paginated lists go on; metrics and the log say so. With a limit far above, the
+/// same requests are served. (No cgroup limit can be set on these machines: the flag
+/// stands in for one.)
+#[tokio::test]
+async fn past_its_memory_limit_watchd_refuses_new_full_lists_and_watches() {
+    use watchd::api::grpc::pb::watchd_client::WatchdClient;
+    use watchd::api::grpc::pb::{Collection, WatchRequest};
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    for i in 0..3 {
+        put_pod(&mut kv, "mem", &format!("p{i}"), &[]).await;
+    }
+    let w = Watchd::start(&etcd.client_url(), &["--memory-limit=1Mi"]);
+    let base = w.base_url();
+    let metrics = || async { http::get(&format!("{base}/metrics"), &[]).await.text() };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while metric(&metrics().await, "watchd_memory_pressure", &[]) != Some(1.0) {
+        assert!(
+            Instant::now() < deadline,
+            "pressure never reported:\n{}",
+            metrics().await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let list = http::get(&format!("{base}/api/v1/namespaces/mem/pods"), &[]).await;
+    let status = assert_status(&list, 429, "TooManyRequests");
+    assert_eq!(list.header("retry-after"), Some("1"));
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("memory") && m.contains("new full lists are refused")),
+        "{status}"
+    );
+    let watch = http::get(&format!("{base}/api/v1/pods?watch=1&timeoutSeconds=1"), &[]).await;
+    assert_status(&watch, 429, "TooManyRequests");
+    assert_eq!(watch.header("retry-after"), Some("1"));
+    let mut grpc = WatchdClient::connect(w.grpc_url())
+        .await
+        .expect("gRPC connect");
+    let refused = grpc
+        .watch(WatchRequest {
+            collection: Some(Collection {
+                version: "v1".into(),
+                resource: "pods".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect_err("a gRPC watch is refused");
+    assert_eq!(refused.code(), tonic::Code::ResourceExhausted, "{refused}");
+
+    // What a client retrying needs still works.
+    let page = get_json(&format!("{base}/api/v1/namespaces/mem/pods?limit=2")).await;
+    assert_eq!(item_names(&page), ["p0", "p1"]);
+    let one = get_json(&format!("{base}/api/v1/namespaces/mem/pods/p2")).await;
+    assert_eq!(one["metadata"]["name"], "p2");
+
+    let text = metrics().await;
+    assert_eq!(
+        metric(&text, "watchd_memory_limit_bytes", &[]),
+        Some(1048576.0)
+    );
+    assert!(metric(&text, "watchd_memory_resident_bytes", &[]).is_some_and(|b| b > 1048576.0));
+    for kind in ["kind=\"list\"", "kind=\"watch\""] {
+        assert!(
+            metric(&text, "watchd_memory_refusals_total", &[kind]).is_some_and(|n| n >= 1.0),
+            "{kind}: {text}"
+        );
+    }
+    assert!(w.log().contains("memory past the soft mark"), "{}", w.log());
+
+    let roomy = Watchd::start(&etcd.client_url(), &["--memory-limit=64Gi"]);
+    let list = get_json(&format!("{}/api/v1/namespaces/mem/pods", roomy.base_url())).await;
+    assert_eq!(item_names(&list), ["p0", "p1", "p2"]);
+    let text = http::get(&format!("{}/metrics", roomy.base_url()), &[])
+        .await
+        .text();
+    assert_eq!(metric(&text, "watchd_memory_pressure", &[]), Some(0.0));
+}

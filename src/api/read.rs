@@ -26,6 +26,8 @@ pub struct ReadContext {
     /// `--watch-batch-window`: how long a watch holds its first ready event for more to
     /// join it in the same write (zero: written at once).
     pub watch_batch_window: std::time::Duration,
+    /// `--memory-limit`: whether new full lists and watches are admitted.
+    pub memory: Arc<crate::memory::MemoryGuard>,
 }
 
 /// One page of a list: the objects to send and the list metadata.
@@ -330,6 +332,7 @@ pub async fn list_page(
         .min(q.bound.map_or(usize::MAX, |b| b.items));
     let byte_bound = q.bound.map_or(usize::MAX, |b| b.bytes);
     if limit == usize::MAX && byte_bound == usize::MAX {
+        state.memory.admit(crate::memory::Admission::FullList)?;
         return Ok(ListPage {
             revision,
             items: ListItems::Whole(Box::new(WholeList {

@@ -244,6 +244,7 @@ impl<E: WatchEncoder> WatchSession<E> {
         if !state.cache.is_synced() {
             not_ready()?;
         }
+        state.memory.admit(crate::memory::Admission::Watch)?;
         let (log, cursor, after, initial) = if q.wants_initial() {
             let applied = wait_fresh(state, &store, q.rv).await?;
             not_ready()?;

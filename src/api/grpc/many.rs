@@ -93,6 +93,7 @@ impl ManyWatch {
         r: &pb::WatchManyRequest,
         max_message_bytes: usize,
     ) -> Result<Result<ManyWatch, ApiError>, ApiError> {
+        read.memory.admit(crate::memory::Admission::Watch)?;
         let timeout = positive(r.timeout_seconds);
         let send_initial = flag(r.send_initial_events);
         let rv_match = if r.send_initial_events.is_some() {
