@@ -14,6 +14,7 @@ use etcd_client::{EventType as EtcdEventType, GetOptions, WatchOptions};
 use tokio::sync::watch;
 
 use super::client::{EtcdClient, EtcdConfig};
+use super::revision_flight::RevisionFlight;
 use super::{failed, BoxFuture, RangePage, ReadError, Source, SourceError, SourceReader};
 use crate::config;
 use crate::store::ingest::{Ingestor, KvChange};
@@ -439,6 +440,8 @@ async fn current_header(client: &mut EtcdClient) -> Result<(Revision, u64), etcd
 pub struct EtcdReader {
     config: EtcdConfig,
     client: Arc<tokio::sync::Mutex<Option<EtcdClient>>>,
+    /// The current-revision request shared by concurrent consistent reads.
+    flight: Arc<RevisionFlight>,
 }
 
 impl EtcdReader {
@@ -447,6 +450,7 @@ impl EtcdReader {
         EtcdReader {
             config,
             client: Arc::new(tokio::sync::Mutex::new(None)),
+            flight: Arc::default(),
         }
     }
 
@@ -489,13 +493,24 @@ impl EtcdReader {
             .unwrap_or_else(|_| Err(SourceError::EtcdTimeout.into()))
     }
 
-    /// etcd's current revision, via one linearizable range request (bounded by `timeout`).
+    /// etcd's current revision, via a linearizable range request that started after this
+    /// call, shared with the calls that wait for it (bounded by `timeout`).
     pub async fn current(&self, timeout: Duration) -> Result<Revision, ReadError> {
-        self.with_client(
-            timeout,
-            |mut c| async move { current_revision(&mut c).await },
-        )
-        .await
+        let reader = self.clone();
+        let shared = self.flight.current(move || async move {
+            reader
+                .with_client(
+                    timeout,
+                    |mut c| async move { current_revision(&mut c).await },
+                )
+                .await
+                .map_err(|e| e.to_string())
+        });
+        match tokio::time::timeout(timeout, shared).await {
+            Ok(Ok(revision)) => Ok(revision),
+            Ok(Err(message)) => Err(SourceError::Shared(message).into()),
+            Err(_) => Err(SourceError::EtcdTimeout.into()),
+        }
     }
 
     /// Keys in [`start`, `end`) at `revision` (None: the current one, read

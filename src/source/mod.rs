@@ -16,6 +16,7 @@
 
 pub mod client;
 pub mod etcd;
+mod revision_flight;
 pub mod upstream;
 
 use std::future::Future;
@@ -128,6 +129,10 @@ pub enum SourceError {
     /// etcd did not answer a read in time.
     #[error("etcd did not answer in time")]
     EtcdTimeout,
+    /// A read shared by concurrent requests failed (`revision_flight.rs`): its error's
+    /// text.
+    #[error("{0}")]
+    Shared(String),
     /// etcd ended the watch stream.
     #[error("watch stream ended")]
     WatchEnded,
