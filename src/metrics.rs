@@ -276,6 +276,29 @@ fn describe() {
         Unit::Seconds,
         "Time from an event's being applied to the cache until a watcher's frame holding it is built (the oldest event of each frame)."
     );
+    describe_gauge!(
+        "watchd_memory_limit_bytes",
+        Unit::Bytes,
+        "--memory-limit (default: the cgroup's limit); 0: none."
+    );
+    describe_gauge!(
+        "watchd_memory_soft_limit_bytes",
+        Unit::Bytes,
+        "The resident set past which new full lists and new watches are refused (85 % of the limit)."
+    );
+    describe_gauge!(
+        "watchd_memory_resident_bytes",
+        Unit::Bytes,
+        "The process's resident set, read every 200 ms while a memory limit is set."
+    );
+    describe_gauge!(
+        "watchd_memory_pressure",
+        "1 while the resident set is past the soft mark and new full lists and watches are refused, else 0."
+    );
+    describe_counter!(
+        "watchd_memory_refusals_total",
+        "New full lists and watches refused with 429 (gRPC: RESOURCE_EXHAUSTED) past the memory soft mark, by kind (list, watch)."
+    );
     describe_counter!(
         "watchd_write_timeouts_total",
         "Connections closed because the peer read nothing of what was written for --write-timeout."
