@@ -88,7 +88,6 @@ pub async fn serve(io: Io, state: Arc<ApiState>, conn: Connection) {
         // Boxed: the request's future is large and lives only until the response is
         // made; inline, it would size the connection's task for as long as a watch lasts.
         let response = Box::pin(handle(&state, *req, &conn)).await;
-
         match respond(&mut io, &mut buf, response, close).await {
             Ok(true) if !close => {}
             _ => return,
@@ -342,7 +341,7 @@ pub(super) fn peer_still_open(socket: &TcpStream, buf: &mut BytesMut) -> io::Res
 }
 
 /// Writes all of `out` with vectored writes of up to `N` slices (a watch frame needs a
-/// few; the array is initialised on every call, so it is sized to the use).
+/// few; the array is initialised on every poll, so it is sized to the use).
 pub(super) async fn write_buf<const N: usize>(io: &mut Io, out: &mut impl Buf) -> io::Result<()> {
     while out.has_remaining() {
         // The slices live on the stack of each poll, not in the future (which a watch's

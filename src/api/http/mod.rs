@@ -627,8 +627,8 @@ fn typed_response(body: Body, output: Output, list: bool) -> Response<Body> {
     r
 }
 
-/// Gzips a get or list body, complete or streamed (watch streams are never compressed): a small one
-/// here, a large one as the client reads it, off the runtime's worker threads
+/// Gzips a get or list body, complete or streamed (watch streams are never compressed):
+/// a small one here, a large one as the client reads it, off the runtime's worker threads
 /// (`gzip.rs`).
 fn compress(r: Response<Body>) -> Response<Body> {
     let (mut parts, body) = r.into_parts();
