@@ -57,26 +57,16 @@ pub struct WholeList {
     snapshot: Arc<Snapshot>,
     namespace: Option<Box<str>>,
     selectors: Selectors,
-    /// The first key (inclusive) before anything was read; after, the last key read
-    /// (exclusive).
-    from: Option<Arc<str>>,
-    started: bool,
+    /// Where the next read starts: the list's start (included) before anything was
+    /// read, then just after the last key read.
+    next: Bound<Arc<str>>,
 }
 
 impl WholeList {
-    /// Where the next read starts.
-    fn lower(&self) -> Bound<Arc<str>> {
-        match (&self.from, self.started) {
-            (Some(k), true) => Bound::Excluded(k.clone()),
-            (Some(k), false) => Bound::Included(k.clone()),
-            (None, _) => Bound::Unbounded,
-        }
-    }
-
     /// The matching objects from where the next read starts.
     fn iter(&self) -> impl Iterator<Item = &ObjectRef> + '_ {
         self.snapshot
-            .range_from(self.namespace.as_deref(), self.lower())
+            .range_from(self.namespace.as_deref(), self.next.clone())
             .filter(|o| matches(o, &self.selectors))
     }
 }
@@ -102,10 +92,7 @@ impl ListItems {
         };
         let out: Vec<ObjectRef> = w.iter().take(max_items).cloned().collect();
         match out.last() {
-            Some(last) => {
-                w.from = Some(last.key().clone());
-                w.started = true;
-            }
+            Some(last) => w.next = Bound::Excluded(last.key().clone()),
             // The end: the snapshot is let go.
             None => *self = ListItems::Page(Vec::new()),
         }
@@ -339,8 +326,7 @@ pub async fn list_page(
                 snapshot,
                 namespace: namespace.map(Box::from),
                 selectors: q.selectors.clone(),
-                from: start.map(Arc::from),
-                started: false,
+                next: start.map_or(Bound::Unbounded, |k| Bound::Included(Arc::from(k))),
             })),
             continue_token: None,
             remaining_item_count: None,
