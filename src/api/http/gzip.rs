@@ -67,16 +67,12 @@ fn gzip_threads() -> usize {
 /// Needs a tokio runtime for a streamed result.
 pub fn compress(body: Body) -> Option<Body> {
     let input: Frames = match body {
-        Body::Full(None, _) => return Some(Body::full(inline(VecDeque::new()).ok()?)),
-        Body::Full(Some(list), len) => {
-            let segments: VecDeque<Bytes> = list.into_segments().collect();
-            if len <= config::GZIP_INLINE_MAX_BYTES {
-                return inline(segments).ok().map(Body::full);
-            }
-            Box::pin(futures_util::stream::iter(
-                segments.into_iter().map(BufList::from),
-            ))
+        Body::Full(None, _) => return Some(Body::full(inline(BufList::new()).ok()?)),
+        Body::Full(Some(list), len) if len <= config::GZIP_INLINE_MAX_BYTES => {
+            return inline(list).ok().map(Body::full);
         }
+        // One frame: the steps take it a step's worth at a time.
+        Body::Full(Some(list), _) => Box::pin(futures_util::stream::iter([list])),
         Body::Stream(s) => s,
         Body::Watch(_) => return None,
     };
@@ -86,11 +82,11 @@ pub fn compress(body: Body) -> Option<Body> {
 /// The frames of a body that is compressed as it is read.
 type Frames = Pin<Box<dyn Stream<Item = BufList> + Send>>;
 
-/// The whole of `segments`, gzipped here.
-fn inline(segments: VecDeque<Bytes>) -> std::io::Result<Vec<u8>> {
+/// The whole of `body`, gzipped here.
+fn inline(body: BufList) -> std::io::Result<Vec<u8>> {
     let mut enc = GzEncoder::new(Vec::new(), level());
-    for seg in &segments {
-        enc.write_all(seg)?;
+    for seg in body.into_segments() {
+        enc.write_all(&seg)?;
     }
     enc.finish()
 }
@@ -114,14 +110,10 @@ impl Pending {
         let mut budget = self.step;
         while budget > 0 {
             let Some(front) = self.held.front_mut() else {
-                if self.ended {
-                    break;
+                if self.read_frame().await {
+                    continue;
                 }
-                match self.input.next().await {
-                    Some(frame) => self.held.extend(frame.into_segments()),
-                    None => self.ended = true,
-                }
-                continue;
+                break;
             };
             if front.len() <= budget {
                 budget -= front.len();
@@ -138,13 +130,20 @@ impl Pending {
 
     /// Whether every byte of input was taken.
     async fn exhausted(&mut self) -> bool {
-        while self.held.is_empty() && !self.ended {
-            match self.input.next().await {
-                Some(frame) => self.held.extend(frame.into_segments()),
-                None => self.ended = true,
-            }
-        }
+        while self.held.is_empty() && self.read_frame().await {}
         self.held.is_empty()
+    }
+
+    /// Reads the body's next frame into `held`; false once the body has ended.
+    async fn read_frame(&mut self) -> bool {
+        if self.ended {
+            return false;
+        }
+        match self.input.next().await {
+            Some(frame) => self.held.extend(frame.into_segments()),
+            None => self.ended = true,
+        }
+        !self.ended
     }
 }
 
