@@ -119,9 +119,9 @@ struct ServeArgs {
     /// most 64.
     #[arg(long, default_value_t = 0)]
     dispatch_threads: usize,
-    /// The memory watchd keeps under: past 85 % of it, new full lists and new watches
+    /// The memory limit watchd defends: past 85 % of it, new full lists and new watches
     /// are answered 429 with Retry-After (gRPC: RESOURCE_EXHAUSTED) until the resident
-    /// set falls, rather than the process being killed for going past it. Bytes, or
+    /// set falls, rather than the process growing until it is killed. Bytes, or
     /// with a suffix (Ki, Mi, Gi, or K, M, G); 0: none. Default: the cgroup's limit
     /// when one is set, else none.
     #[arg(long, value_name = "BYTES", value_parser = parse_memory_bytes)]

@@ -69,11 +69,6 @@ impl Admission {
 }
 
 impl MemoryGuard {
-    /// A guard that never refuses (no limit).
-    pub fn unlimited() -> Arc<MemoryGuard> {
-        Arc::new(MemoryGuard::new(0))
-    }
-
     /// A guard for `limit` bytes (0: none). Nothing is refused until
     /// [`MemoryGuard::start`] has read the resident set.
     pub fn new(limit: u64) -> MemoryGuard {
@@ -89,11 +84,6 @@ impl MemoryGuard {
             rss: AtomicU64::new(0),
             pressed: AtomicBool::new(false),
         }
-    }
-
-    /// The limit in bytes (0: none).
-    pub fn limit(&self) -> u64 {
-        self.limit
     }
 
     /// Starts the sampler thread (not for an unlimited guard): it runs for the life of
@@ -290,7 +280,7 @@ mod tests {
         assert!(g.admit(Admission::Watch).is_err());
         g.observe(799);
         assert!(g.admit(Admission::Watch).is_ok());
-        assert!(MemoryGuard::unlimited().admit(Admission::Watch).is_ok());
+        assert!(MemoryGuard::new(0).admit(Admission::Watch).is_ok());
     }
 
     #[test]
