@@ -85,36 +85,15 @@ impl Drop for TempDir {
 }
 
 /// A CA and a serving certificate for 127.0.0.1 and localhost signed by it,
-/// written as `ca.crt`, `server.crt` and `server.key` in `dir`; with
-/// `client`, also a client certificate it signed (`user.crt`, `user.key`)
-/// for that common name in the group `system:masters`.
+/// written as `ca.crt`, `server.crt` and `server.key` in `dir` (the informer
+/// side's own files); with `client`, also a client certificate it signed
+/// (`user.crt`, `user.key`) for that common name in the group `system:masters`.
 fn write_pki(dir: &Path) {
     write_pki_with(dir, None);
 }
 
 fn write_pki_with(dir: &Path, client: Option<&str>) {
-    let ca_key = rcgen::KeyPair::generate().expect("CA key");
-    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "watchd-loadtest-ca");
-    let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
-    let issuer = rcgen::Issuer::new(ca, ca_key);
-    let key = rcgen::KeyPair::generate().expect("server key");
-    let mut server = rcgen::CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
-        .expect("server params");
-    server
-        .distinguished_name
-        .push(rcgen::DnType::CommonName, "watchd");
-    server.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-    let cert = server.signed_by(&key, &issuer).expect("server certificate");
-    for (name, pem) in [
-        ("ca.crt", ca_cert.pem()),
-        ("server.crt", cert.pem()),
-        ("server.key", key.serialize_pem()),
-    ] {
-        std::fs::write(dir.join(name), pem).expect("write PEM");
-    }
+    let issuer = informer::write_pki(dir).expect("PKI");
     if let Some(cn) = client {
         let key = rcgen::KeyPair::generate().expect("client key");
         let mut user = rcgen::CertificateParams::new(Vec::<String>::new()).expect("client");

@@ -89,8 +89,8 @@ fn random_token() -> Result<String, String> {
 }
 
 /// Writes `ca.crt`, and `server.crt` and `server.key` for `127.0.0.1` and
-/// `localhost` signed by it, into `dir`.
-pub fn write_pki(dir: &Path) -> Result<(), String> {
+/// `localhost` signed by it, into `dir`; returns the CA, to sign more with.
+pub fn write_pki(dir: &Path) -> Result<rcgen::Issuer<'static, rcgen::KeyPair>, String> {
     fn e(what: &'static str) -> impl Fn(rcgen::Error) -> String {
         move |err| format!("{what}: {err}")
     }
@@ -117,7 +117,8 @@ pub fn write_pki(dir: &Path) -> Result<(), String> {
         .map_err(e("server certificate"))?;
     write_file(&dir.join("ca.crt"), &ca_cert.pem(), false)?;
     write_file(&dir.join("server.crt"), &cert.pem(), false)?;
-    write_file(&dir.join("server.key"), &key.serialize_pem(), true)
+    write_file(&dir.join("server.key"), &key.serialize_pem(), true)?;
+    Ok(issuer)
 }
 
 /// One line of kube-apiserver's static token file:
