@@ -54,37 +54,100 @@ fn last_bytes<'a>(buf: &'a [u8], f: &Field) -> R<Option<&'a [u8]>> {
     Ok(last)
 }
 
-/// The value at the dot-separated JSON `path` of the object `raw` (of message `root`) as
-/// field selectors see it: a string's text, `true`/`false`, a number's digits. None when
-/// the rendering omits it, it is `null`, or it is not a scalar.
-pub(super) fn value_at(root: &'static Msg, raw: &[u8], path: &str) -> R<Option<String>> {
-    let (mut msg, mut buf) = (root, raw);
-    let mut segments = path.split('.').peekable();
-    while let Some(seg) = segments.next() {
-        let Some((owner, f, at)) = find(msg, buf, seg, 0)? else {
+/// Reads the values at several dot-separated JSON paths of one object (of message
+/// `root`) as field selectors see them: a string's text, `true`/`false`, a number's
+/// digits; None when the rendering omits it, it is `null`, or it is not a scalar.
+///
+/// Paths are usually siblings (`spec.nodeName`, `spec.restartPolicy`, ...): the walk to
+/// the message holding a leaf is kept for the next path with the same parent, and one
+/// rendering context serves every leaf, so an object costs one walk per parent and no
+/// allocation per path beyond its value.
+pub(super) struct FieldReader<'a> {
+    root: &'static Msg,
+    raw: &'a [u8],
+    ctx: Ctx<'a, Vec<u8>>,
+    /// The parent path walked last and where it led (None: nothing there).
+    parent: String,
+    at: Option<(&'static Msg, &'a [u8])>,
+}
+
+impl<'a> FieldReader<'a> {
+    pub(super) fn new(root: &'static Msg, raw: &'a [u8]) -> Self {
+        FieldReader {
+            root,
+            raw,
+            ctx: Ctx::new(Vec::with_capacity(64), None),
+            parent: String::new(),
+            at: Some((root, raw)),
+        }
+    }
+
+    /// The value at `path` (see the type).
+    pub(super) fn value_at(&mut self, path: &str) -> R<Option<String>> {
+        let (parent, name) = path.rsplit_once('.').unwrap_or(("", path));
+        if parent != self.parent {
+            self.at = walk(self.root, self.raw, parent)?;
+            self.parent.clear();
+            self.parent.push_str(parent);
+        }
+        let Some((msg, buf)) = self.at else {
             return Ok(None);
         };
-        if segments.peek().is_none() {
-            return leaf(owner, f, at);
-        }
+        let Some((owner, f, at)) = find(msg, buf, name, 0)? else {
+            return Ok(None);
+        };
+        self.ctx.out.clear();
+        self.ctx.one_field(owner, f, at, Meta::None)?;
+        Ok(self.ctx.out.get(f.key.len() - 1..).and_then(scalar_text))
+    }
+}
+
+/// The message at the dot-separated `path` below `root` and its bytes (empty when the
+/// wire omits it: an absent struct renders as its zero value); None where the path does
+/// not lead to a plain message.
+fn walk<'a>(root: &'static Msg, raw: &'a [u8], path: &str) -> R<Option<(&'static Msg, &'a [u8])>> {
+    let (mut msg, mut buf) = (root, raw);
+    if path.is_empty() {
+        return Ok(Some((msg, buf)));
+    }
+    for seg in path.split('.') {
+        let Some((_, f, at)) = find(msg, buf, seg, 0)? else {
+            return Ok(None);
+        };
         if f.kind != Kind::Message || f.flags & (REPEATED | MAP) != 0 {
             return Ok(None);
         }
-        // An absent struct renders as its zero value: walk on with no bytes.
         buf = last_bytes(at, f)?.unwrap_or(&[]);
         msg = &MSGS[f.msg as usize];
     }
-    Ok(None)
+    Ok(Some((msg, buf)))
 }
 
-fn leaf(msg: &'static Msg, f: &'static Field, buf: &[u8]) -> R<Option<String>> {
-    let mut ctx = Ctx::new(Vec::with_capacity(64), None);
-    ctx.one_field(msg, f, buf, Meta::None)?;
-    let out = ctx.out;
-    let Some(value) = out.get(f.key.len() - 1..) else {
-        return Ok(None); // omitted
+/// The text a field selector reads from a rendered JSON value; None for `null`, objects
+/// and lists. Strings without escapes and integers are read here; anything else
+/// through serde_json, as the JSON-side extraction (`codec::extract`) reads it.
+fn scalar_text(value: &[u8]) -> Option<String> {
+    match value {
+        [b'"', inner @ .., b'"'] if !inner.contains(&b'\\') && !inner.contains(&b'"') => {
+            return std::str::from_utf8(inner).ok().map(str::to_owned);
+        }
+        b"true" | b"false" => return std::str::from_utf8(value).ok().map(str::to_owned),
+        _ => {}
+    }
+    let integer = match value {
+        [b'-', digits @ ..] | digits => !digits.is_empty() && digits.iter().all(u8::is_ascii_digit),
     };
-    Ok(match serde_json::from_slice::<serde_json::Value>(value) {
+    if integer {
+        let text = std::str::from_utf8(value).ok()?;
+        // serde_json's order: u64, then i64 (canonical digits round-trip unchanged).
+        if let Ok(u) = text.parse::<u64>() {
+            return Some(u.to_string());
+        }
+        if let Ok(i) = text.parse::<i64>() {
+            return Some(i.to_string());
+        }
+    }
+    match serde_json::from_slice::<serde_json::Value>(value) {
         Ok(serde_json::Value::String(s)) => Some(s),
         Ok(serde_json::Value::Bool(b)) => Some(b.to_string()),
         // Formatted as the JSON-side extraction formats them (`codec::extract`).
@@ -95,5 +158,5 @@ fn leaf(msg: &'static Msg, f: &'static Field, buf: &[u8]) -> R<Option<String>> {
             (None, None, None) => n.to_string(),
         }),
         _ => None,
-    })
+    }
 }

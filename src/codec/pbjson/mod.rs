@@ -391,12 +391,12 @@ pub fn field_values<'p>(
     raw: &[u8],
     paths: impl IntoIterator<Item = &'p str>,
 ) -> Result<Vec<Option<String>>, TranscodeError> {
-    let msg = root_of(api_version, kind)?;
+    let mut reader = fields::FieldReader::new(root_of(api_version, kind)?, raw);
     paths
         .into_iter()
         .map(|p| match p {
             "" => Ok(None),
-            p => fields::value_at(msg, raw, p).map_err(|e| *e),
+            p => reader.value_at(p).map_err(|e| *e),
         })
         .collect()
 }
