@@ -9,7 +9,9 @@
 //! same for `codec::decode` of the values alone (what any cache pays). S6 of the load
 //! generator measures the same path end to end through etcd.
 
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use serde_json::json;
@@ -19,6 +21,32 @@ use watchd::registry::builtin;
 use watchd::store::ingest::{Ingestor, KvChange};
 use watchd::store::{Cache, StoreConfig};
 use watchd::Revision;
+
+/// Counts heap allocations, to report allocations per event beside the CPU.
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is forwarded to the system allocator unchanged.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract is System's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract is System's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's contract is System's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
 
 const PODS: usize = 50_000;
 const EVENTS: usize = 20_000;
@@ -124,24 +152,28 @@ fn main() {
     let (mut best1, mut best100, mut best_decode) = (f64::MAX, f64::MAX, f64::MAX);
     for round in 0..rounds {
         let batches: Vec<Vec<KvChange>> = (0..EVENTS).map(|_| batch(1)).collect();
-        let t = thread_cpu_ns();
+        let (t, a) = (thread_cpu_ns(), ALLOCATIONS.load(Ordering::Relaxed));
         for b in batches {
             ingestor.apply(b);
         }
         let one = (thread_cpu_ns() - t) as f64 / EVENTS as f64 / 1000.0;
+        let one_allocs = (ALLOCATIONS.load(Ordering::Relaxed) - a) as f64 / EVENTS as f64;
         let batches: Vec<Vec<KvChange>> = (0..EVENTS / 100).map(|_| batch(100)).collect();
-        let t = thread_cpu_ns();
+        let (t, a) = (thread_cpu_ns(), ALLOCATIONS.load(Ordering::Relaxed));
         for b in batches {
             ingestor.apply(b);
         }
         let hundred = (thread_cpu_ns() - t) as f64 / EVENTS as f64 / 1000.0;
-        let t = thread_cpu_ns();
+        let hundred_allocs = (ALLOCATIONS.load(Ordering::Relaxed) - a) as f64 / EVENTS as f64;
+        let (t, a) = (thread_cpu_ns(), ALLOCATIONS.load(Ordering::Relaxed));
         for (_, v) in updates.iter().cycle().take(EVENTS) {
             black_box(codec::decode(black_box(v), Revision(7), &fields).expect("decodes"));
         }
         let decode = (thread_cpu_ns() - t) as f64 / EVENTS as f64 / 1000.0;
+        let decode_allocs = (ALLOCATIONS.load(Ordering::Relaxed) - a) as f64 / EVENTS as f64;
         println!(
-            "round {round}: CPU-µs per event: 1 per revision {one:.2}, 100 per revision {hundred:.2}, decode alone {decode:.2}"
+            "round {round}: CPU-µs per event: 1 per revision {one:.2}, 100 per revision {hundred:.2}, decode alone {decode:.2}; \
+             allocations per event: {one_allocs:.1}, {hundred_allocs:.1}, {decode_allocs:.1}"
         );
         best1 = best1.min(one);
         best100 = best100.min(hundred);

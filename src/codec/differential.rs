@@ -132,7 +132,7 @@ pub fn check(input: &[u8]) -> Result<(), Mismatch> {
     }
     for (spec, got) in specs.iter().zip(decoded.fields.iter()) {
         if let Some(want) = expected_field(&expected, &spec.path, &spec.default) {
-            if **got != *want {
+            if got != want {
                 return Err(Mismatch::Field {
                     field: spec.name.clone(),
                     got: got.to_string(),

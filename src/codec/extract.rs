@@ -2,6 +2,7 @@
 //! `metadata.labels` and the resource's selectable fields. Everything else is skipped by
 //! serde without building a tree.
 
+use crate::codec::packed::{Packed, PackedBuilder};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -51,21 +52,19 @@ impl FieldSpec {
 
 /// Each spec's value from what was read at [`FieldSpec::paths`]: the path's value, else
 /// the fallback's when the path is absent or empty, else the default.
-pub fn selectable_values(specs: &[FieldSpec], read: Vec<Option<String>>) -> Box<[Box<str>]> {
+pub fn selectable_values(specs: &[FieldSpec], read: Vec<Option<String>>) -> Packed {
     let mut read = read.into_iter();
-    specs
-        .iter()
-        .map(|f| {
-            let (primary, fallback) = (read.next().flatten(), read.next().flatten());
-            let value = match (primary, fallback) {
-                (Some(p), _) if !p.is_empty() || f.fallback.is_empty() => p,
-                (_, Some(fb)) if !fb.is_empty() => fb,
-                (Some(p), _) => p,
-                (None, _) => f.default.clone(),
-            };
-            Box::from(value)
-        })
-        .collect()
+    let mut out = PackedBuilder::with_capacity(specs.len(), 0);
+    for f in specs {
+        let (primary, fallback) = (read.next().flatten(), read.next().flatten());
+        out.push(match (primary.as_deref(), fallback.as_deref()) {
+            (Some(p), _) if !p.is_empty() || f.fallback.is_empty() => p,
+            (_, Some(fb)) if !fb.is_empty() => fb,
+            (Some(p), _) => p,
+            (None, _) => &f.default,
+        });
+    }
+    out.finish()
 }
 
 /// What the pass found.

@@ -13,11 +13,10 @@ pub mod envelope;
 pub mod extract;
 pub mod gojson;
 pub mod json;
+pub mod packed;
 pub mod pbjson;
 pub mod protobuf;
 pub mod wire;
-
-use std::collections::BTreeMap;
 
 use std::sync::Arc;
 
@@ -28,6 +27,7 @@ use convert::Convert;
 use encryption::{DecryptError, ValueTransformer};
 pub use extract::FieldSpec;
 pub use json::RvSpan;
+pub use packed::{Packed, PackedBuilder};
 
 /// How a value was stored in etcd.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,39 +38,64 @@ pub enum StorageFormat {
     Protobuf,
 }
 
-/// An object's labels, sorted by key for binary search.
+/// An object's labels, sorted by key for binary search: key, value, key, value, ... in
+/// one buffer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Labels(Box<[(Box<str>, Box<str>)]>);
+pub struct Labels(Packed);
 
 impl Labels {
     /// Builds from any (key, value) pairs; later duplicates win.
     pub fn from_pairs<K: AsRef<str>, V: AsRef<str>>(
         pairs: impl IntoIterator<Item = (K, V)>,
     ) -> Self {
-        let map: BTreeMap<Box<str>, Box<str>> = pairs
-            .into_iter()
-            .map(|(k, v)| (Box::from(k.as_ref()), Box::from(v.as_ref())))
-            .collect();
-        Labels(map.into_iter().collect())
+        let mut pairs: Vec<(K, V)> = pairs.into_iter().collect();
+        if pairs.is_empty() {
+            return Labels::default();
+        }
+        // Stable: of equal keys the later stays later, and is the one kept.
+        pairs.sort_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));
+        let bytes = pairs
+            .iter()
+            .map(|(k, v)| k.as_ref().len() + v.as_ref().len())
+            .sum();
+        let mut b = PackedBuilder::with_capacity(pairs.len() * 2, bytes);
+        for (i, (k, v)) in pairs.iter().enumerate() {
+            let next = pairs.get(i + 1).map(|(k, _)| k.as_ref());
+            if next == Some(k.as_ref()) {
+                continue;
+            }
+            b.push(k.as_ref());
+            b.push(v.as_ref());
+        }
+        Labels(b.finish())
+    }
+
+    fn key(&self, i: usize) -> &str {
+        self.0.get(2 * i).unwrap_or_default()
     }
 
     /// The value of label `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.0
-            .binary_search_by(|(k, _)| k.as_ref().cmp(key))
-            .ok()
-            .and_then(|i| self.0.get(i))
-            .map(|(_, v)| v.as_ref())
+        let (mut lo, mut hi) = (0, self.len());
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.key(mid).cmp(key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return self.0.get(2 * mid + 1),
+            }
+        }
+        None
     }
 
     /// The labels, sorted by key.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
-        self.0.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))
+        (0..self.len()).map(|i| (self.key(i), self.0.get(2 * i + 1).unwrap_or_default()))
     }
 
     /// Number of labels.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.0.len() / 2
     }
 
     /// Whether there are no labels.
@@ -78,9 +103,9 @@ impl Labels {
         self.0.is_empty()
     }
 
-    /// Approximate heap bytes, for the cache-size metric.
+    /// Heap bytes held, for the cache-size metric.
     pub fn heap_bytes(&self) -> usize {
-        self.0.iter().map(|(k, v)| k.len() + v.len() + 32).sum()
+        self.0.heap_bytes()
     }
 }
 
@@ -104,7 +129,7 @@ pub struct Decoded {
     /// The object's labels.
     pub labels: Labels,
     /// Values of the resource's selectable fields, in the resource's order.
-    pub fields: Box<[Box<str>]>,
+    pub fields: Packed,
     /// The stored protobuf value with the resourceVersion set, for protobuf clients and
     /// for rendering the JSON.
     pub protobuf: Option<protobuf::StoredProtobuf>,
@@ -331,13 +356,12 @@ fn decode_protobuf(
                 metrics::counter!("watchd_protobuf_unknown_fields_total", "kind" => k.to_string())
                     .increment(u64::from(unknown));
             }
-            let values =
-                pbjson::field_values(v, k, env.raw, FieldSpec::paths(fields)).map_err(perr)?;
+            let mut reader = pbjson::fields_reader(v, k, env.raw).map_err(perr)?;
             Ok(Decoded {
                 format: StorageFormat::Protobuf,
                 json: None,
                 labels,
-                fields: extract::selectable_values(fields, values),
+                fields: protobuf_selectable_values(&mut reader, fields).map_err(perr)?,
                 protobuf: Some(stored),
             })
         }
@@ -354,15 +378,37 @@ fn decode_protobuf(
                     rv_span: r.rv_span,
                 }),
                 labels,
-                fields: fields
-                    .iter()
-                    .map(|f| Box::from(f.default.as_str()))
-                    .collect(),
+                fields: fields.iter().map(|f| f.default.as_str()).collect(),
                 protobuf: Some(stored),
             })
         }
         Err(e) => Err(perr(e)),
     }
+}
+
+/// [`extract::selectable_values`] of a protobuf object, each value read when needed from
+/// `reader` (a fallback only when the path's value is absent or empty), none allocated
+/// on its own.
+pub(crate) fn protobuf_selectable_values(
+    reader: &mut pbjson::FieldReader<'_>,
+    specs: &[FieldSpec],
+) -> Result<Packed, pbjson::TranscodeError> {
+    let mut out = PackedBuilder::with_capacity(specs.len(), 0);
+    for f in specs {
+        let present = match reader.read(&f.path)? {
+            Some(p) if !p.is_empty() || f.fallback.is_empty() => {
+                out.push(p);
+                continue;
+            }
+            p => p.is_some(),
+        };
+        match reader.read(&f.fallback)? {
+            Some(fb) if !fb.is_empty() => out.push(fb),
+            _ if present => out.push(""),
+            _ => out.push(&f.default),
+        }
+    }
+    Ok(out.finish())
 }
 
 /// Renders a protobuf value accepted by [`decode`] as JSON at `revision`. Decoding
@@ -501,7 +547,7 @@ mod tests {
             "JSON is rendered on first use, not at ingest"
         );
         assert_eq!(d.labels.get("app"), Some("web"));
-        let fields: Vec<&str> = d.fields.iter().map(|f| &**f).collect();
+        let fields: Vec<&str> = d.fields.iter().collect();
         assert_eq!(fields, ["n1", "true", ""]);
         // The kept value is the stored one with resourceVersion "5" on the wire.
         let pb = d.protobuf.as_ref().unwrap();
@@ -534,7 +580,7 @@ mod tests {
         value.extend_from_slice(raw);
         let d = decode(&value, Revision(5), &[FieldSpec::simple("spec.x")]).unwrap();
         assert_eq!(d.format, StorageFormat::Protobuf);
-        assert_eq!(&*d.fields[0], "");
+        assert_eq!(d.fields.get(0), Some(""));
         let json = d.json.clone().expect("rendered at ingest");
         let v: serde_json::Value = serde_json::from_slice(&json.bytes).unwrap();
         assert_eq!(v["kind"], "Unknown");
@@ -544,5 +590,32 @@ mod tests {
         // A zero time is omitted, as the schema renderer omits it (not 1970-01-01).
         assert!(v["metadata"].get("creationTimestamp").is_none(), "{v}");
         assert_eq!(rv_of(&json), b"5");
+    }
+
+    #[test]
+    fn labels_are_sorted_the_last_duplicate_wins_and_every_key_is_found() {
+        let pairs = [
+            ("tier", "web"),
+            ("app", "a"),
+            ("z", ""),
+            ("app", "b"),
+            ("", "x"),
+        ];
+        let l = Labels::from_pairs(pairs);
+        assert_eq!(
+            l.iter().collect::<Vec<_>>(),
+            vec![("", "x"), ("app", "b"), ("tier", "web"), ("z", "")]
+        );
+        assert_eq!(l.len(), 4);
+        for (k, v) in [("", "x"), ("app", "b"), ("tier", "web"), ("z", "")] {
+            assert_eq!(l.get(k), Some(v), "{k}");
+        }
+        for k in ["ap", "apps", "tie", "zz", " "] {
+            assert_eq!(l.get(k), None, "{k}");
+        }
+        let none = Labels::from_pairs(Vec::<(&str, &str)>::new());
+        assert!(none.is_empty());
+        assert_eq!(none.get("app"), None);
+        assert_eq!(none.heap_bytes(), 0);
     }
 }

@@ -382,9 +382,9 @@ impl Ingestor {
                 None => self.unregister_crd(key_str),
             }
         }
-        let index = self.cache.resources();
-        let prefix = self.cache.prefix().to_string();
-        let Some(route) = registry::route_key(&prefix, key_str, |d| index.has_dir(d)) else {
+        let cache = Arc::clone(&self.cache);
+        let index = cache.resources();
+        let Some(route) = registry::route_key(cache.prefix(), key_str, |d| index.has_dir(d)) else {
             return;
         };
         for store in index.by_dir(route.etcd_dir) {

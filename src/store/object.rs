@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 
 use crate::codec::protobuf::{self, StoredProtobuf};
-use crate::codec::{json, Decoded, Json, Labels, StorageFormat};
+use crate::codec::{json, Decoded, Json, Labels, Packed, StorageFormat};
 use crate::Revision;
 
 /// An object as the cache holds it: encoded once per format, shared by every list and
@@ -38,7 +38,7 @@ pub struct CachedObject {
     pub labels: Labels,
     /// Selectable field names of the resource (shared) and this object's values.
     field_names: Arc<[String]>,
-    field_values: Box<[Box<str>]>,
+    field_values: Packed,
     /// The protobuf value with the resourceVersion set, for protobuf clients: the stored
     /// one, or (JSON-stored) encoded on first use; None inside if it cannot be encoded
     /// (a custom resource, or JSON its kind's schema does not read).
@@ -235,12 +235,7 @@ impl CachedObject {
                     .map(|e| crate::codec::extract::selectable_values(specs, e.fields))
             }
         };
-        let values = values.unwrap_or_else(|| {
-            specs
-                .iter()
-                .map(|f| Box::from(f.default.as_str()))
-                .collect()
-        });
+        let values = values.unwrap_or_else(|| specs.iter().map(|f| f.default.as_str()).collect());
         CachedObject {
             key: self.key.clone(),
             name_at: self.name_at,
@@ -268,11 +263,7 @@ impl CachedObject {
             .map_or(0, |j| j.bytes.len())
             + self.stored_protobuf().map_or(0, |p| p.value.len())
             + self.labels.heap_bytes()
-            + self
-                .field_values
-                .iter()
-                .map(|v| v.len() + 16)
-                .sum::<usize>()
+            + self.field_values.heap_bytes()
             + std::mem::size_of::<Self>()
     }
 
@@ -350,7 +341,7 @@ impl CachedObject {
             "metadata.namespace" => Some(self.namespace().unwrap_or_default()),
             _ => {
                 let i = self.field_names.iter().position(|n| n == field)?;
-                self.field_values.get(i).map(|v| v.as_ref())
+                self.field_values.get(i)
             }
         }
     }
@@ -376,15 +367,11 @@ impl Drop for CachedObject {
 }
 
 /// Selectable field values of a protobuf object, read from the wire; None if unreadable.
-fn protobuf_field_values(
-    pb: &StoredProtobuf,
-    specs: &[crate::codec::FieldSpec],
-) -> Option<Box<[Box<str>]>> {
+fn protobuf_field_values(pb: &StoredProtobuf, specs: &[crate::codec::FieldSpec]) -> Option<Packed> {
     let env = crate::codec::envelope::parse(&pb.value).ok()?;
-    let paths = crate::codec::FieldSpec::paths(specs);
-    let values =
-        crate::codec::pbjson::field_values(env.api_version, env.kind, env.raw, paths).ok()?;
-    Some(crate::codec::extract::selectable_values(specs, values))
+    let mut reader =
+        crate::codec::pbjson::fields_reader(env.api_version, env.kind, env.raw).ok()?;
+    crate::codec::protobuf_selectable_values(&mut reader, specs).ok()
 }
 
 #[cfg(test)]

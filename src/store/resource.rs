@@ -82,7 +82,11 @@ pub struct ResourceStore {
     config: StoreConfig,
     /// Writer-only: the kept snapshots, oldest first, for trimming.
     ring: Mutex<VecDeque<(Instant, Arc<Snapshot>)>>,
-    metric_name: String,
+    /// Its metrics, registered once: a lookup with a label per revision cost more than
+    /// the revision's map insert.
+    ingested: metrics::Counter,
+    objects_gauge: metrics::Gauge,
+    bytes_gauge: metrics::Gauge,
     /// Per-resource sources: the newest revision of this resource fully applied (the
     /// cache's applied revision stands for every resource otherwise).
     progress: watch::Sender<Revision>,
@@ -123,7 +127,9 @@ impl ResourceStore {
             ))),
             config,
             ring: Mutex::new(VecDeque::from([(Instant::now(), snapshot)])),
-            metric_name,
+            ingested: metrics::counter!("watchd_events_ingested_total", "resource" => metric_name.clone()),
+            objects_gauge: metrics::gauge!("watchd_cached_objects", "resource" => metric_name.clone()),
+            bytes_gauge: metrics::gauge!("watchd_cached_bytes", "resource" => metric_name),
             progress: watch::channel(revision).0,
             wanted: watch::channel(Revision::ZERO).0,
         }
@@ -271,8 +277,7 @@ impl ResourceStore {
         if appended + forgotten == 0 {
             return transition;
         }
-        metrics::counter!("watchd_events_ingested_total", "resource" => self.metric_name.clone())
-            .increment(appended as u64);
+        self.ingested.increment(appended as u64);
         let snap = Arc::new(Snapshot::new(
             revision,
             cur.epoch,
@@ -326,10 +331,8 @@ impl ResourceStore {
     }
 
     fn publish(&self, snap: Arc<Snapshot>) {
-        metrics::gauge!("watchd_cached_objects", "resource" => self.metric_name.clone())
-            .set(snap.objects.len() as f64);
-        metrics::gauge!("watchd_cached_bytes", "resource" => self.metric_name.clone())
-            .set(snap.bytes as f64);
+        self.objects_gauge.set(snap.objects.len() as f64);
+        self.bytes_gauge.set(snap.bytes as f64);
         self.current.store(snap.clone());
         let Ok(mut ring) = self.ring.lock() else {
             return;

@@ -62,13 +62,15 @@ fn last_bytes<'a>(buf: &'a [u8], f: &Field) -> R<Option<&'a [u8]>> {
 /// the message holding a leaf is kept for the next path with the same parent, and one
 /// rendering context serves every leaf, so an object costs one walk per parent and no
 /// allocation per path beyond its value.
-pub(super) struct FieldReader<'a> {
+pub struct FieldReader<'a> {
     root: &'static Msg,
     raw: &'a [u8],
     ctx: Ctx<'a, Vec<u8>>,
     /// The parent path walked last and where it led (None: nothing there).
     parent: String,
     at: Option<(&'static Msg, &'a [u8])>,
+    /// A value that is not a plain string (an escaped one, a number) is written here.
+    scratch: String,
 }
 
 impl<'a> FieldReader<'a> {
@@ -79,11 +81,19 @@ impl<'a> FieldReader<'a> {
             ctx: Ctx::new(Vec::with_capacity(64), None),
             parent: String::new(),
             at: Some((root, raw)),
+            scratch: String::new(),
         }
     }
 
-    /// The value at `path` (see the type).
-    pub(super) fn value_at(&mut self, path: &str) -> R<Option<String>> {
+    /// The value at `path` (see the type); None for an empty path.
+    pub fn read(&mut self, path: &str) -> Result<Option<&str>, super::TranscodeError> {
+        if path.is_empty() {
+            return Ok(None);
+        }
+        self.value_at(path).map_err(|e| *e)
+    }
+
+    fn value_at(&mut self, path: &str) -> R<Option<&str>> {
         let (parent, name) = path.rsplit_once('.').unwrap_or(("", path));
         if parent != self.parent {
             self.at = walk(self.root, self.raw, parent)?;
@@ -98,7 +108,18 @@ impl<'a> FieldReader<'a> {
         };
         self.ctx.out.clear();
         self.ctx.one_field(owner, f, at, Meta::None)?;
-        Ok(self.ctx.out.get(f.key.len() - 1..).and_then(scalar_text))
+        let Some(value) = self.ctx.out.get(f.key.len() - 1..) else {
+            return Ok(None); // omitted
+        };
+        match value {
+            [b'"', inner @ .., b'"'] if !inner.contains(&b'\\') && !inner.contains(&b'"') => {
+                return Ok(std::str::from_utf8(inner).ok());
+            }
+            b"true" | b"false" => return Ok(std::str::from_utf8(value).ok()),
+            _ => {}
+        }
+        self.scratch.clear();
+        Ok(scalar_text(value, &mut self.scratch).then_some(self.scratch.as_str()))
     }
 }
 
@@ -123,40 +144,36 @@ fn walk<'a>(root: &'static Msg, raw: &'a [u8], path: &str) -> R<Option<(&'static
     Ok(Some((msg, buf)))
 }
 
-/// The text a field selector reads from a rendered JSON value; None for `null`, objects
-/// and lists. Strings without escapes and integers are read here; anything else
-/// through serde_json, as the JSON-side extraction (`codec::extract`) reads it.
-fn scalar_text(value: &[u8]) -> Option<String> {
-    match value {
-        [b'"', inner @ .., b'"'] if !inner.contains(&b'\\') && !inner.contains(&b'"') => {
-            return std::str::from_utf8(inner).ok().map(str::to_owned);
-        }
-        b"true" | b"false" => return std::str::from_utf8(value).ok().map(str::to_owned),
-        _ => {}
-    }
+/// Writes into `out` the text a field selector reads from a rendered JSON value; false
+/// for `null`, objects and lists. Integers are read here, anything else through
+/// serde_json, as the JSON-side extraction (`codec::extract`) reads it.
+fn scalar_text(value: &[u8], out: &mut String) -> bool {
+    use std::fmt::Write;
     let integer = match value {
         [b'-', digits @ ..] | digits => !digits.is_empty() && digits.iter().all(u8::is_ascii_digit),
     };
     if integer {
-        let text = std::str::from_utf8(value).ok()?;
-        // serde_json's order: u64, then i64 (canonical digits round-trip unchanged).
+        let text = std::str::from_utf8(value).unwrap_or_default();
+        // serde_json's order: u64, then i64.
         if let Ok(u) = text.parse::<u64>() {
-            return Some(u.to_string());
+            return write!(out, "{u}").is_ok();
         }
         if let Ok(i) = text.parse::<i64>() {
-            return Some(i.to_string());
+            return write!(out, "{i}").is_ok();
         }
     }
-    match serde_json::from_slice::<serde_json::Value>(value) {
-        Ok(serde_json::Value::String(s)) => Some(s),
-        Ok(serde_json::Value::Bool(b)) => Some(b.to_string()),
+    let text = match serde_json::from_slice::<serde_json::Value>(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(serde_json::Value::Bool(b)) => b.to_string(),
         // Formatted as the JSON-side extraction formats them (`codec::extract`).
-        Ok(serde_json::Value::Number(n)) => Some(match (n.as_u64(), n.as_i64(), n.as_f64()) {
+        Ok(serde_json::Value::Number(n)) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
             (Some(u), _, _) => u.to_string(),
             (None, Some(i), _) => i.to_string(),
             (None, None, Some(f)) => f.to_string(),
             (None, None, None) => n.to_string(),
-        }),
-        _ => None,
-    }
+        },
+        _ => return false,
+    };
+    out.push_str(&text);
+    true
 }

@@ -47,6 +47,7 @@ mod apiextensions;
 mod collections;
 pub mod encode;
 mod fields;
+pub use fields::FieldReader;
 mod rawjson;
 mod render;
 #[rustfmt::skip]
@@ -391,14 +392,22 @@ pub fn field_values<'p>(
     raw: &[u8],
     paths: impl IntoIterator<Item = &'p str>,
 ) -> Result<Vec<Option<String>>, TranscodeError> {
-    let mut reader = fields::FieldReader::new(root_of(api_version, kind)?, raw);
+    let mut reader = fields_reader(api_version, kind, raw)?;
     paths
         .into_iter()
-        .map(|p| match p {
-            "" => Ok(None),
-            p => reader.value_at(p).map_err(|e| *e),
-        })
+        .map(|p| Ok(reader.read(p)?.map(str::to_owned)))
         .collect()
+}
+
+/// A reader of the values at JSON paths of the object `raw`, as [`field_values`] reads
+/// them, that keeps what paths share (the walk to their parent, the rendering context)
+/// and lends each value instead of allocating it.
+pub fn fields_reader<'a>(
+    api_version: &str,
+    kind: &str,
+    raw: &'a [u8],
+) -> Result<FieldReader<'a>, TranscodeError> {
+    Ok(fields::FieldReader::new(root_of(api_version, kind)?, raw))
 }
 
 /// Renders a whole stored value (magic and envelope included) under the envelope's own
