@@ -77,6 +77,8 @@ fn loaded() -> (Arc<Cache>, Ingestor) {
     let last = Revision(kvs.len() as i64);
     let mut ingestor = Ingestor::new(cache.clone());
     ingestor.load_epoch(last, kvs);
+    // As the sources do once loaded: from here on every revision keeps its snapshot.
+    cache.set_synced(true);
     let pods = pods_snapshot(&cache).objects.len();
     assert_eq!(pods, NAMESPACES * PODS_PER_NAMESPACE, "every pod is loaded");
     (cache, ingestor)

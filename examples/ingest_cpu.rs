@@ -120,6 +120,8 @@ fn main() {
     println!("pod: {} bytes stored", kvs[0].1.len());
     let mut ingestor = Ingestor::new(Arc::clone(&cache));
     ingestor.load_epoch(Revision(PODS as i64), kvs);
+    // As the sources do once loaded: from here on every revision keeps its snapshot.
+    cache.set_synced(true);
     // Updated values, spread over the cache as a busy cluster's are.
     let updates: Vec<(Vec<u8>, Vec<u8>)> = (0..4096).map(|j| pod(j * 12 % PODS, 2)).collect();
     let fields = builtin::builtin_resources()

@@ -230,6 +230,7 @@ impl Ingestor {
         self.cache.reset_applied(revision);
         metrics::gauge!("watchd_epoch").set(epoch as f64);
         tracing::info!(%revision, epoch, resources = stores.len(), "cache loaded");
+        super::cache::release_free_heap();
     }
 
     /// The etcd key an object of `store` would have: what decoding and CRD routing read,
@@ -349,7 +350,8 @@ impl Ingestor {
         if revision == Revision::ZERO || batch.is_empty() {
             return;
         }
-        let moved = store.apply(revision, std::mem::take(batch), keys);
+        let kept = self.cache.is_synced();
+        let moved = store.apply(revision, std::mem::take(batch), keys, kept);
         self.settle(store, revision, moved, "the upstream sent");
         store.set_progress(revision);
     }
@@ -438,6 +440,8 @@ impl Ingestor {
         if revision == Revision::ZERO {
             return;
         }
+        // Before the cache is synced no read uses a snapshot: keep only the newest.
+        let kept = self.cache.is_synced();
         for (store, changes) in per_store.drain(..) {
             let i = match woken.iter().position(|(s, _)| Arc::ptr_eq(s, &store)) {
                 Some(i) => i,
@@ -446,7 +450,7 @@ impl Ingestor {
                     woken.len() - 1
                 }
             };
-            let moved = store.apply(revision, changes, &mut woken[i].1);
+            let moved = store.apply(revision, changes, &mut woken[i].1, kept);
             self.settle(&store, revision, moved, "etcd holds");
         }
         self.cache.set_applied(revision);
@@ -470,5 +474,70 @@ impl Ingestor {
                     "resource ready again: every value can be read");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::store::StoreConfig;
+
+    fn put(name: &str, revision: i64) -> KvChange {
+        KvChange {
+            key: format!("/registry/configmaps/ns1/{name}").into_bytes(),
+            value: Some(
+                format!(r#"{{"kind":"ConfigMap","apiVersion":"v1","metadata":{{"name":"{name}","namespace":"ns1"}}}}"#)
+                    .into_bytes(),
+            ),
+            revision: Revision(revision),
+            prev_value: None,
+            prev_revision: Revision::ZERO,
+        }
+    }
+
+    #[test]
+    fn a_replay_before_sync_keeps_its_events_but_only_the_newest_snapshot() {
+        let cache = Cache::new(
+            "/registry",
+            StoreConfig {
+                history_window: Duration::from_secs(300),
+                max_events: 1000,
+                snapshot_ring: 100,
+                dispatch: crate::dispatch::Dispatch::inline(),
+            },
+        );
+        let mut ingestor = Ingestor::new(cache.clone());
+        ingestor.load_epoch(Revision(1), Vec::new());
+        let store = cache
+            .resources()
+            .by_dir("configmaps")
+            .next()
+            .cloned()
+            .expect("configmaps are built in");
+        // Replaying: three revisions of two changes each.
+        for r in 2..5 {
+            ingestor.apply(vec![put(&format!("a{r}"), r), put(&format!("b{r}"), r)]);
+        }
+        let snap = store.snapshot();
+        assert_eq!((snap.revision, snap.objects.len()), (Revision(4), 6));
+        assert!(snap.older().is_none(), "no snapshot kept behind the newest");
+        assert!(snap.as_of(Revision(3)).is_none());
+        assert_eq!(store.log().len(), 6, "every replayed event is kept");
+        // Synced: each revision keeps its snapshot again.
+        cache.set_synced(true);
+        for r in 5..7 {
+            ingestor.apply(vec![put(&format!("c{r}"), r)]);
+        }
+        let snap = store.snapshot();
+        assert_eq!(snap.revision, Revision(6));
+        let at5 = snap.as_of(Revision(5)).expect("revision 5 kept");
+        assert_eq!((at5.revision, at5.objects.len()), (Revision(5), 7));
+        let at4 = snap
+            .as_of(Revision(4))
+            .expect("the replay's last snapshot kept");
+        assert_eq!(at4.objects.len(), 6);
+        assert!(at4.older().is_none());
     }
 }

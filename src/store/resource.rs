@@ -208,11 +208,18 @@ impl ResourceStore {
     /// Returns how the resource's health moved: when it broke, its watchers were ended
     /// (their clients watch again and wait, as kube-apiserver's do); when it healed, the
     /// caller starts a new epoch for it.
+    ///
+    /// With `kept` false (the cache is not synced yet: reads do not use its snapshots)
+    /// the revision's snapshot replaces the ring instead of joining it: replaying history
+    /// at start keeps the events for watchers resuming, not a snapshot per revision
+    /// replayed, which each held a copy of the paths it changed (with 100 changes per
+    /// revision, 170 MB of 290 for 50 000 pods).
     pub fn apply(
         &self,
         revision: Revision,
         changes: Vec<Change>,
         keys: &mut HashSet<WakeKey>,
+        kept: bool,
     ) -> Transition {
         let cur = self.snapshot();
         let log = self.log();
@@ -278,13 +285,19 @@ impl ResourceStore {
             return transition;
         }
         self.ingested.increment(appended as u64);
+        let epoch = cur.epoch;
         let snap = Arc::new(Snapshot::new(
             revision,
-            cur.epoch,
+            epoch,
             objects,
             (bytes, json_objects),
-            Some(cur),
+            kept.then_some(cur),
         ));
+        if !kept {
+            if let Ok(mut ring) = self.ring.lock() {
+                ring.clear();
+            }
+        }
         self.publish(snap);
         transition
     }
