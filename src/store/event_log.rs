@@ -66,9 +66,13 @@ pub struct WatchEvent {
     pub key_bits: u64,
     at: Instant,
     deleted_view: OnceLock<ObjectRef>,
-    /// Wire frames, per encoding and event type, built by a frontend on first use.
-    frames: [OnceLock<Option<Bytes>>; FRAME_ENCODINGS * 3],
+    /// Wire frames, per encoding and event type, built by a frontend on first use; the
+    /// slots themselves only once a watcher asks (240 bytes an event otherwise, held by
+    /// every event of the history whether or not anyone watches its resource).
+    frames: OnceLock<Box<Frames>>,
 }
+
+type Frames = [OnceLock<Option<Bytes>>; FRAME_ENCODINGS * 3];
 
 impl WatchEvent {
     /// A change at `revision`; `seq` is assigned by the log.
@@ -81,7 +85,7 @@ impl WatchEvent {
             key_bits: u64::MAX,
             at: Instant::now(),
             deleted_view: OnceLock::new(),
-            frames: Default::default(),
+            frames: OnceLock::new(),
         }
     }
 
@@ -120,6 +124,7 @@ impl WatchEvent {
     ) -> Option<Bytes> {
         let obj = self.object_for(t)?;
         self.frames
+            .get_or_init(Box::default)
             .get(encoding * 3 + t.index())?
             .get_or_init(|| build(t, obj))
             .clone()
