@@ -107,7 +107,7 @@ fn frame_copy(t: EventType, object: &ObjectRef) -> Bytes {
     let prefix = frame_prefix(t);
     let mut b = Vec::with_capacity(prefix.len() + object.json().len() + FRAME_SUFFIX.len());
     b.extend_from_slice(prefix);
-    b.extend_from_slice(object.json());
+    b.extend_from_slice(&object.json());
     b.extend_from_slice(FRAME_SUFFIX);
     Bytes::from(b)
 }

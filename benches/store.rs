@@ -160,7 +160,7 @@ fn list_into_buflist(snapshot: &Snapshot, ns: Option<&str>) -> BufList {
         if i > 0 {
             items.push_static(b",");
         }
-        items.push(obj.json().clone());
+        items.push(obj.json());
     }
     items
 }
@@ -172,7 +172,7 @@ fn list_into_vec(snapshot: &Snapshot, ns: Option<&str>, capacity: usize) -> Vec<
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(obj.json());
+        out.extend_from_slice(&obj.json());
     }
     out
 }

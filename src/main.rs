@@ -126,6 +126,14 @@ struct ServeArgs {
     /// when one is set, else none.
     #[arg(long, value_name = "BYTES", value_parser = parse_memory_bytes)]
     memory_limit: Option<u64>,
+    /// The JSON of protobuf-stored objects, rendered on a JSON read and kept for later
+    /// readers, is kept up to this many bytes in all: past it, the renderings made
+    /// longest ago and not read since are given up (rendered again when read). While
+    /// memory is past --memory-limit's soft mark none are kept. Bytes, or with a suffix
+    /// as --memory-limit; 0: none kept. Default: a quarter of the memory limit when there
+    /// is one, else no bound.
+    #[arg(long, value_name = "BYTES", value_parser = parse_memory_bytes)]
+    rendered_json_bytes: Option<u64>,
     /// Close a connection whose peer has read nothing of what was written for this long
     /// (a watch whose client stopped reading; 0: never).
     #[arg(long, default_value = "60s", value_parser = watchd::config::parse_duration)]
@@ -401,6 +409,19 @@ async fn serve(args: ServeArgs) -> Result<(), StartError> {
         Some(n) => n,
         None => watchd::memory::cgroup_limit().unwrap_or(0),
     };
+    let rendered_budget = match args.rendered_json_bytes {
+        Some(n) => Some(n),
+        None if memory_limit > 0 => Some(memory_limit / 4),
+        None => None,
+    };
+    if let Some(budget) = rendered_budget {
+        let budget = usize::try_from(budget).unwrap_or(usize::MAX - 1);
+        watchd::store::rendered::RENDERED.set_limit(budget);
+        tracing::info!(
+            bytes = budget,
+            "rendered JSON kept up to this budget (--rendered-json-bytes)"
+        );
+    }
     let memory = Arc::new(watchd::memory::MemoryGuard::new(memory_limit));
     memory.start().map_err(StartError::MemorySampler)?;
     if memory_limit > 0 {

@@ -9,8 +9,9 @@
 //! the watches already open go on: they are what a client retrying must be able to do, and
 //! what the cache holds does not grow with them. It is released once the resident set
 //! falls [`HYSTERESIS_FRACTION`] of the limit below the mark, so that it does not flap.
-//! A log line and `watchd_memory_pressure` say when it acts; `watchd_memory_refusals_total`
-//! counts what it refused.
+//! Meanwhile the rendered-JSON budget (`store::rendered`) is nothing: JSON rendered for a
+//! reader is not kept. A log line and `watchd_memory_pressure` say when it acts;
+//! `watchd_memory_refusals_total` counts what it refused.
 //!
 //! The default limit is the cgroup's (`memory.max` of cgroup v2, else v1's
 //! `memory.limit_in_bytes`) when one is set; without one and without the flag, nothing is
@@ -121,15 +122,17 @@ impl MemoryGuard {
         let pressed = self.pressed.load(Ordering::Relaxed);
         if !pressed && rss >= self.soft {
             self.pressed.store(true, Ordering::Relaxed);
+            crate::store::rendered::RENDERED.set_pressed(true);
             metrics::gauge!("watchd_memory_pressure").set(1.0);
             tracing::warn!(
                 resident = rss,
                 soft_mark = self.soft,
                 limit = self.limit,
-                "memory past the soft mark: new full lists and new watches are refused (429) until it falls"
+                "memory past the soft mark: new full lists and new watches are refused (429), and rendered JSON is not kept, until it falls"
             );
         } else if pressed && rss < self.release {
             self.pressed.store(false, Ordering::Relaxed);
+            crate::store::rendered::RENDERED.set_pressed(false);
             metrics::gauge!("watchd_memory_pressure").set(0.0);
             tracing::info!(
                 resident = rss,

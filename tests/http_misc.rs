@@ -932,3 +932,78 @@ async fn past_its_memory_limit_watchd_refuses_new_full_lists_and_watches() {
         .text();
     assert_eq!(metric(&text, "watchd_memory_pressure", &[]), Some(0.0));
 }
+
+/// `--rendered-json-bytes`: the JSON of protobuf-stored objects rendered for JSON readers
+/// is kept up to the budget, the renderings beyond it given up and rendered again when
+/// read; every list is still whole and right. Past `--memory-limit`'s soft mark none is
+/// kept at all.
+#[tokio::test]
+async fn rendered_json_is_kept_within_its_budget_and_not_at_all_under_memory_pressure() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let mut revisions = Vec::new();
+    for i in 0..40 {
+        let name = format!("p{i:02}");
+        let value = Storage::Protobuf.encode(&pod("budget", &name, &[("app", "web")]));
+        revisions.push(put_raw(&mut kv, &pod_key("budget", &name), value).await);
+    }
+    let w = Watchd::start(&etcd.client_url(), &["--rendered-json-bytes=4000"]);
+    let base = w.base_url();
+    let metrics = || async { http::get(&format!("{base}/metrics"), &[]).await.text() };
+    let want: Vec<String> = (0..40).map(|i| format!("p{i:02}")).collect();
+    let mut sizes = Vec::new();
+    for _ in 0..3 {
+        let list = get_json(&format!("{base}/api/v1/namespaces/budget/pods")).await;
+        assert_eq!(item_names(&list), want);
+        for (item, rv) in list["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .zip(&revisions)
+        {
+            assert_eq!(item["metadata"]["resourceVersion"], rv.to_string());
+            assert_eq!(item["spec"]["nodeName"], "node-1");
+            sizes.push(item.to_string().len());
+        }
+        let text = metrics().await;
+        let kept = metric(&text, "watchd_rendered_json_bytes", &[]).expect("kept bytes");
+        assert!(kept <= 4000.0, "{kept} bytes kept past the budget");
+        assert!(kept > 0.0, "some renderings are kept");
+    }
+    // 40 pods of about 330 bytes each do not fit in 4000: renderings were given up, and
+    // each list rendered again what it needed.
+    assert!(sizes.iter().sum::<usize>() / 3 > 8_000, "{sizes:?}");
+    let text = metrics().await;
+    assert!(
+        metric(&text, "watchd_rendered_json_evictions_total", &[]).is_some_and(|n| n >= 40.0),
+        "{text}"
+    );
+    assert_eq!(
+        metric(&text, "watchd_rendered_json_budget_bytes", &[]),
+        Some(4000.0)
+    );
+    assert!(
+        metric(&text, "watchd_protobuf_json_renders_total", &[]).is_some_and(|n| n >= 80.0),
+        "{text}"
+    );
+
+    // Under memory pressure a get is still served as JSON, and nothing is kept.
+    let pressed = Watchd::start(&etcd.client_url(), &["--memory-limit=1Mi"]);
+    let pbase = pressed.base_url();
+    let pmetrics = || async { http::get(&format!("{pbase}/metrics"), &[]).await.text() };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while metric(&pmetrics().await, "watchd_memory_pressure", &[]) != Some(1.0) {
+        assert!(Instant::now() < deadline, "pressure never reported");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for name in ["p00", "p01", "p02"] {
+        let one = get_json(&format!("{pbase}/api/v1/namespaces/budget/pods/{name}")).await;
+        assert_eq!(one["metadata"]["name"], name);
+    }
+    let text = pmetrics().await;
+    assert_eq!(metric(&text, "watchd_rendered_json_bytes", &[]), Some(0.0));
+    assert!(
+        metric(&text, "watchd_rendered_json_evictions_total", &[]).is_some_and(|n| n >= 3.0),
+        "{text}"
+    );
+}

@@ -314,7 +314,7 @@ pub struct PageBound {
     /// Most bytes, as `size` counts each object; a page always holds at least one.
     pub bytes: usize,
     /// What an object costs in the page's message.
-    pub size: fn(&crate::store::CachedObject) -> usize,
+    pub size: fn(&crate::store::object::ObjectRef) -> usize,
 }
 
 impl std::fmt::Debug for PageBound {

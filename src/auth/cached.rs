@@ -71,7 +71,7 @@ impl ObjectLookup for CacheLookup {
         let (meta, token) = if resource == "secrets" {
             // `data` is beyond `metadata`: the whole JSON (rendered once and kept for a
             // protobuf-stored Secret).
-            let secret: Secret = serde_json::from_slice(obj.json()).ok()?;
+            let secret: Secret = serde_json::from_slice(&obj.json()).ok()?;
             let token = match secret.data.and_then(|d| d.token) {
                 Some(b64) => Some(base64::engine::general_purpose::STANDARD.decode(b64).ok()?),
                 None => None,
@@ -522,7 +522,7 @@ fn apply_events(
         applied += 1;
         match is {
             Some(obj) => {
-                index.put(kind, key, obj.json(), affected);
+                index.put(kind, key, &obj.json(), affected);
                 now.insert(key.clone(), obj.clone());
             }
             None => {
@@ -571,14 +571,14 @@ fn reconcile(
             }
             std::cmp::Ordering::Greater => {
                 if let Some((key, obj)) = new.next() {
-                    index.put(kind, key, obj.json(), affected);
+                    index.put(kind, key, &obj.json(), affected);
                     applied += 1;
                 }
             }
             std::cmp::Ordering::Equal => {
                 if let (Some((_, was)), Some((key, obj))) = (old.next(), new.next()) {
                     if !Arc::ptr_eq(was, obj) {
-                        index.put(kind, key, obj.json(), affected);
+                        index.put(kind, key, &obj.json(), affected);
                         applied += 1;
                     }
                 }

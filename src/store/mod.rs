@@ -6,6 +6,7 @@ pub mod event_log;
 pub mod health;
 pub mod ingest;
 pub mod object;
+pub mod rendered;
 pub mod resource;
 pub mod snapshot;
 

@@ -1,9 +1,13 @@
 //! One cached object revision: its encoded bytes and what selectors need, nothing decoded.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
+
+use arc_swap::ArcSwapOption;
 
 use bytes::Bytes;
 
+use super::rendered::RENDERED;
 use crate::codec::protobuf::{self, StoredProtobuf};
 use crate::codec::{json, Decoded, Json, Labels, Packed, StorageFormat};
 use crate::Revision;
@@ -24,10 +28,16 @@ pub struct CachedObject {
     pub revision: Revision,
     /// How it was stored.
     pub format: StorageFormat,
+    /// The JSON as ingested (JSON-stored objects, kinds without a schema): counted in
+    /// `cached_bytes`.
     json: OnceLock<Json>,
-    /// Whether `json` was filled at construction (and so counts in `cached_bytes`);
-    /// otherwise a rendering counts in the `watchd_rendered_json_bytes` gauge.
+    /// Whether `json` was filled at construction.
     json_eager: bool,
+    /// A protobuf-stored object's JSON, rendered on a JSON read and kept under the
+    /// rendered-JSON budget (`store::rendered`), which may take it back.
+    rendered: ArcSwapOption<Json>,
+    /// Read since the budget's clock last passed it (its second chance).
+    recently_read: AtomicBool,
     /// The `metadata` JSON for PartialObjectMetadata readers, found once: a slice of the
     /// JSON (shared, no copy), or, for a protobuf-stored object whose JSON is not rendered,
     /// `metadata` rendered alone (`true`: a copy of its own, counted as rendered bytes).
@@ -95,6 +105,8 @@ impl CachedObject {
             format: decoded.format,
             json_eager: decoded.json.is_some(),
             json: once(decoded.json),
+            rendered: ArcSwapOption::empty(),
+            recently_read: AtomicBool::new(false),
             metadata: OnceLock::new(),
             facts: OnceLock::new(),
             labels: decoded.labels,
@@ -122,7 +134,7 @@ impl CachedObject {
         self.protobuf
             .get_or_init(|| {
                 let rv = self.revision.to_resource_version();
-                match crate::codec::encode_protobuf(self.json(), &rv) {
+                match crate::codec::encode_protobuf(&self.json_unkept().bytes, &rv) {
                     Ok(pb) => {
                         metrics::counter!("watchd_json_protobuf_encodes_total").increment(1);
                         metrics::gauge!("watchd_encoded_protobuf_bytes")
@@ -140,30 +152,85 @@ impl CachedObject {
             .as_ref()
     }
 
-    /// Compact single-line JSON with `metadata.resourceVersion` = `revision`; rendered
-    /// from the stored protobuf on first use and kept.
-    pub fn json(&self) -> &Bytes {
-        &self.json_with_span().bytes
+    /// Compact single-line JSON with `metadata.resourceVersion` = `revision`: as ingested,
+    /// or rendered from the stored protobuf on first use and kept while the rendered-JSON
+    /// budget allows (`store::rendered`).
+    pub fn json(self: &Arc<Self>) -> Bytes {
+        self.json_with_span().bytes
     }
 
-    fn json_with_span(&self) -> &Json {
-        self.json.get_or_init(|| {
-            let json = match self.stored_protobuf() {
-                Some(pb) => crate::codec::render_json(pb, self.revision),
-                None => Json {
-                    bytes: Bytes::from_static(b"{}"),
-                    rv_span: Default::default(),
-                },
-            };
-            metrics::counter!("watchd_protobuf_json_renders_total").increment(1);
-            metrics::gauge!("watchd_rendered_json_bytes").increment(json.bytes.len() as f64);
-            json
-        })
+    fn json_with_span(self: &Arc<Self>) -> Json {
+        if let Some(j) = self.json.get() {
+            return j.clone();
+        }
+        if let Some(j) = self.kept_rendering() {
+            return j;
+        }
+        let json = self.render();
+        let fresh = Arc::new(json.clone());
+        let len = json.bytes.len();
+        let before = self
+            .rendered
+            .compare_and_swap(&None::<Arc<Json>>, Some(fresh));
+        match &*before {
+            // Another reader rendered it first: share that one.
+            Some(theirs) => Json::clone(theirs),
+            None => {
+                RENDERED.kept(self, len);
+                json
+            }
+        }
     }
 
-    /// Whether the JSON has been rendered (or came from ingestion).
+    /// The kept rendering, marked as read.
+    fn kept_rendering(&self) -> Option<Json> {
+        let j = self.rendered.load_full()?;
+        // Written only when it changes: many readers share the object's cache line.
+        if !self.recently_read.load(Ordering::Relaxed) {
+            self.recently_read.store(true, Ordering::Relaxed);
+        }
+        Some(Json::clone(&j))
+    }
+
+    /// The JSON as [`CachedObject::json`] gives it, for a caller without the object's
+    /// `Arc`: a rendering made here is not kept.
+    fn json_unkept(&self) -> Json {
+        match self.json.get() {
+            Some(j) => j.clone(),
+            None => self.kept_rendering().unwrap_or_else(|| self.render()),
+        }
+    }
+
+    fn render(&self) -> Json {
+        metrics::counter!("watchd_protobuf_json_renders_total").increment(1);
+        match self.stored_protobuf() {
+            Some(pb) => crate::codec::render_json(pb, self.revision),
+            None => Json {
+                bytes: Bytes::from_static(b"{}"),
+                rv_span: Default::default(),
+            },
+        }
+    }
+
+    /// For the budget: whether it was read since the last call.
+    pub(super) fn take_recently_read(&self) -> bool {
+        self.recently_read.swap(false, Ordering::Relaxed)
+    }
+
+    /// For the budget: drops the kept rendering; whether there was one.
+    pub(super) fn give_up_rendering(&self) -> bool {
+        match self.rendered.swap(None) {
+            Some(j) => {
+                RENDERED.released(j.bytes.len());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether the JSON is at hand without rendering (ingested, or rendered and kept).
     pub fn json_ready(&self) -> bool {
-        self.json.get().is_some()
+        self.json.get().is_some() || self.rendered.load().is_some()
     }
 
     /// The object key: `namespace/name`, or `name` for cluster-scoped objects.
@@ -194,7 +261,7 @@ impl CachedObject {
             // Not rendered yet: the new state renders its own on first use.
             (None, Some(_)) => None,
             (j, _) => {
-                let j = j.unwrap_or_else(|| self.json_with_span());
+                let j = j.cloned().unwrap_or_else(|| self.json_unkept());
                 let (bytes, rv_span) = json::replace_resource_version(&j.bytes, j.rv_span, &rv);
                 Some(Json {
                     bytes: Bytes::from(bytes),
@@ -209,6 +276,8 @@ impl CachedObject {
             format: self.format,
             json_eager: json.is_some(),
             json: once(json),
+            rendered: ArcSwapOption::empty(),
+            recently_read: AtomicBool::new(false),
             metadata: OnceLock::new(),
             facts: OnceLock::new(),
             labels: self.labels.clone(),
@@ -229,11 +298,12 @@ impl CachedObject {
     ) -> CachedObject {
         let values = match self.stored_protobuf() {
             Some(pb) => protobuf_field_values(pb, specs),
-            None => {
-                crate::codec::extract::extract(self.json(), &crate::codec::FieldSpec::paths(specs))
-                    .ok()
-                    .map(|e| crate::codec::extract::selectable_values(specs, e.fields))
-            }
+            None => crate::codec::extract::extract(
+                &self.json_unkept().bytes,
+                &crate::codec::FieldSpec::paths(specs),
+            )
+            .ok()
+            .map(|e| crate::codec::extract::selectable_values(specs, e.fields)),
         };
         let values = values.unwrap_or_else(|| specs.iter().map(|f| f.default.as_str()).collect());
         CachedObject {
@@ -243,6 +313,8 @@ impl CachedObject {
             format: self.format,
             json_eager: self.json.get().is_some(),
             json: once(self.json.get().cloned()),
+            rendered: ArcSwapOption::empty(),
+            recently_read: AtomicBool::new(false),
             metadata: OnceLock::new(),
             facts: OnceLock::new(),
             labels: self.labels.clone(),
@@ -327,8 +399,8 @@ impl CachedObject {
     }
 
     fn metadata_of_json(&self) -> Bytes {
-        let json = self.json();
-        match json::top_level_member(json, b"metadata") {
+        let json = self.json_unkept().bytes;
+        match json::top_level_member(&json, b"metadata") {
             Some(r) => json.slice(r),
             None => Bytes::from_static(b"{}"),
         }
@@ -349,16 +421,9 @@ impl CachedObject {
 
 impl Drop for CachedObject {
     fn drop(&mut self) {
-        let lazy_json = match (self.json_eager, self.json.get()) {
-            (false, Some(j)) => j.bytes.len(),
-            _ => 0,
-        };
-        let meta = match self.metadata.get() {
-            Some((m, true)) => m.len(),
-            _ => 0,
-        };
-        if lazy_json + meta > 0 {
-            metrics::gauge!("watchd_rendered_json_bytes").decrement((lazy_json + meta) as f64);
+        self.give_up_rendering();
+        if let Some((m, true)) = self.metadata.get() {
+            metrics::gauge!("watchd_rendered_json_bytes").decrement(m.len() as f64);
         }
         if let (false, Some(Some(pb))) = (self.protobuf_eager, self.protobuf.get()) {
             metrics::gauge!("watchd_encoded_protobuf_bytes").decrement(pb.value.len() as f64);
@@ -426,10 +491,15 @@ mod tests {
             "metadata": {"name": "a", "namespace": "ns1"}, "spec": {"nodeName": "n"}});
         let value = crate::codec::pbjson::encode_stored(&pod).unwrap();
         let d = decode(&value, Revision(3), &[]).unwrap();
-        let o = CachedObject::new(Arc::from("ns1/a"), Revision(3), Arc::from([]), d);
+        let o = Arc::new(CachedObject::new(
+            Arc::from("ns1/a"),
+            Revision(3),
+            Arc::from([]),
+            d,
+        ));
         assert!(!o.json_ready());
         let before = o.cached_bytes();
-        let v: serde_json::Value = serde_json::from_slice(o.json()).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&o.json()).unwrap();
         assert!(o.json_ready());
         assert_eq!(v["metadata"]["resourceVersion"], "3");
         assert_eq!(v["spec"]["nodeName"], "n");
@@ -438,10 +508,11 @@ mod tests {
             before,
             "the snapshot's accounting must not drift"
         );
-        // The deleted state keeps the rendering (spliced), and its protobuf carries the RV.
-        let gone = o.at_revision(Revision(9));
-        assert!(gone.json_ready());
-        let v: serde_json::Value = serde_json::from_slice(gone.json()).unwrap();
+        // The deleted state renders its own (under the budget), and its protobuf carries
+        // the RV.
+        let gone = Arc::new(o.at_revision(Revision(9)));
+        assert!(!gone.json_ready());
+        let v: serde_json::Value = serde_json::from_slice(&gone.json()).unwrap();
         assert_eq!(v["metadata"]["resourceVersion"], "9");
         let pb = gone.protobuf().unwrap();
         let env = crate::codec::envelope::parse(&pb.value).unwrap();
@@ -450,7 +521,12 @@ mod tests {
         // PartialObjectMetadata of an unrendered object renders `metadata` alone, the
         // same bytes as the slice of the whole rendering.
         let d = decode(&value, Revision(4), &[]).unwrap();
-        let fresh = CachedObject::new(Arc::from("ns1/a"), Revision(4), Arc::from([]), d);
+        let fresh = Arc::new(CachedObject::new(
+            Arc::from("ns1/a"),
+            Revision(4),
+            Arc::from([]),
+            d,
+        ));
         let meta = fresh.metadata_json();
         assert!(
             !fresh.json_ready(),
@@ -471,8 +547,8 @@ mod tests {
     fn deleted_state_is_served_at_the_delete_revision() {
         let d = decode(br#"{"metadata":{"name":"a"}}"#, Revision(3), &[]).unwrap();
         let o = CachedObject::new(Arc::from("ns1/a"), Revision(3), Arc::from([]), d);
-        let gone = o.at_revision(Revision(1000));
-        let v: serde_json::Value = serde_json::from_slice(gone.json()).unwrap();
+        let gone = Arc::new(o.at_revision(Revision(1000)));
+        let v: serde_json::Value = serde_json::from_slice(&gone.json()).unwrap();
         assert_eq!(v["metadata"]["resourceVersion"], "1000");
         assert_eq!(gone.revision, Revision(1000));
     }

@@ -21,7 +21,7 @@ pub fn list_body(info: &ResourceInfo, page: ListPage) -> Body {
         info.api_version()
     );
     super::body::list(Bytes::from(head), page.items, b"]}", |out, batch, first| {
-        comma_separated(out, batch, first, |out, obj| out.push(obj.json().clone()))
+        comma_separated(out, batch, first, |out, obj| out.push(obj.json()))
     })
 }
 
@@ -44,7 +44,7 @@ pub fn event_chunk(ev: &WatchEvent, t: EventType) -> Option<Bytes> {
     ev.frame(FrameEncoding::JsonLines as usize, t, |t, obj| {
         Some(super::body::chunk_of(&[
             frame_prefix(t),
-            obj.json(),
+            &obj.json(),
             FRAME_SUFFIX,
         ]))
     })
@@ -101,7 +101,7 @@ impl ObjectView for WholeObject {
     }
 
     fn write(&mut self, out: &mut BufList, obj: &ObjectRef) {
-        out.push(obj.json().clone());
+        out.push(obj.json());
     }
 }
 

@@ -53,7 +53,7 @@ fn push_row(
     obj: &ObjectRef,
     now: i64,
 ) {
-    let value: serde_json::Value = serde_json::from_slice(obj.json()).unwrap_or_default();
+    let value: serde_json::Value = serde_json::from_slice(&obj.json()).unwrap_or_default();
     let cells = table::cells(info, &value, now);
     out.push(Bytes::from(format!(
         "{{\"cells\":{}",
@@ -70,7 +70,7 @@ fn push_row(
         IncludeObject::None => {}
         IncludeObject::Object => {
             out.push_static(b",\"object\":");
-            out.push(obj.json().clone());
+            out.push(obj.json());
         }
         IncludeObject::Metadata => {
             out.push(Bytes::from(format!(

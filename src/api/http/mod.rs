@@ -565,7 +565,7 @@ async fn serve_verb(
                 let include = IncludeObject::parse(params.get("includeObject"))?;
                 encode_table::object_table(&store.info, v, include, &obj)
             }
-            Output::Json => Body::full(obj.json().clone()),
+            Output::Json => Body::full(obj.json()),
             Output::Protobuf => encode_protobuf::object_body(&obj)?,
         };
         return Ok(typed_response(body, output, false));
