@@ -98,6 +98,9 @@ pub struct Health {
     /// Loaded by readers; None: ready.
     published: ArcSwapOption<Pending>,
     resource: String,
+    /// `watchd_unreadable_objects` of this resource, registered once (published per
+    /// revision).
+    unreadable_gauge: metrics::Gauge,
 }
 
 /// How a batch of changes moved a resource's health.
@@ -120,6 +123,7 @@ impl Health {
                 since: Instant::now(),
                 error: None,
             }),
+            unreadable_gauge: metrics::gauge!("watchd_unreadable_objects", "resource" => resource.clone()),
             resource,
         }
     }
@@ -169,8 +173,7 @@ impl Health {
     /// Publishes the state after a batch of `set`/`clear`, and tells how it moved.
     pub fn publish(&self) -> Transition {
         let map = self.lock().clone();
-        metrics::gauge!("watchd_unreadable_objects", "resource" => self.resource.clone())
-            .set(map.len() as f64);
+        self.unreadable_gauge.set(map.len() as f64);
         let was_pending = self.published.load().is_some();
         match map.iter().next() {
             None => {
