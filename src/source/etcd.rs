@@ -341,15 +341,23 @@ async fn watch(
     (resume, followed): (&mut Option<Revision>, &mut Followed),
     sync_at: &mut Option<Revision>,
 ) -> WatchEnd {
+    // Fragments: without them etcd sends a watch that catches up (a replay, a resume
+    // after a gap) up to 1 000 revisions in one message, which tonic's receive buffer
+    // grows to hold and then keeps for the stream's life (47 MB after replaying 20 000
+    // JSON pods written 100 per transaction). With them no message passes etcd's
+    // --max-request-bytes (1.5 MiB by default).
     let opts = WatchOptions::new()
         .with_all_keys()
         .with_start_revision(from.0)
-        .with_prev_key();
+        .with_prev_key()
+        .with_fragment();
     let mut stream = match client.watch.watch(vec![0u8], Some(opts)).await {
         Ok(s) => s,
         Err(e) => return WatchEnd::Failed(failed("watch")(e)),
     };
     let cache = ingestor.cache().clone();
+    // The changes of a revision that a fragment split: applied with the rest of it.
+    let mut held: Vec<KvChange> = Vec::new();
     loop {
         let resp = match stream.message().await {
             Ok(Some(r)) => r,
@@ -374,7 +382,17 @@ async fn watch(
                 followed: followed.cluster,
             });
         }
-        let changes: Vec<KvChange> = resp.events().iter().filter_map(to_change).collect();
+        let mut changes = std::mem::take(&mut held);
+        changes.extend(resp.events().iter().filter_map(to_change));
+        if resp.0.fragment {
+            metrics::counter!("watchd_etcd_watch_fragments_total").increment(1);
+            // More of this response follows, and its last revision may go on there: a
+            // revision is applied whole or not at all.
+            if let Some(last) = changes.last().map(|c| c.revision) {
+                let split = changes.partition_point(|c| c.revision < last);
+                held = changes.split_off(split);
+            }
+        }
         if let Some(last) = changes.last() {
             *resume = Some(last.revision);
             followed.last = Some((last.key.clone(), last.revision, last.value.is_none()));

@@ -42,6 +42,8 @@ pub struct Etcd {
     peer_port: u16,
     /// Holds `data/`, `etcd.log` and `etcd.stderr`; removed on drop.
     dir: TempDir,
+    /// Flags added to every start (e.g. a smaller `--max-request-bytes`).
+    extra_args: Vec<String>,
 }
 
 /// Why one start attempt did not produce a healthy etcd.
@@ -57,6 +59,11 @@ impl Etcd {
     ///
     /// Panics (with the log's tail) if etcd is missing, exits, or is not healthy within [`START_TIMEOUT`].
     pub fn start() -> Etcd {
+        Etcd::start_with(&[])
+    }
+
+    /// [`Etcd::start`] with these flags added.
+    pub fn start_with(extra_args: &[&str]) -> Etcd {
         let bin = etcd_bin();
         assert!(
             Path::new(&bin).is_file(),
@@ -80,6 +87,7 @@ impl Etcd {
             client_port: 0,
             peer_port: 0,
             dir,
+            extra_args: extra_args.iter().map(|a| a.to_string()).collect(),
         };
         for attempt in 1..=START_ATTEMPTS {
             etcd.client_port = free_port();
@@ -267,6 +275,7 @@ impl Etcd {
             .arg(format!("--initial-cluster-token={}", self.name))
             .arg("--logger=zap")
             .arg(format!("--log-outputs={}", self.log_path().display()))
+            .args(&self.extra_args)
             .stdin(Stdio::null())
             .stdout(Stdio::from(stderr.try_clone().expect("dup etcd.stderr")))
             .stderr(Stdio::from(stderr));
