@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{EventType as EtcdEventType, GetOptions, WatchOptions};
+use etcd_client::{GetOptions, WatchOptions};
 use tokio::sync::watch;
 
 use super::client::{EtcdClient, EtcdConfig};
@@ -359,7 +359,7 @@ async fn watch(
     // The changes of a revision that a fragment split: applied with the rest of it.
     let mut held: Vec<KvChange> = Vec::new();
     loop {
-        let resp = match stream.message().await {
+        let mut resp = match stream.message().await {
             Ok(Some(r)) => r,
             Ok(None) => return WatchEnd::Failed(SourceError::WatchEnded),
             Err(e) => return WatchEnd::Failed(failed("watch")(e)),
@@ -383,7 +383,11 @@ async fn watch(
             });
         }
         let mut changes = std::mem::take(&mut held);
-        changes.extend(resp.events().iter().filter_map(to_change));
+        changes.extend(
+            std::mem::take(&mut resp.0.events)
+                .into_iter()
+                .filter_map(into_change),
+        );
         if resp.0.fragment {
             metrics::counter!("watchd_etcd_watch_fragments_total").increment(1);
             // More of this response follows, and its last revision may go on there: a
@@ -409,21 +413,30 @@ async fn watch(
     }
 }
 
-fn to_change(ev: &etcd_client::Event) -> Option<KvChange> {
-    let kv = ev.kv()?;
-    let prev = ev.prev_kv();
-    // The previous value is read only for a deletion (the last state of an object the
-    // cache never held): a put does not copy it.
-    let (value, prev_value) = match ev.event_type() {
-        EtcdEventType::Put => (Some(kv.value().to_vec()), None),
-        EtcdEventType::Delete => (None, prev.map(|p| p.value().to_vec())),
+fn into_change(ev: etcd_client::proto::PbEvent) -> Option<KvChange> {
+    // mvccpb.Event.EventType.
+    const PUT: i32 = 0;
+    const DELETE: i32 = 1;
+    let kv = ev.kv?;
+    let prev = ev.prev_kv;
+    let prev_revision = Revision(prev.as_ref().map_or(0, |p| p.mod_revision));
+    // The values are taken from etcd's response, not copied. The previous value is kept
+    // only for a deletion (the last state of an object the cache never held).
+    let (value, prev_value) = match ev.r#type {
+        PUT => (Some(kv.value), None),
+        DELETE => (None, prev.map(|p| p.value)),
+        other => {
+            tracing::error!(event_type = other, key = %String::from_utf8_lossy(&kv.key),
+                "etcd sent a watch event of an unknown type; skipped");
+            return None;
+        }
     };
     Some(KvChange {
-        key: kv.key().to_vec(),
+        key: kv.key,
         value,
-        revision: Revision(kv.mod_revision()),
+        revision: Revision(kv.mod_revision),
         prev_value,
-        prev_revision: Revision(prev.map_or(0, |p| p.mod_revision())),
+        prev_revision,
     })
 }
 
