@@ -356,12 +356,11 @@ fn decode_protobuf(
                 metrics::counter!("watchd_protobuf_unknown_fields_total", "kind" => k.to_string())
                     .increment(u64::from(unknown));
             }
-            let mut reader = pbjson::fields_reader(v, k, env.raw).map_err(perr)?;
             Ok(Decoded {
                 format: StorageFormat::Protobuf,
                 json: None,
                 labels,
-                fields: protobuf_selectable_values(&mut reader, fields).map_err(perr)?,
+                fields: protobuf_selectable_values(v, k, env.raw, fields).map_err(perr)?,
                 protobuf: Some(stored),
             })
         }
@@ -386,13 +385,16 @@ fn decode_protobuf(
     }
 }
 
-/// [`extract::selectable_values`] of a protobuf object, each value read when needed from
-/// `reader` (a fallback only when the path's value is absent or empty), none allocated
-/// on its own.
+/// [`extract::selectable_values`] of the protobuf object `raw` (of `kind` in
+/// `api_version`), each value read when needed (a fallback only when the path's value is
+/// absent or empty), none allocated on its own.
 pub(crate) fn protobuf_selectable_values(
-    reader: &mut pbjson::FieldReader<'_>,
+    api_version: &str,
+    kind: &str,
+    raw: &[u8],
     specs: &[FieldSpec],
 ) -> Result<Packed, pbjson::TranscodeError> {
+    let mut reader = pbjson::fields_reader(api_version, kind, raw)?;
     let mut out = PackedBuilder::with_capacity(specs.len(), 0);
     for f in specs {
         let present = match reader.read(&f.path)? {

@@ -30,9 +30,7 @@ pub struct CachedObject {
     pub format: StorageFormat,
     /// The JSON as ingested (JSON-stored objects, kinds without a schema): counted in
     /// `cached_bytes`.
-    json: OnceLock<Json>,
-    /// Whether `json` was filled at construction.
-    json_eager: bool,
+    json: Option<Json>,
     /// A protobuf-stored object's JSON, rendered on a JSON read and kept under the
     /// rendered-JSON budget (`store::rendered`), which may take it back.
     rendered: ArcSwapOption<Json>,
@@ -103,8 +101,7 @@ impl CachedObject {
             name_at,
             revision,
             format: decoded.format,
-            json_eager: decoded.json.is_some(),
-            json: once(decoded.json),
+            json: decoded.json,
             rendered: ArcSwapOption::empty(),
             recently_read: AtomicBool::new(false),
             metadata: OnceLock::new(),
@@ -160,7 +157,7 @@ impl CachedObject {
     }
 
     fn json_with_span(self: &Arc<Self>) -> Json {
-        if let Some(j) = self.json.get() {
+        if let Some(j) = self.json.as_ref() {
             return j.clone();
         }
         if let Some(j) = self.kept_rendering() {
@@ -195,7 +192,7 @@ impl CachedObject {
     /// The JSON as [`CachedObject::json`] gives it, for a caller without the object's
     /// `Arc`: a rendering made here is not kept.
     fn json_unkept(&self) -> Json {
-        match self.json.get() {
+        match self.json.as_ref() {
             Some(j) => j.clone(),
             None => self.kept_rendering().unwrap_or_else(|| self.render()),
         }
@@ -230,7 +227,7 @@ impl CachedObject {
 
     /// Whether the JSON is at hand without rendering (ingested, or rendered and kept).
     pub fn json_ready(&self) -> bool {
-        self.json.get().is_some() || self.rendered.load().is_some()
+        self.json.as_ref().is_some() || self.rendered.load().is_some()
     }
 
     /// The object key: `namespace/name`, or `name` for cluster-scoped objects.
@@ -257,7 +254,7 @@ impl CachedObject {
             // The bytes were rewritten once already, so they rewrite again.
             protobuf::with_resource_version(&pb.value, &rv).unwrap_or_else(|_| pb.clone())
         });
-        let json = match (self.json.get(), &protobuf) {
+        let json = match (self.json.as_ref(), &protobuf) {
             // Not rendered yet: the new state renders its own on first use.
             (None, Some(_)) => None,
             (j, _) => {
@@ -274,8 +271,7 @@ impl CachedObject {
             name_at: self.name_at,
             revision,
             format: self.format,
-            json_eager: json.is_some(),
-            json: once(json),
+            json,
             rendered: ArcSwapOption::empty(),
             recently_read: AtomicBool::new(false),
             metadata: OnceLock::new(),
@@ -311,8 +307,7 @@ impl CachedObject {
             name_at: self.name_at,
             revision: self.revision,
             format: self.format,
-            json_eager: self.json.get().is_some(),
-            json: once(self.json.get().cloned()),
+            json: self.json.clone(),
             rendered: ArcSwapOption::empty(),
             recently_read: AtomicBool::new(false),
             metadata: OnceLock::new(),
@@ -329,10 +324,7 @@ impl CachedObject {
     /// the object's life (the snapshot adds it on insert and subtracts it on removal), so
     /// JSON rendered later is left out: `watchd_rendered_json_bytes` has it.
     pub fn cached_bytes(&self) -> usize {
-        self.json
-            .get()
-            .filter(|_| self.json_eager)
-            .map_or(0, |j| j.bytes.len())
+        self.json.as_ref().map_or(0, |j| j.bytes.len())
             + self.stored_protobuf().map_or(0, |p| p.value.len())
             + self.labels.heap_bytes()
             + self.field_values.heap_bytes()
@@ -346,7 +338,7 @@ impl CachedObject {
     pub fn metadata_json(&self) -> Bytes {
         let (meta, _) =
             self.metadata
-                .get_or_init(|| match (self.json.get(), self.stored_protobuf()) {
+                .get_or_init(|| match (self.json.as_ref(), self.stored_protobuf()) {
                     (None, Some(pb)) => {
                         let rv = self.revision.to_resource_version();
                         let meta = crate::codec::envelope::parse(&pb.value)
@@ -381,7 +373,7 @@ impl CachedObject {
     /// from the JSON's `metadata` (defaults for metadata that does not read).
     pub fn facts(&self) -> &MetaFacts {
         self.facts.get_or_init(|| {
-            let from_wire = match (self.json.get(), self.stored_protobuf()) {
+            let from_wire = match (self.json.as_ref(), self.stored_protobuf()) {
                 (None, Some(pb)) => crate::codec::envelope::parse(&pb.value)
                     .ok()
                     .and_then(|e| protobuf::read_object_meta(e.raw).ok())
@@ -434,9 +426,7 @@ impl Drop for CachedObject {
 /// Selectable field values of a protobuf object, read from the wire; None if unreadable.
 fn protobuf_field_values(pb: &StoredProtobuf, specs: &[crate::codec::FieldSpec]) -> Option<Packed> {
     let env = crate::codec::envelope::parse(&pb.value).ok()?;
-    let mut reader =
-        crate::codec::pbjson::fields_reader(env.api_version, env.kind, env.raw).ok()?;
-    crate::codec::protobuf_selectable_values(&mut reader, specs).ok()
+    crate::codec::protobuf_selectable_values(env.api_version, env.kind, env.raw, specs).ok()
 }
 
 #[cfg(test)]
