@@ -426,7 +426,7 @@ impl std::fmt::Debug for Cache {
 /// the objects kept: etcd's responses, values before decoding, the snapshots a replay of
 /// history went through were freed, but glibc returns only the top of its heap by itself.
 /// Measured (50 000 protobuf pods, 500 revisions of history replayed at start): resident
-/// 232 MB before, 163 MB after. Called when the cache is synced, and after an epoch's
+/// 232 MB before, 163 MB after. Called when the cache is synced, and after a re-list's
 /// load.
 pub(crate) fn release_free_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

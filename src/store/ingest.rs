@@ -230,7 +230,10 @@ impl Ingestor {
         self.cache.reset_applied(revision);
         metrics::gauge!("watchd_epoch").set(epoch as f64);
         tracing::info!(%revision, epoch, resources = stores.len(), "cache loaded");
-        super::cache::release_free_heap();
+        // A re-list; the first load's heap is given back once the cache is synced.
+        if self.cache.is_synced() {
+            super::cache::release_free_heap();
+        }
     }
 
     /// The etcd key an object of `store` would have: what decoding and CRD routing read,
