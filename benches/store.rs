@@ -7,9 +7,6 @@
 //!   (steady state: each append evicts the oldest event). Baseline: `codec::decode` of
 //!   the same value alone, the floor any cache pays, so the ratio is about the share of
 //!   apply's time that is decoding (0.5: apply costs twice the decode).
-//! - `store_apply_protobuf`: the same with the values stored as Kubernetes protobuf (as
-//!   kube-apiserver stores pods), one event per revision and 100 per revision (an etcd
-//!   transaction of 100 puts), per event. Baseline: `codec::decode` of the value alone.
 //! - `store_list_all` / `store_list_namespace`: a list walk over a `Snapshot` (all pods,
 //!   and one namespace through `Snapshot::range`) collecting each object's `json.clone()`
 //!   (and the `,` separators) into a `BufList`, as `api::http::encode::list_body` does.
@@ -177,61 +174,6 @@ fn list_into_vec(snapshot: &Snapshot, ns: Option<&str>, capacity: usize) -> Vec<
     out
 }
 
-/// Protobuf updates, `per_revision` events to a revision (one etcd transaction).
-fn bench_apply_protobuf(c: &mut Criterion, cache: &Arc<Cache>, ingestor: &mut Ingestor) {
-    let updates: Vec<(Vec<u8>, Vec<u8>)> = names()
-        .take(UPDATED_PODS)
-        .map(|(ns, name)| {
-            let json: serde_json::Value =
-                serde_json::from_slice(&common::pod(&ns, &name, 3)).expect("JSON pod");
-            let pb = codec::pbjson::encode_stored(&json).expect("the pod encodes as protobuf");
-            (key(&ns, &name), pb)
-        })
-        .collect();
-    let mut next = 0usize;
-    let mut revision = cache.applied();
-    let mut changes = move |n: usize| {
-        revision = revision.next();
-        (0..n)
-            .map(|_| {
-                let (k, v) = &updates[next % updates.len()];
-                next += 1;
-                KvChange {
-                    key: k.clone(),
-                    value: Some(v.clone()),
-                    revision,
-                    prev_value: None,
-                    prev_revision: Revision::ZERO,
-                }
-            })
-            .collect::<Vec<_>>()
-    };
-    for _ in 0..config::DEFAULT_HISTORY_MAX_EVENTS / 100 {
-        ingestor.apply(changes(100));
-    }
-    let fields = common::builtin("pods").fields;
-    let mut g = c.benchmark_group("store_apply_protobuf");
-    g.throughput(Throughput::Elements(1));
-    g.bench_function("ingestor_apply_1_event", |b| {
-        b.iter(|| ingestor.apply(black_box(changes(1))))
-    });
-    g.bench_function("decode_only_baseline", |b| {
-        b.iter(|| {
-            let ch = black_box(changes(1));
-            let value = ch[0].value.as_deref().unwrap_or_default();
-            codec::decode(value, ch[0].revision, &fields)
-        })
-    });
-    g.throughput(Throughput::Elements(100));
-    g.bench_function("ingestor_apply_100_events", |b| {
-        b.iter(|| ingestor.apply(black_box(changes(100))))
-    });
-    g.finish();
-    let pods = pods_snapshot(cache);
-    assert_eq!(pods.revision, cache.applied());
-    assert_eq!(pods.objects.len(), NAMESPACES * PODS_PER_NAMESPACE);
-}
-
 fn bench_list(c: &mut Criterion, cache: &Cache) {
     let snapshot = pods_snapshot(cache);
     for (group, ns) in [
@@ -261,7 +203,6 @@ fn main() {
     let (cache, mut ingestor) = loaded();
     bench_list(&mut c, &cache);
     bench_apply(&mut c, &cache, &mut ingestor);
-    bench_apply_protobuf(&mut c, &cache, &mut ingestor);
     c.final_summary();
     common::print_ratios(
         "store",
@@ -271,11 +212,6 @@ fn main() {
                 "apply 1-event revision (vs decode alone)",
                 "store_apply/ingestor_apply_1_event",
                 "store_apply/decode_only_baseline",
-            ),
-            Pair::new(
-                "apply 1-event revision, protobuf (vs decode alone)",
-                "store_apply_protobuf/ingestor_apply_1_event",
-                "store_apply_protobuf/decode_only_baseline",
             ),
             Pair::new(
                 "list 10 000 pods (BufList vs Vec copy)",
