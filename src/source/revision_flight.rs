@@ -102,6 +102,14 @@ mod tests {
         delay: Duration,
     }
 
+    fn source(revision: i64, delay: Duration) -> Arc<Source> {
+        Arc::new(Source {
+            revision: AtomicI64::new(revision),
+            calls: AtomicUsize::new(0),
+            delay,
+        })
+    }
+
     fn call(source: &Arc<Source>) -> impl Future<Output = Answer> + Send + 'static {
         source.calls.fetch_add(1, Ordering::SeqCst);
         let at_start = source.revision.load(Ordering::SeqCst);
@@ -114,11 +122,7 @@ mod tests {
 
     #[tokio::test]
     async fn concurrent_requests_share_calls_and_none_takes_a_call_older_than_itself() {
-        let source = Arc::new(Source {
-            revision: AtomicI64::new(100),
-            calls: AtomicUsize::new(0),
-            delay: Duration::from_millis(20),
-        });
+        let source = source(100, Duration::from_millis(20));
         let flight = Arc::new(RevisionFlight::default());
         let mut tasks = Vec::new();
         for _ in 0..500 {
@@ -146,11 +150,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_that_gives_up_does_not_strand_the_next() {
-        let source = Arc::new(Source {
-            revision: AtomicI64::new(7),
-            calls: AtomicUsize::new(0),
-            delay: Duration::from_millis(50),
-        });
+        let source = source(7, Duration::from_millis(50));
         let flight = Arc::new(RevisionFlight::default());
         let gave_up =
             tokio::time::timeout(Duration::from_millis(5), flight.current(|| call(&source))).await;
