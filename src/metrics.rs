@@ -308,6 +308,10 @@ fn describe() {
         "Writes to HTTP/2 sockets: each carries the frames of every stream a poll of the connection produced."
     );
     describe_counter!(
+        "watchd_http2_watch_task_frames_total",
+        "Frames of HTTP/2 watch streams queued by the stream's own task (initial events, its timer, or a stream that was out of send capacity) rather than by the dispatch pass that woke the watch."
+    );
+    describe_counter!(
         "watchd_watchers_expired_total",
         "Watches ended with 410 Expired (fell out of the history window or epoch ended), per resource."
     );

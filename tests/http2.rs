@@ -107,3 +107,93 @@ async fn many_watches_share_one_connection_and_a_stalled_stream_stalls_only_itse
     assert_eq!(resp.status(), 200);
     driver.abort();
 }
+
+/// A config map of about 300 bytes: 100 streams' frames fit one write buffer.
+fn small_configmap(i: usize) -> String {
+    format!(
+        r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"small","namespace":"h2","uid":"u-small","creationTimestamp":"2026-01-02T03:04:05Z"}},"data":{{"i":"{i}"}}}}"#
+    )
+}
+
+/// One event to many watch streams of one connection is queued by the dispatch pass that
+/// wakes them (no stream's task runs) and leaves in one write: the connection's task is
+/// woken once, when the pass has queued every stream's frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_event_to_a_connections_watch_streams_is_queued_by_the_pass_and_written_once() {
+    const WATCHES: usize = 100;
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let rv = put_object_text(
+        &mut kv,
+        "/registry/configmaps/h2/small",
+        &small_configmap(0),
+    )
+    .await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+
+    let tcp = tokio::net::TcpStream::connect(watchd.http_addr())
+        .await
+        .unwrap();
+    let (mut sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .initial_stream_window_size(1024 * 1024)
+        .initial_connection_window_size(64 * 1024 * 1024)
+        .handshake(TokioIo::new(tcp))
+        .await
+        .expect("h2c handshake");
+    let driver = tokio::spawn(conn);
+    let uri = format!(
+        "http://{}/api/v1/namespaces/h2/configmaps?watch=true&resourceVersion={rv}",
+        watchd.http_addr()
+    );
+    let mut bodies = Vec::new();
+    for _ in 0..WATCHES {
+        let req = http::Request::get(&uri)
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let resp = sender.send_request(req).await.expect("watch request");
+        assert_eq!(resp.status(), 200);
+        bodies.push(resp.into_body());
+    }
+    // Every stream's task has stepped its watch to idle (there is nothing since `rv`).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let metrics_url = format!("{}/metrics", watchd.base_url());
+    let sample = |text: &str, name: &str| support::kube::metric(text, name, &[]).unwrap_or(0.0);
+    let before = support::http::get(&metrics_url, &[]).await.text();
+
+    put_object_text(
+        &mut kv,
+        "/registry/configmaps/h2/small",
+        &small_configmap(1),
+    )
+    .await;
+    for body in &mut bodies {
+        let mut line = Vec::new();
+        while !line.contains(&b'\n') {
+            let frame = tokio::time::timeout(Duration::from_secs(30), body.frame())
+                .await
+                .expect("the event within 30 s")
+                .expect("the stream is open")
+                .expect("a frame");
+            line.extend_from_slice(&frame.into_data().unwrap_or_default());
+        }
+        let ev: serde_json::Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(ev["type"], "MODIFIED", "{ev}");
+        assert_eq!(ev["object"]["data"]["i"], "1");
+    }
+
+    let after = support::http::get(&metrics_url, &[]).await.text();
+    let task_frames = |text: &str| {
+        support::kube::metric(text, "watchd_http2_watch_task_frames_total", &[])
+            .expect("watch streams count the frames their tasks queue")
+    };
+    let by_task = task_frames(&after) - task_frames(&before);
+    assert_eq!(by_task, 0.0, "every stream's frame was queued by the pass");
+    let writes = sample(&after, "watchd_http2_socket_writes_total")
+        - sample(&before, "watchd_http2_socket_writes_total");
+    // One write carries all 100 frames; a second would be the socket taking part of it.
+    assert!(
+        (1.0..=2.0).contains(&writes),
+        "{WATCHES} streams' frames in {writes} writes"
+    );
+    driver.abort();
+}

@@ -10,11 +10,14 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
+
+use tokio::time::Instant;
 
 use futures_util::Stream;
 
 use crate::api::status::ApiError;
+use crate::api::watch::{Step, SteppedWatch};
 use crate::auth::authz::Denied;
 use crate::auth::limits::Permit;
 use crate::auth::{Attributes, Security};
@@ -22,53 +25,35 @@ use crate::auth::{Attributes, Security};
 /// A check of the watch's permission under way (a webhook mode may be asked).
 type Check = Pin<Box<dyn Future<Output = Result<(), Denied>> + Send>>;
 
-/// Wraps a watch stream `S`; `F` turns the refusal into the stream's last item.
-pub struct Guarded<S: ?Sized, F> {
-    inner: Pin<Box<S>>,
-    on_revoked: F,
+/// A watch's permission, checked again when the policy changes.
+struct Guard {
     security: Arc<Security>,
     attrs: Attributes,
-    tick: tokio::time::Interval,
     /// The RBAC policy's generation the permission was last checked at (None without
     /// RBAC).
     generation: Option<u64>,
     check: Option<Check>,
-    done: bool,
     _permit: Option<Permit>,
 }
 
-impl<S, F> Guarded<S, F>
-where
-    S: Stream + Send + ?Sized,
-    F: Fn(&ApiError) -> S::Item,
-{
-    /// Guards `inner`, a watch allowed now for `attrs`, holding `permit` until it ends.
-    pub fn new(
-        inner: Pin<Box<S>>,
-        security: Arc<Security>,
-        attrs: Attributes,
-        permit: Option<Permit>,
-        on_revoked: F,
-    ) -> Self {
-        let mut tick = tokio::time::interval(crate::config::PERMISSION_RECHECK_INTERVAL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+impl Guard {
+    fn new(security: Arc<Security>, attrs: Attributes, permit: Option<Permit>) -> Self {
         let generation = security.authorizer.rbac_policy().map(|p| p.generation());
-        Guarded {
-            inner,
-            on_revoked,
+        Guard {
             security,
             attrs,
-            tick,
             generation,
             check: None,
-            done: false,
             _permit: permit,
         }
     }
 
     /// Starts a check when the policy changed since the last one in a way that may
-    /// concern the watch's user.
+    /// concern the watch's user (unless one is under way).
     fn check_if_policy_changed(&mut self) {
+        if self.check.is_some() {
+            return;
+        }
         let Some(policy) = self.security.authorizer.rbac_policy() else {
             return;
         };
@@ -112,6 +97,40 @@ where
     }
 }
 
+/// Wraps a watch stream `S`; `F` turns the refusal into the stream's last item.
+pub struct Guarded<S: ?Sized, F> {
+    inner: Pin<Box<S>>,
+    on_revoked: F,
+    guard: Guard,
+    tick: tokio::time::Interval,
+    done: bool,
+}
+
+impl<S, F> Guarded<S, F>
+where
+    S: Stream + Send + ?Sized,
+    F: Fn(&ApiError) -> S::Item,
+{
+    /// Guards `inner`, a watch allowed now for `attrs`, holding `permit` until it ends.
+    pub fn new(
+        inner: Pin<Box<S>>,
+        security: Arc<Security>,
+        attrs: Attributes,
+        permit: Option<Permit>,
+        on_revoked: F,
+    ) -> Self {
+        let mut tick = tokio::time::interval(crate::config::PERMISSION_RECHECK_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Guarded {
+            inner,
+            on_revoked,
+            guard: Guard::new(security, attrs, permit),
+            tick,
+            done: false,
+        }
+    }
+}
+
 impl<S, F> Stream for Guarded<S, F>
 where
     S: Stream + Send + ?Sized,
@@ -125,14 +144,90 @@ where
             return Poll::Ready(None);
         }
         while this.tick.poll_tick(cx).is_ready() {
-            if this.check.is_none() {
-                this.check_if_policy_changed();
-            }
+            this.guard.check_if_policy_changed();
         }
-        if let Some(e) = this.poll_check(cx) {
+        if let Some(e) = this.guard.poll_check(cx) {
             this.done = true;
             return Poll::Ready(Some((this.on_revoked)(&e)));
         }
         this.inner.as_mut().poll_next(cx)
+    }
+}
+
+/// A watch stepped by its frontend (see [`SteppedWatch`]) under authorization, as
+/// [`Guarded`] guards a stream: the policy is looked at when a step comes a
+/// [`crate::config::PERMISSION_RECHECK_INTERVAL`] or more after the last look (an idle
+/// watch asks to be stepped then), not per event, and without a timer of its own.
+pub struct GuardedWatch<T, F> {
+    inner: Box<dyn SteppedWatch<T>>,
+    on_revoked: F,
+    guard: Guard,
+    /// When the policy is looked at next.
+    next_look: Instant,
+    done: bool,
+}
+
+impl<T, F> GuardedWatch<T, F>
+where
+    T: Send + 'static,
+    F: Fn(&ApiError) -> T + Send + Unpin + 'static,
+{
+    /// Guards `inner`, a watch allowed now for `attrs`, holding `permit` until it ends.
+    pub fn new(
+        inner: Box<dyn SteppedWatch<T>>,
+        security: Arc<Security>,
+        attrs: Attributes,
+        permit: Option<Permit>,
+        on_revoked: F,
+    ) -> Self {
+        GuardedWatch {
+            inner,
+            on_revoked,
+            guard: Guard::new(security, attrs, permit),
+            next_look: Instant::now() + crate::config::PERMISSION_RECHECK_INTERVAL,
+            done: false,
+        }
+    }
+}
+
+impl<T, F> SteppedWatch<T> for GuardedWatch<T, F>
+where
+    T: Send + 'static,
+    F: Fn(&ApiError) -> T + Send + Unpin + 'static,
+{
+    fn step(&mut self, waker: &Waker) -> Step<T> {
+        if self.done {
+            return Step::End;
+        }
+        let now = Instant::now();
+        if now >= self.next_look {
+            self.next_look = now + crate::config::PERMISSION_RECHECK_INTERVAL;
+            self.guard.check_if_policy_changed();
+        }
+        // A check under way wakes the watch when it finishes.
+        if let Some(e) = self.guard.poll_check(&mut Context::from_waker(waker)) {
+            self.done = true;
+            // Stepped again after this frame, to end.
+            waker.wake_by_ref();
+            return Step::Frame((self.on_revoked)(&e));
+        }
+        match self.inner.step(waker) {
+            Step::Idle(at) => Step::Idle(at.min(self.next_look)),
+            other => other,
+        }
+    }
+
+    fn into_stream(self: Box<Self>) -> Pin<Box<dyn Stream<Item = T> + Send>> {
+        let this = *self;
+        let mut tick =
+            tokio::time::interval_at(this.next_look, crate::config::PERMISSION_RECHECK_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Box::pin(Guarded {
+            inner: this.inner.into_stream(),
+            on_revoked: this.on_revoked,
+            guard: this.guard,
+            tick,
+            done: this.done,
+        })
     }
 }

@@ -27,6 +27,7 @@ use std::task::Waker;
 use dashmap::DashMap;
 use futures_util::task::AtomicWaker;
 
+pub mod pass;
 pub mod shards;
 
 pub use shards::{in_shard, shard_hint_of, Dispatch};
@@ -164,9 +165,12 @@ impl WaiterSet {
     /// (a waker already taken by an earlier wake is not called twice), which may be a
     /// delivery.
     fn wake_shard(&self, shard: usize) {
-        for w in &self.waiters_of(shard) {
-            w.wake();
-        }
+        let waiters = self.waiters_of(shard);
+        pass::run_pass(|| {
+            for w in &waiters {
+                w.wake();
+            }
+        });
     }
 
     /// The waiters of `shard`, copied out of the lock, so watchers joining and leaving

@@ -247,7 +247,7 @@ fn run(thread: usize, queue: &Receiver<Pass>, shards: &std::sync::Weak<Shards>) 
         };
         let started = Instant::now();
         let n = take_batch(first, queue, &mut batch);
-        wake_interleaved(&batch);
+        super::pass::run_pass(|| wake_interleaved(&batch));
         let now = Instant::now();
         let busy = now.saturating_duration_since(started).as_nanos() as u64;
         shards.busy_ns[thread].fetch_add(busy, Ordering::Relaxed);
@@ -277,11 +277,13 @@ fn take_batch(
     batch.len() as u64
 }
 
-/// Wakes the waiters of a batch of passes, one of each pass in turn: a pass holds the
-/// streams of one connection, and woken one after the other they would be polled at once
-/// by every tokio worker and contend for their connection's HTTP/2 state. Interleaved,
-/// consecutive wakes concern different connections (measured on 16 cores: the HTTP/2
-/// watch cost 1.8× the CPU per delivery with a connection's streams woken together).
+/// Wakes the waiters of a batch of passes, one of each pass in turn: a pass may hold the
+/// streams of one connection whose streams are tasks (gRPC: tonic's), and woken one after
+/// the other they would be polled at once by every tokio worker and contend for their
+/// connection's HTTP/2 state. Interleaved, consecutive wakes concern different
+/// connections (measured on 16 cores when HTTP/2 watches were tasks too: 1.8× the CPU
+/// per delivery with a connection's streams woken together). HTTP/2 watches are stepped
+/// here now, and their connections woken at the end of the batch (`super::pass`).
 fn wake_interleaved(passes: &[Vec<Arc<super::Waiter>>]) {
     let longest = passes.iter().map(Vec::len).max().unwrap_or(0);
     for i in 0..longest {

@@ -380,7 +380,7 @@ async fn hyper_h1(io: Rewind<Io>, state: Arc<ApiState>, conn: Arc<Connection>) {
 }
 
 /// `Date` as HTTP writes it (IMF-fixdate): `Tue, 15 Nov 1994 08:12:31 GMT`.
-fn http_date(t: std::time::SystemTime) -> String {
+pub(super) fn http_date(t: std::time::SystemTime) -> String {
     const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",

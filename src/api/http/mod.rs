@@ -12,6 +12,8 @@ pub mod encode_protobuf;
 pub mod encode_table;
 mod gzip;
 pub mod h1;
+mod h2_conn;
+mod h2_watch;
 pub mod health;
 pub mod negotiate;
 pub mod proxy;
@@ -34,7 +36,7 @@ use self::encode_table::{IncludeObject, TableView};
 use self::negotiate::{DiscoveryOutput, Output};
 use self::query::{ResourcePath, Route};
 use crate::api::access;
-use crate::api::guarded::Guarded;
+use crate::api::guarded::{Guarded, GuardedWatch};
 use crate::api::query::{GetQuery, ListQuery, Params, WatchQuery};
 use crate::api::read::{self, ReadContext};
 use crate::api::status::ApiError;
@@ -445,18 +447,29 @@ async fn serve_resource<B>(
                 == Some(&HeaderValue::from_static(
                     encode_protobuf::WATCH_CONTENT_TYPE,
                 ));
-            let body = match body.into_stream() {
-                Ok(inner) => {
-                    let on_revoked = move |e: &ApiError| {
-                        BufList::from(if protobuf {
-                            encode_protobuf::error_frame(e)
-                        } else {
-                            encode::error_frame(e)
-                        })
-                    };
-                    Body::stream(Guarded::new(inner, sec, attrs, permit.take(), on_revoked))
-                }
-                Err(complete) => complete,
+            let on_revoked = move |e: &ApiError| {
+                BufList::from(if protobuf {
+                    encode_protobuf::error_frame(e)
+                } else {
+                    encode::error_frame(e)
+                })
+            };
+            // A stepped watch stays one, so the frontends that write watches from their
+            // wake-ups (HTTP/2, plain HTTP/1.1) keep doing so under authorization.
+            let body = match body {
+                Body::Watch(inner) => Body::Watch(Box::new(GuardedWatch::new(
+                    inner,
+                    sec,
+                    attrs,
+                    permit.take(),
+                    on_revoked,
+                ))),
+                body => match body.into_stream() {
+                    Ok(inner) => {
+                        Body::stream(Guarded::new(inner, sec, attrs, permit.take(), on_revoked))
+                    }
+                    Err(complete) => complete,
+                },
             };
             Response::from_parts(parts, body)
         }

@@ -1,19 +1,19 @@
 //! Listening: the accept loop, TLS handshakes, and one HTTP/1.1 or HTTP/2 connection per
 //! peer. Plain connections go to [`super::h1`] (which hands HTTP/2 with prior knowledge,
-//! recognised by its preface, back to hyper here); over TLS, ALPN decides. HTTP/2 connections write through [`super::coalesce`], so the frames of
-//! all their streams leave together.
+//! recognised by its preface, back to hyper here); over TLS, ALPN decides. HTTP/2 connections are
+//! [`super::h2_conn`]'s.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch as signal;
 
 use super::write_deadline::WriteDeadline;
-use super::{coalesce, handle, ApiState};
+use super::{handle, ApiState};
 
 /// The connection a request came on: the peer's address and, over TLS, its client
 /// certificate.
@@ -126,40 +126,29 @@ async fn serve_tls(
 /// The connection preface of HTTP/2 with prior knowledge (RFC 9113, 3.4).
 pub(super) const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// Serves a connection with hyper: HTTP/2 (writing through [`coalesce`]) or HTTP/1.1.
+/// Serves a connection: HTTP/2 ([`super::h2_conn`]) or HTTP/1.1 with hyper.
 pub(super) async fn serve_connection<I>(io: I, h2: bool, state: Arc<ApiState>, conn: Connection)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    if h2 {
+        return super::h2_conn::serve(io, state, conn).await;
+    }
     let peer = conn.peer;
     let conn = Arc::new(conn);
     let svc = service_fn(move |req| {
         let state = state.clone();
         let conn = conn.clone();
-        // Boxed: hyper keeps a stream's service future in the stream's task for as long
-        // as the response lasts; the request's future is large and done once it answers.
+        // Boxed: the request's future is large and done once it answers.
         async move { Ok::<_, Infallible>(Box::pin(handle(&state, req, &conn)).await) }
     });
-    let result = if h2 {
-        let (io, flusher) = coalesce::coalesced(io, crate::config::HTTP2_WRITE_BUFFER);
-        let served = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .keep_alive_interval(crate::config::HTTP2_PING_INTERVAL)
-            .keep_alive_timeout(crate::config::HTTP2_PING_TIMEOUT)
-            .max_concurrent_streams(crate::config::HTTP2_MAX_STREAMS)
-            .max_send_buf_size(crate::config::HTTP2_STREAM_SEND_BUFFER)
-            .max_header_list_size(crate::config::MAX_REQUEST_HEAD as u32)
-            .serve_connection(TokioIo::new(io), svc);
-        coalesce::FlushAfterPoll::new(served, flusher).await
-    } else {
-        let served = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(crate::config::HTTP1_IDLE_TIMEOUT)
-            .max_buf_size(crate::config::MAX_REQUEST_HEAD)
-            .serve_connection(TokioIo::new(io), svc)
-            .with_upgrades();
-        served.await.map_err(Into::into)
-    };
+    let result = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(crate::config::HTTP1_IDLE_TIMEOUT)
+        .max_buf_size(crate::config::MAX_REQUEST_HEAD)
+        .serve_connection(TokioIo::new(io), svc)
+        .with_upgrades()
+        .await;
     if let Err(e) = result {
         tracing::debug!(error = %e, %peer, "connection ended with an error");
     }

@@ -1,0 +1,361 @@
+//! HTTP/2 connections, served on the `h2` crate (hyper's HTTP/2 underneath) without
+//! hyper's server, so that a watch stream can be written by the dispatch pass that wakes
+//! it ([`super::h2_watch`]) instead of by a task of its own.
+//!
+//! The connection's task drives `h2` (reading frames, accepting streams, writing what the
+//! streams queued) through [`coalesce`], so everything a poll queued leaves in one write,
+//! and it is woken through [`AtPassEnd`], so a pass that queues frames on many of its
+//! streams wakes it once, at the end. Each request is served on a task of its own, as
+//! hyper does: the handler, then the response: a complete body is queued whole, a
+//! streamed body (a list) frame by frame as the stream has capacity, a watch by
+//! [`super::h2_watch`]. Settings are hyper's defaults except where `config` says.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use bytes::{Buf, Bytes};
+use futures_util::StreamExt;
+use h2::server::SendResponse;
+use h2::{RecvStream, SendStream};
+use http::{header, HeaderMap, HeaderName, HeaderValue, Request, Response};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use super::body::{Body, BufList};
+use super::coalesce::{self, ConnError, FlushAfterPoll};
+use super::server::Connection;
+use super::{handle, ApiState};
+use crate::client::upstream::StreamBody;
+use crate::dispatch::pass::AtPassEnd;
+
+/// hyper's defaults for a server's windows and frames.
+const STREAM_WINDOW: u32 = 1024 * 1024;
+const CONNECTION_WINDOW: u32 = 1024 * 1024;
+const MAX_FRAME_SIZE: u32 = 16 * 1024;
+/// Streams the peer reset with an error before the connection is closed (hyper's).
+const MAX_LOCAL_ERROR_RESETS: usize = 1024;
+
+/// Serves an HTTP/2 connection (its preface not yet read) until it closes.
+pub(super) async fn serve<I>(io: I, state: Arc<ApiState>, conn: Connection)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let peer = conn.peer;
+    let (io, flusher) = coalesce::coalesced(io, crate::config::HTTP2_WRITE_BUFFER);
+    let served = FlushAfterPoll::new(drive(io, state, Arc::new(conn)), flusher);
+    if let Err(e) = WokenAtPassEnd::new(served).await {
+        tracing::debug!(error = %e, %peer, "connection ended with an error");
+    }
+}
+
+/// Polls a connection with a waker that a dispatch pass holds until it ends.
+struct WokenAtPassEnd<F> {
+    inner: Pin<Box<F>>,
+    deferred: Arc<AtPassEnd>,
+    waker: Waker,
+}
+
+impl<F> WokenAtPassEnd<F> {
+    fn new(inner: F) -> Self {
+        let deferred = AtPassEnd::new();
+        WokenAtPassEnd {
+            inner: Box::pin(inner),
+            waker: Waker::from(deferred.clone()),
+            deferred,
+        }
+    }
+}
+
+impl<F: Future> Future for WokenAtPassEnd<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.get_mut();
+        this.deferred.register(cx.waker());
+        this.inner
+            .as_mut()
+            .poll(&mut Context::from_waker(&this.waker))
+    }
+}
+
+/// The connection: the handshake, then streams accepted until the peer or an error ends
+/// it, with keep-alive pings.
+async fn drive<I>(
+    io: coalesce::Coalesced<I>,
+    state: Arc<ApiState>,
+    conn: Arc<Connection>,
+) -> Result<(), ConnError>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mut h2 = h2::server::Builder::new()
+        .initial_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_frame_size(MAX_FRAME_SIZE)
+        .max_header_list_size(crate::config::MAX_REQUEST_HEAD as u32)
+        .max_concurrent_streams(crate::config::HTTP2_MAX_STREAMS)
+        .max_send_buffer_size(crate::config::HTTP2_STREAM_SEND_BUFFER)
+        .max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS))
+        .handshake::<_, BufList>(io)
+        .await?;
+    let mut pings = h2.ping_pong();
+    let keep_alive = keep_alive(pings.as_mut());
+    tokio::pin!(keep_alive);
+    loop {
+        tokio::select! {
+            accepted = h2.accept() => match accepted {
+                Some(Ok((req, respond))) => {
+                    let state = state.clone();
+                    let conn = conn.clone();
+                    tokio::spawn(serve_stream(req, respond, state, conn));
+                }
+                Some(Err(e)) => return Err(e.into()),
+                None => return Ok(()),
+            },
+            () = &mut keep_alive => {
+                tracing::debug!(peer = %conn.peer, "HTTP/2 keep-alive ping unanswered, closing");
+                h2.abrupt_shutdown(h2::Reason::NO_ERROR);
+                // The GOAWAY is written by polling the connection until it closes.
+                let _ = tokio::time::timeout(
+                    crate::config::HTTP2_PING_TIMEOUT,
+                    std::future::poll_fn(|cx| h2.poll_closed(cx)),
+                )
+                .await;
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Pings the peer every [`crate::config::HTTP2_PING_INTERVAL`]; returns when a ping is
+/// not answered within [`crate::config::HTTP2_PING_TIMEOUT`] (never without pings).
+async fn keep_alive(pings: Option<&mut h2::PingPong>) {
+    let Some(pings) = pings else {
+        return std::future::pending().await;
+    };
+    loop {
+        tokio::time::sleep(crate::config::HTTP2_PING_INTERVAL).await;
+        if pings.send_ping(h2::Ping::opaque()).is_err() {
+            // The connection is closing; the accept loop sees it.
+            return std::future::pending().await;
+        }
+        let pong = std::future::poll_fn(|cx| pings.poll_pong(cx));
+        match tokio::time::timeout(crate::config::HTTP2_PING_TIMEOUT, pong).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return std::future::pending().await,
+            Err(_) => return,
+        }
+    }
+}
+
+/// A request's body, as the proxy forwards it: DATA frames as they come, their window
+/// given back as they are read, then the trailers.
+struct RequestBody {
+    recv: RecvStream,
+    data_done: bool,
+}
+
+impl http_body::Body for RequestBody {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        if !this.data_done {
+            match std::task::ready!(this.recv.poll_data(cx)) {
+                Some(Ok(data)) => {
+                    let _ = this.recv.flow_control().release_capacity(data.len());
+                    return Poll::Ready(Some(Ok(http_body::Frame::data(data))));
+                }
+                Some(Err(e)) => return Poll::Ready(Some(Err(e.into()))),
+                None => this.data_done = true,
+            }
+        }
+        match std::task::ready!(this.recv.poll_trailers(cx)) {
+            Ok(Some(t)) => Poll::Ready(Some(Ok(http_body::Frame::trailers(t)))),
+            Ok(None) => Poll::Ready(None),
+            Err(e) => Poll::Ready(Some(Err(e.into()))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.recv.is_end_stream()
+    }
+}
+
+impl super::proxy::ForwardBody for RequestBody {
+    fn into_stream_body(self) -> StreamBody {
+        http_body_util::BodyExt::boxed_unsync(self)
+    }
+}
+
+/// Serves one stream: the request's handling (given up if the client resets the stream
+/// first), then its response.
+async fn serve_stream(
+    req: Request<RecvStream>,
+    mut respond: SendResponse<BufList>,
+    state: Arc<ApiState>,
+    conn: Arc<Connection>,
+) {
+    let (parts, recv) = req.into_parts();
+    let req = Request::from_parts(
+        parts,
+        RequestBody {
+            recv,
+            data_done: false,
+        },
+    );
+    // Boxed: the request's future is large and done once it answers; inline, it would
+    // size the stream's task for as long as a watch lasts.
+    let mut handling = Box::pin(handle(&state, req, &conn));
+    let response = std::future::poll_fn(|cx| {
+        if let Poll::Ready(r) = handling.as_mut().poll(cx) {
+            return Poll::Ready(Some(r));
+        }
+        match respond.poll_reset(cx) {
+            Poll::Ready(_) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await;
+    drop(handling);
+    let Some(response) = response else {
+        return;
+    };
+    let (mut head, body) = response.into_parts();
+    strip_connection_headers(&mut head.headers);
+    if !head.headers.contains_key(header::DATE) {
+        if let Ok(date) = HeaderValue::from_str(&super::h1::http_date(std::time::SystemTime::now()))
+        {
+            head.headers.insert(header::DATE, date);
+        }
+    }
+    let full = |head: &mut http::response::Parts, len: usize| {
+        if !head.headers.contains_key(header::CONTENT_LENGTH) {
+            head.headers
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+        }
+    };
+    match body {
+        Body::Full(list, len) => {
+            full(&mut head, len);
+            let list = list.filter(|l| l.has_remaining());
+            let end = list.is_none();
+            let Ok(mut send) = respond.send_response(Response::from_parts(head, ()), end) else {
+                return;
+            };
+            if let Some(list) = list {
+                // Queued whole: its bytes are already held (shared segments), and `h2`
+                // sends them as the windows open.
+                let _ = send.send_data(list, true);
+            }
+        }
+        Body::Stream(frames) => {
+            let Ok(send) = respond.send_response(Response::from_parts(head, ()), false) else {
+                return;
+            };
+            pipe(send, frames).await;
+        }
+        Body::Watch(watch) => {
+            let Ok(send) = respond.send_response(Response::from_parts(head, ()), false) else {
+                return;
+            };
+            super::h2_watch::stream(send, watch).await;
+        }
+    }
+}
+
+/// Sends a streamed body frame by frame, each once the stream has capacity (so a slow
+/// reader holds one frame here), until it ends or the client resets the stream.
+async fn pipe(
+    mut send: SendStream<BufList>,
+    mut frames: Pin<Box<dyn futures_util::Stream<Item = BufList> + Send>>,
+) {
+    loop {
+        let next = std::future::poll_fn(|cx| {
+            if send.poll_reset(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+            frames.poll_next_unpin(cx).map(Some)
+        })
+        .await;
+        let Some(next) = next else {
+            return;
+        };
+        let Some(frame) = next else {
+            let _ = send.send_data(BufList::new(), true);
+            return;
+        };
+        if frame.remaining() == 0 {
+            continue;
+        }
+        send.reserve_capacity(1);
+        let room = std::future::poll_fn(|cx| {
+            if send.poll_reset(cx).is_ready() {
+                return Poll::Ready(false);
+            }
+            while send.capacity() == 0 {
+                match send.poll_capacity(cx) {
+                    Poll::Ready(Some(Ok(_))) => {}
+                    Poll::Ready(_) => return Poll::Ready(false),
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+            Poll::Ready(true)
+        })
+        .await;
+        if !room || send.send_data(frame, false).is_err() {
+            return;
+        }
+    }
+}
+
+/// Headers HTTP/2 forbids in a response (RFC 9113, 8.2.2), removed as hyper does.
+fn strip_connection_headers(headers: &mut HeaderMap) {
+    const FORBIDDEN: [&str; 5] = [
+        "keep-alive",
+        "proxy-connection",
+        "transfer-encoding",
+        "upgrade",
+        "te",
+    ];
+    for name in FORBIDDEN {
+        headers.remove(name);
+    }
+    if let Some(listed) = headers.remove(header::CONNECTION) {
+        if let Ok(listed) = listed.to_str() {
+            for name in listed.split(',') {
+                if let Ok(name) = HeaderName::from_bytes(name.trim().as_bytes()) {
+                    headers.remove(name);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_specific_headers_are_removed() {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONNECTION, HeaderValue::from_static("close, x-hop"));
+        h.insert("x-hop", HeaderValue::from_static("1"));
+        h.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        strip_connection_headers(&mut h);
+        assert_eq!(h.len(), 1);
+        assert!(h.contains_key(header::CONTENT_TYPE));
+    }
+}
