@@ -26,6 +26,7 @@ use super::body::{Body, BufList};
 use super::coalesce::{self, ConnError, FlushAfterPoll};
 use super::server::Connection;
 use super::{handle, ApiState};
+use crate::api::watch::SteppedWatch;
 use crate::client::upstream::StreamBody;
 use crate::dispatch::pass::AtPassEnd;
 
@@ -108,7 +109,7 @@ where
                 Some(Ok((req, respond))) => {
                     let state = state.clone();
                     let conn = conn.clone();
-                    tokio::spawn(serve_stream(req, respond, state, conn));
+                    tokio::spawn(serve_stream(Box::pin(answer(req, respond, state, conn))));
                 }
                 Some(Err(e)) => return Err(e.into()),
                 None => return Ok(()),
@@ -193,14 +194,38 @@ impl super::proxy::ForwardBody for RequestBody {
     }
 }
 
-/// Serves one stream: the request's handling (given up if the client resets the stream
-/// first), then its response.
-async fn serve_stream(
+/// Serves one stream: `answering` (the request's handling and the response's head,
+/// boxed by the caller: large, and done once the head is sent), then what streams (a
+/// watch, a list) in a task of about 200 bytes for as long as the stream lasts.
+async fn serve_stream<A: Future<Output = Streaming>>(answering: Pin<Box<A>>) {
+    // Its own statement: the answer's future is freed before what streams starts.
+    let streaming = answering.await;
+    match streaming {
+        Streaming::Done => {}
+        Streaming::Watch(send, watch) => super::h2_watch::stream(send, watch).await,
+        Streaming::Frames(send, frames) => Box::pin(pipe(send, frames)).await,
+    }
+}
+
+/// What a stream sends after its response's head.
+enum Streaming {
+    /// Nothing more (the response was complete, or the stream is gone).
+    Done,
+    Watch(SendStream<BufList>, Box<dyn SteppedWatch<BufList>>),
+    Frames(
+        SendStream<BufList>,
+        Pin<Box<dyn futures_util::Stream<Item = BufList> + Send>>,
+    ),
+}
+
+/// Handles the request (given up if the client resets the stream first) and sends the
+/// response's head, and its body when complete.
+async fn answer(
     req: Request<RecvStream>,
     mut respond: SendResponse<BufList>,
     state: Arc<ApiState>,
     conn: Arc<Connection>,
-) {
+) -> Streaming {
     let (parts, recv) = req.into_parts();
     let req = Request::from_parts(
         parts,
@@ -209,8 +234,6 @@ async fn serve_stream(
             data_done: false,
         },
     );
-    // Boxed: the request's future is large and done once it answers; inline, it would
-    // size the stream's task for as long as a watch lasts.
     let mut handling = Box::pin(handle(&state, req, &conn));
     let response = std::future::poll_fn(|cx| {
         if let Poll::Ready(r) = handling.as_mut().poll(cx) {
@@ -224,7 +247,7 @@ async fn serve_stream(
     .await;
     drop(handling);
     let Some(response) = response else {
-        return;
+        return Streaming::Done;
     };
     let (mut head, body) = response.into_parts();
     strip_connection_headers(&mut head.headers);
@@ -234,38 +257,33 @@ async fn serve_stream(
             head.headers.insert(header::DATE, date);
         }
     }
-    let full = |head: &mut http::response::Parts, len: usize| {
-        if !head.headers.contains_key(header::CONTENT_LENGTH) {
-            head.headers
-                .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-        }
-    };
     match body {
         Body::Full(list, len) => {
-            full(&mut head, len);
+            if !head.headers.contains_key(header::CONTENT_LENGTH) {
+                head.headers
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            }
             let list = list.filter(|l| l.has_remaining());
             let end = list.is_none();
-            let Ok(mut send) = respond.send_response(Response::from_parts(head, ()), end) else {
-                return;
-            };
-            if let Some(list) = list {
-                // Queued whole: its bytes are already held (shared segments), and `h2`
-                // sends them as the windows open.
-                let _ = send.send_data(list, true);
+            if let Ok(mut send) = respond.send_response(Response::from_parts(head, ()), end) {
+                if let Some(list) = list {
+                    // Queued whole: its bytes are already held (shared segments), and
+                    // `h2` sends them as the windows open.
+                    let _ = send.send_data(list, true);
+                }
             }
+            Streaming::Done
         }
         Body::Stream(frames) => {
-            let Ok(send) = respond.send_response(Response::from_parts(head, ()), false) else {
-                return;
-            };
-            pipe(send, frames).await;
+            match respond.send_response(Response::from_parts(head, ()), false) {
+                Ok(send) => Streaming::Frames(send, frames),
+                Err(_) => Streaming::Done,
+            }
         }
-        Body::Watch(watch) => {
-            let Ok(send) = respond.send_response(Response::from_parts(head, ()), false) else {
-                return;
-            };
-            super::h2_watch::stream(send, watch).await;
-        }
+        Body::Watch(watch) => match respond.send_response(Response::from_parts(head, ()), false) {
+            Ok(send) => Streaming::Watch(send, watch),
+            Err(_) => Streaming::Done,
+        },
     }
 }
 
