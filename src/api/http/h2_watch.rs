@@ -10,8 +10,9 @@
 //!
 //! Flow control is honoured: a pass sends only while the stream has send capacity (its
 //! window and the connection's, less what is already queued, within
-//! [`crate::config::HTTP2_STREAM_SEND_BUFFER`]); a stream without keeps its cursor, and
-//! its task waits for capacity and takes over until the stream has room again.
+//! [`crate::config::HTTP2_STREAM_SEND_BUFFER`]), looked at once per
+//! [`CAPACITY_LOOK_EVERY`] bytes queued; a stream without keeps its cursor, and its task
+//! waits for capacity and takes over until the stream has room again.
 //!
 //! The task stays for what waits: the timer (bookmarks, the deadline, a batch window),
 //! capacity, a reset from the client, and the end of the stream. As in
@@ -39,6 +40,12 @@ use tokio::time::Instant;
 use super::body::BufList;
 use crate::api::watch::{Step, SteppedWatch};
 
+/// Bytes a stream queues between looks at its send capacity. A look (asking `h2` for
+/// one byte more than is queued, and reading what it granted) costs more than queuing a
+/// frame, and its grant wakes the probe; once per 16 KiB, a stream whose reader stopped
+/// queues at most this much (and one frame) past its send buffer.
+const CAPACITY_LOOK_EVERY: usize = 16 * 1024;
+
 thread_local! {
     /// The probe of the stream this thread is stepping (its address), if any.
     static STEPPING: Cell<usize> = const { Cell::new(0) };
@@ -55,6 +62,8 @@ struct State {
     ended: bool,
     /// Sending failed (the stream was reset or the connection ended): the task leaves.
     failed: bool,
+    /// Bytes queued since the stream's capacity was last looked at.
+    unlooked: usize,
     /// When the sleeping task's timer fires.
     sleeps_until: Option<Instant>,
     /// A step wants the task's timer sooner.
@@ -118,17 +127,23 @@ impl H2Watch {
         let Some(watch) = st.watch.as_mut() else {
             return Stepped::End;
         };
-        st.send.reserve_capacity(1);
-        if st.send.capacity() == 0 {
-            return Stepped::Blocked;
+        if st.unlooked >= CAPACITY_LOOK_EVERY {
+            st.send.reserve_capacity(1);
+            if st.send.capacity() == 0 {
+                return Stepped::Blocked;
+            }
+            st.unlooked = 0;
         }
         match watch.step(waker) {
             Step::Idle(at) => Stepped::Idle(at),
             Step::Frame(frame) if frame.remaining() == 0 => Stepped::Sent,
-            Step::Frame(frame) => match st.send.send_data(frame, false) {
-                Ok(()) => Stepped::Sent,
-                Err(_) => Stepped::Failed,
-            },
+            Step::Frame(frame) => {
+                st.unlooked += frame.remaining();
+                match st.send.send_data(frame, false) {
+                    Ok(()) => Stepped::Sent,
+                    Err(_) => Stepped::Failed,
+                }
+            }
             Step::End => Stepped::End,
         }
     }
@@ -214,6 +229,7 @@ pub async fn stream(send: SendStream<BufList>, watch: Box<dyn SteppedWatch<BufLi
             watch: Some(watch),
             send,
             blocked: false,
+            unlooked: CAPACITY_LOOK_EVERY,
             ended: false,
             failed: false,
             sleeps_until: None,
