@@ -197,3 +197,94 @@ async fn one_event_to_a_connections_watch_streams_is_queued_by_the_pass_and_writ
     );
     driver.abort();
 }
+
+/// A client that cancels idle watch streams (RST_STREAM, as client-go does when it
+/// restarts a watch) ends them at once, without an event to find them gone: the stream's
+/// task hears the reset even though the dispatch pass, not the task, writes its frames.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_streams_the_client_resets_end_without_waiting_for_an_event() {
+    const WATCHES: usize = 10;
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let rv = put_object_text(
+        &mut kv,
+        "/registry/configmaps/h2/small",
+        &small_configmap(0),
+    )
+    .await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+
+    let tcp = tokio::net::TcpStream::connect(watchd.http_addr())
+        .await
+        .unwrap();
+    let (mut sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .handshake(TokioIo::new(tcp))
+        .await
+        .expect("h2c handshake");
+    let driver = tokio::spawn(conn);
+    let uri = format!(
+        "http://{}/api/v1/namespaces/h2/configmaps?watch=true&resourceVersion={rv}",
+        watchd.http_addr()
+    );
+    let mut bodies = Vec::new();
+    for _ in 0..WATCHES {
+        let req = http::Request::get(&uri)
+            .body(Empty::<Bytes>::new())
+            .unwrap();
+        let resp = sender.send_request(req).await.expect("watch request");
+        assert_eq!(resp.status(), 200);
+        bodies.push(resp.into_body());
+    }
+    // One event, written by the pass to every stream, so that each has been stepped
+    // there before it is reset.
+    put_object_text(
+        &mut kv,
+        "/registry/configmaps/h2/small",
+        &small_configmap(1),
+    )
+    .await;
+    for body in &mut bodies {
+        let frame = tokio::time::timeout(Duration::from_secs(30), body.frame())
+            .await
+            .expect("the event within 30 s");
+        assert!(matches!(frame, Some(Ok(_))), "the event arrives");
+    }
+    let metrics_url = format!("{}/metrics", watchd.base_url());
+    let open = || async {
+        let text = support::http::get(&metrics_url, &[]).await.text();
+        support::kube::metric(&text, "watchd_watchers", &["resource=\"configmaps\""])
+            .expect("the watchers gauge")
+    };
+    assert_eq!(open().await, WATCHES as f64);
+
+    // Half the streams are dropped unread: hyper's client resets them.
+    bodies.truncate(WATCHES / 2);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut now_open = open().await;
+    while now_open > (WATCHES / 2) as f64 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        now_open = open().await;
+    }
+    assert_eq!(
+        now_open,
+        (WATCHES / 2) as f64,
+        "the reset watches ended, the others are open"
+    );
+
+    // The others still get events.
+    put_object_text(
+        &mut kv,
+        "/registry/configmaps/h2/small",
+        &small_configmap(2),
+    )
+    .await;
+    for body in &mut bodies {
+        let frame = tokio::time::timeout(Duration::from_secs(30), body.frame())
+            .await
+            .expect("the event within 30 s");
+        let data = frame.expect("open").expect("a frame").into_data().unwrap();
+        let ev: serde_json::Value = serde_json::from_slice(&data).unwrap();
+        assert_eq!(ev["object"]["data"]["i"], "2");
+    }
+    driver.abort();
+}
