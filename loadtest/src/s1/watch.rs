@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use etcd_client::{Client, EventType, WatchOptions};
 use http_body_util::BodyExt;
+use hyper::body::Incoming;
 use tokio::sync::{mpsc, watch, Semaphore};
 use tokio::task::JoinSet;
 use tonic::transport::Channel;
@@ -96,7 +97,9 @@ pub struct Outcome {
 pub struct Watchers {
     /// Shared counters.
     pub shared: Arc<Shared>,
-    tasks: JoinSet<Outcome>,
+    /// Each task ends with the outcomes of its watchers: one, or every stream of an
+    /// HTTP/2 connection.
+    tasks: JoinSet<Vec<Outcome>>,
     stop: watch::Sender<bool>,
 }
 
@@ -108,7 +111,7 @@ impl Watchers {
         let collect = async {
             while let Some(r) = self.tasks.join_next().await {
                 if let Ok(o) = r {
-                    out.push(o);
+                    out.extend(o);
                 }
             }
         };
@@ -234,6 +237,8 @@ pub async fn open_paths(
         }
         _ => Vec::new(),
     };
+    // HTTP/2: the watchers of each connection, read by one task.
+    let mut groups: Vec<Vec<(Ctx, String)>> = (0..shared_conns.len()).map(|_| Vec::new()).collect();
     for idx in 0..count {
         let ctx = Ctx {
             idx,
@@ -250,23 +255,30 @@ pub async fn open_paths(
                 // HTTP/2: the watchers are dealt round-robin over the
                 // ceil(W / streams_per_connection) connections (as the etcd
                 // watchers over theirs), so none has more than that many.
-                let link = if shared_conns.is_empty() {
-                    Link::Own(endpoint.clone())
-                } else {
-                    let c = &shared_conns[idx % shared_conns.len()];
-                    Link::Stream(c.stream().ok_or("not an HTTP/2 connection")?)
-                };
                 let path = format!("{}&resourceVersion={base}", path(idx));
-                tasks.spawn(http_watcher(ctx, link, *accept, path));
+                if shared_conns.is_empty() {
+                    let (link, accept) = (Link::Own(endpoint.clone()), *accept);
+                    tasks.spawn(async move { vec![http_watcher(ctx, link, accept, path).await] });
+                } else {
+                    groups[idx % shared_conns.len()].push((ctx, path));
+                }
             }
             Source::Grpc { accept, .. } => {
                 let client = grpc::client(channels[idx % channels.len()].clone());
-                tasks.spawn(grpc_watcher(ctx, client, grpc::encoding(*accept)));
+                let encoding = grpc::encoding(*accept);
+                tasks.spawn(async move { vec![grpc_watcher(ctx, client, encoding).await] });
             }
             Source::Etcd { prefix, .. } => {
                 let client = clients[idx % clients.len()].clone();
-                tasks.spawn(etcd_watcher(ctx, client, prefix.clone()));
+                let prefix = prefix.clone();
+                tasks.spawn(async move { vec![etcd_watcher(ctx, client, prefix).await] });
             }
+        }
+    }
+    if let Source::Http { accept, .. } = source {
+        for (conn, group) in shared_conns.iter().zip(groups) {
+            let conn = conn.stream().ok_or("not an HTTP/2 connection")?;
+            tasks.spawn(http2_watchers(group, conn, *accept));
         }
     }
     drop(ready_tx);
@@ -413,13 +425,157 @@ enum Link {
 }
 
 async fn http_watcher(ctx: Ctx, link: Link, accept: Accept, path: String) -> Outcome {
+    let (_conn, mut body) = match open_http(&ctx, link, accept, &path).await {
+        Ok(x) => x,
+        Err(outcome) => return outcome,
+    };
+    let mut reader = Reader::new(accept, ctx.base);
+    let mut stop = ctx.stop.clone();
+    let error = loop {
+        let frame = tokio::select! {
+            _ = stop.changed() => break None,
+            f = body.frame() => f,
+        };
+        if let Some(e) = reader.frame(&ctx, frame) {
+            break Some(e);
+        }
+    };
+    reader.outcome(&ctx, error)
+}
+
+/// What one HTTP watcher has read so far.
+struct Reader {
+    tally: Tally,
+    events: Events,
+    error_events: u64,
+}
+
+impl Reader {
+    fn new(accept: Accept, base: i64) -> Self {
+        Reader {
+            tally: Tally::new(base),
+            events: Events::for_accept(accept),
+            error_events: 0,
+        }
+    }
+
+    /// Takes a frame of the body (None: it ended); Some(why) when the watcher ends.
+    fn frame(
+        &mut self,
+        ctx: &Ctx,
+        frame: Option<Result<hyper::body::Frame<bytes::Bytes>, hyper::Error>>,
+    ) -> Option<String> {
+        let data = match frame {
+            None => return Some("watch stream ended".to_string()),
+            Some(Err(e)) => return Some(format!("watch stream failed: {e}")),
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(d) => d,
+                Err(_) => return None,
+            },
+        };
+        let now = now_unix_nanos();
+        let mut bad: Option<String> = None;
+        let (tally, error_events) = (&mut self.tally, &mut self.error_events);
+        let fed = self.events.feed(&data, |ev| {
+            ctx.watchd_event(tally, ev, now, error_events, &mut bad)
+        });
+        if let Err(e) = fed {
+            bad.get_or_insert(e);
+        }
+        bad
+    }
+
+    fn outcome(self, ctx: &Ctx, error: Option<String>) -> Outcome {
+        ctx.outcome(self.tally, error, self.error_events)
+    }
+}
+
+/// The watchers of one HTTP/2 connection, read by one task: a frame that reaches many
+/// streams at once (the same event to each) wakes this task once, not a task per
+/// stream, so the generator keeps up with what it measures.
+async fn http2_watchers(watchers: Vec<(Ctx, String)>, conn: Conn, accept: Accept) -> Vec<Outcome> {
+    use futures_util::StreamExt;
+    let opened = futures_util::future::join_all(watchers.into_iter().map(|(ctx, path)| {
+        let conn = conn.stream();
+        async move {
+            let opened = match conn {
+                Some(conn) => open_http(&ctx, Link::Stream(conn), accept, &path).await,
+                None => {
+                    ctx.report_open(Err("not an HTTP/2 connection".to_string()))
+                        .await
+                }
+            };
+            opened.map(|(_conn, body)| (ctx, body))
+        }
+    }))
+    .await;
+    let mut outcomes = Vec::new();
+    let mut readers = Vec::new();
+    let mut bodies = futures_util::stream::SelectAll::new();
+    for o in opened {
+        match o {
+            Ok((ctx, body)) => {
+                let i = readers.len();
+                let reader = Reader::new(accept, ctx.base);
+                readers.push((ctx, reader, None::<String>));
+                // Each frame tagged with its watcher; the end of a body too.
+                let frames = futures_util::stream::unfold(Some(body), |body| async move {
+                    let mut body = body?;
+                    match body.frame().await {
+                        Some(f) => Some((Some(f), Some(body))),
+                        None => Some((None, None)),
+                    }
+                })
+                .map(move |f| (i, f));
+                bodies.push(Box::pin(frames));
+            }
+            Err(outcome) => outcomes.push(outcome),
+        }
+    }
+    let Some(mut stop) = readers.first().map(|(ctx, _, _)| ctx.stop.clone()) else {
+        return outcomes;
+    };
+    let mut open = readers.len();
+    while open > 0 {
+        let (i, frame) = tokio::select! {
+            _ = stop.changed() => break,
+            next = bodies.next() => match next {
+                Some(x) => x,
+                None => break,
+            },
+        };
+        let (ctx, reader, ended) = &mut readers[i];
+        if ended.is_some() {
+            continue;
+        }
+        if let Some(e) = reader.frame(ctx, frame) {
+            *ended = Some(e);
+            open -= 1;
+        }
+    }
+    outcomes.extend(
+        readers
+            .into_iter()
+            .map(|(ctx, reader, ended)| reader.outcome(&ctx, ended)),
+    );
+    outcomes
+}
+
+/// Opens watcher `ctx`'s watch (`GET path`) on `link` and tells [`open_paths`] how it
+/// went; the response's body, or the outcome the watcher returns at once.
+async fn open_http(
+    ctx: &Ctx,
+    link: Link,
+    accept: Accept,
+    path: &str,
+) -> Result<(Conn, Incoming), Outcome> {
     let opened = async {
         let _permit = ctx.gate.acquire().await.map_err(|e| e.to_string())?;
         let mut conn = match link {
             Link::Own(endpoint) => Conn::open(&endpoint, Protocol::Http1, OPEN_TIMEOUT).await?,
             Link::Stream(conn) => conn,
         };
-        let resp = tokio::time::timeout(OPEN_TIMEOUT, conn.get_as(&path, accept))
+        let resp = tokio::time::timeout(OPEN_TIMEOUT, conn.get_as(path, accept))
             .await
             .map_err(|_| format!("GET {path}: no response in {OPEN_TIMEOUT:?}"))??;
         if resp.status() != 200 {
@@ -437,40 +593,7 @@ async fn http_watcher(ctx: Ctx, link: Link, accept: Accept, path: String) -> Out
         }
         Ok::<_, String>((conn, resp.into_body()))
     };
-    let (_conn, mut body) = match ctx.report_open(opened.await).await {
-        Ok(x) => x,
-        Err(outcome) => return outcome,
-    };
-    let mut tally = Tally::new(ctx.base);
-    let mut events = Events::for_accept(accept);
-    let mut error_events = 0;
-    let mut bad: Option<String> = None;
-    let mut stop = ctx.stop.clone();
-    let error = loop {
-        let frame = tokio::select! {
-            _ = stop.changed() => break None,
-            f = body.frame() => f,
-        };
-        let data = match frame {
-            None => break Some("watch stream ended".to_string()),
-            Some(Err(e)) => break Some(format!("watch stream failed: {e}")),
-            Some(Ok(frame)) => match frame.into_data() {
-                Ok(d) => d,
-                Err(_) => continue,
-            },
-        };
-        let now = now_unix_nanos();
-        let fed = events.feed(&data, |ev| {
-            ctx.watchd_event(&mut tally, ev, now, &mut error_events, &mut bad)
-        });
-        if let Err(e) = fed {
-            bad.get_or_insert(e);
-        }
-        if let Some(e) = bad.take() {
-            break Some(e);
-        }
-    };
-    ctx.outcome(tally, error, error_events)
+    ctx.report_open(opened.await).await
 }
 
 /// One `Watch` call of watchd's gRPC API from revision `base`: opened once
