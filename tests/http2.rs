@@ -22,32 +22,36 @@ fn configmap(name: &str, i: usize) -> String {
     )
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_watches_share_one_connection_and_a_stalled_stream_stalls_only_itself() {
-    let etcd = Etcd::start();
-    let mut kv = etcd.client().await;
-    let rv = put_object_text(&mut kv, "/registry/configmaps/h2/cm", &configmap("cm", 0)).await;
-    let watchd = Watchd::start(&etcd.client_url(), &[]);
-
+/// An h2c connection to `watchd` (the client's stream and connection windows given) and
+/// `n` watches on it of namespace h2's config maps after `rv`, each answered 200 over
+/// HTTP/2; the connection's sender (for more requests), the watches' bodies, and the
+/// task driving the connection.
+async fn h2c_watches(
+    watchd: &Watchd,
+    rv: i64,
+    n: usize,
+    windows: (u32, u32),
+) -> (
+    hyper::client::conn::http2::SendRequest<Empty<Bytes>>,
+    Vec<hyper::body::Incoming>,
+    tokio::task::JoinHandle<hyper::Result<()>>,
+) {
     let tcp = tokio::net::TcpStream::connect(watchd.http_addr())
         .await
         .unwrap();
-    // A small window per stream (the stalled one fills it) and a large one for the
-    // connection, as Go's HTTP/2 client has.
     let (mut sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-        .initial_stream_window_size(64 * 1024)
-        .initial_connection_window_size(64 * 1024 * 1024)
+        .initial_stream_window_size(windows.0)
+        .initial_connection_window_size(windows.1)
         .handshake(TokioIo::new(tcp))
         .await
         .expect("h2c handshake");
     let driver = tokio::spawn(conn);
-
     let uri = format!(
         "http://{}/api/v1/namespaces/h2/configmaps?watch=true&resourceVersion={rv}",
         watchd.http_addr()
     );
     let mut bodies = Vec::new();
-    for _ in 0..STREAMS {
+    for _ in 0..n {
         let req = http::Request::get(&uri)
             .body(Empty::<Bytes>::new())
             .unwrap();
@@ -56,6 +60,20 @@ async fn many_watches_share_one_connection_and_a_stalled_stream_stalls_only_itse
         assert_eq!(resp.version(), http::Version::HTTP_2);
         bodies.push(resp.into_body());
     }
+    (sender, bodies, driver)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_watches_share_one_connection_and_a_stalled_stream_stalls_only_itself() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let rv = put_object_text(&mut kv, "/registry/configmaps/h2/cm", &configmap("cm", 0)).await;
+    let watchd = Watchd::start(&etcd.client_url(), &[]);
+
+    // A small window per stream (the stalled one fills it) and a large one for the
+    // connection, as Go's HTTP/2 client has.
+    let (mut sender, mut bodies, driver) =
+        h2c_watches(&watchd, rv, STREAMS, (64 * 1024, 64 * 1024 * 1024)).await;
     // The first stream is never read again.
     let _stalled = bodies.remove(0);
 
@@ -131,29 +149,8 @@ async fn one_event_to_a_connections_watch_streams_is_queued_by_the_pass_and_writ
     .await;
     let watchd = Watchd::start(&etcd.client_url(), &[]);
 
-    let tcp = tokio::net::TcpStream::connect(watchd.http_addr())
-        .await
-        .unwrap();
-    let (mut sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-        .initial_stream_window_size(1024 * 1024)
-        .initial_connection_window_size(64 * 1024 * 1024)
-        .handshake(TokioIo::new(tcp))
-        .await
-        .expect("h2c handshake");
-    let driver = tokio::spawn(conn);
-    let uri = format!(
-        "http://{}/api/v1/namespaces/h2/configmaps?watch=true&resourceVersion={rv}",
-        watchd.http_addr()
-    );
-    let mut bodies = Vec::new();
-    for _ in 0..WATCHES {
-        let req = http::Request::get(&uri)
-            .body(Empty::<Bytes>::new())
-            .unwrap();
-        let resp = sender.send_request(req).await.expect("watch request");
-        assert_eq!(resp.status(), 200);
-        bodies.push(resp.into_body());
-    }
+    let (_sender, mut bodies, driver) =
+        h2c_watches(&watchd, rv, WATCHES, (1024 * 1024, 64 * 1024 * 1024)).await;
     // Every stream's task has stepped its watch to idle (there is nothing since `rv`).
     tokio::time::sleep(Duration::from_millis(500)).await;
     let metrics_url = format!("{}/metrics", watchd.base_url());
@@ -214,27 +211,9 @@ async fn watch_streams_the_client_resets_end_without_waiting_for_an_event() {
     .await;
     let watchd = Watchd::start(&etcd.client_url(), &[]);
 
-    let tcp = tokio::net::TcpStream::connect(watchd.http_addr())
-        .await
-        .unwrap();
-    let (mut sender, conn) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-        .handshake(TokioIo::new(tcp))
-        .await
-        .expect("h2c handshake");
-    let driver = tokio::spawn(conn);
-    let uri = format!(
-        "http://{}/api/v1/namespaces/h2/configmaps?watch=true&resourceVersion={rv}",
-        watchd.http_addr()
-    );
-    let mut bodies = Vec::new();
-    for _ in 0..WATCHES {
-        let req = http::Request::get(&uri)
-            .body(Empty::<Bytes>::new())
-            .unwrap();
-        let resp = sender.send_request(req).await.expect("watch request");
-        assert_eq!(resp.status(), 200);
-        bodies.push(resp.into_body());
-    }
+    // hyper's default windows.
+    let (_sender, mut bodies, driver) =
+        h2c_watches(&watchd, rv, WATCHES, (2 * 1024 * 1024, 5 * 1024 * 1024)).await;
     // One event, written by the pass to every stream, so that each has been stepped
     // there before it is reset.
     put_object_text(

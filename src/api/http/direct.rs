@@ -80,18 +80,7 @@ impl Direct {
     /// wake on another dispatch thread) sets `missed` first; whoever holds the state
     /// looks at it after letting go, so no wake is lost.
     fn wake_inline(self: &Arc<Self>) {
-        loop {
-            self.missed.store(true, Ordering::SeqCst);
-            let Ok(mut st) = self.state.try_lock() else {
-                return;
-            };
-            self.missed.store(false, Ordering::SeqCst);
-            self.step_and_write(&mut st);
-            drop(st);
-            if !self.missed.load(Ordering::SeqCst) {
-                return;
-            }
-        }
+        run_or_hand_over(&self.state, &self.missed, |st| self.step_and_write(st));
     }
 
     fn step_and_write(self: &Arc<Self>, st: &mut State) {
@@ -125,6 +114,28 @@ impl Direct {
                 st.ended = true;
                 wake_task(st);
             }
+        }
+    }
+}
+
+/// Runs `f` on `state` unless someone holds it (a waker never waits): the wake is
+/// remembered in `missed` before trying, and whoever holds the state looks at `missed`
+/// after letting go and runs `f` again, so no wake is lost.
+pub(super) fn run_or_hand_over<S>(
+    state: &Mutex<S>,
+    missed: &AtomicBool,
+    mut f: impl FnMut(&mut S),
+) {
+    loop {
+        missed.store(true, Ordering::SeqCst);
+        let Ok(mut st) = state.try_lock() else {
+            return;
+        };
+        missed.store(false, Ordering::SeqCst);
+        f(&mut st);
+        drop(st);
+        if !missed.load(Ordering::SeqCst) {
+            return;
         }
     }
 }

@@ -166,35 +166,26 @@ impl H2Watch {
 
     /// A wake from the pass: steps and queues the frame unless the task has the stream.
     fn wake_inline(self: &Arc<Self>) {
-        loop {
-            self.missed.store(true, Ordering::SeqCst);
-            let Ok(mut st) = self.state.try_lock() else {
+        super::direct::run_or_hand_over(&self.state, &self.missed, |st| {
+            if st.needs_task() {
                 return;
-            };
-            self.missed.store(false, Ordering::SeqCst);
-            if !st.needs_task() {
-                let waker = Waker::from(self.clone());
-                let stepped = self.stepping(&mut st, |st| self.step(st, &waker));
-                match stepped {
-                    Stepped::Sent => {}
-                    Stepped::Idle(at) => {
-                        if st.sleeps_until.is_some_and(|t| at < t) {
-                            st.rearm = true;
-                        }
+            }
+            let waker = Waker::from(self.clone());
+            match self.stepping(st, |st| self.step(st, &waker)) {
+                Stepped::Sent => {}
+                Stepped::Idle(at) => {
+                    if st.sleeps_until.is_some_and(|t| at < t) {
+                        st.rearm = true;
                     }
-                    Stepped::Blocked => st.blocked = true,
-                    Stepped::End => st.ended = true,
-                    Stepped::Failed => st.failed = true,
                 }
-                if st.needs_task() {
-                    self.probe.task.wake();
-                }
+                Stepped::Blocked => st.blocked = true,
+                Stepped::End => st.ended = true,
+                Stepped::Failed => st.failed = true,
             }
-            drop(st);
-            if !self.missed.load(Ordering::SeqCst) {
-                return;
+            if st.needs_task() {
+                self.probe.task.wake();
             }
-        }
+        });
     }
 }
 
