@@ -12,6 +12,7 @@ pub mod http;
 pub mod query;
 pub mod read;
 pub mod status;
+pub mod table;
 pub mod watch;
 
 /// The verbs the cache answers for every resource it holds, as discovery lists them.

@@ -8,9 +8,9 @@ use bytes::Bytes;
 
 use super::body::{Body, BufList};
 use super::encode::ObjectView;
-use super::table;
 use crate::api::read::ListPage;
 use crate::api::status::ApiError;
+use crate::api::table;
 use crate::registry::{ResourceInfo, ResourceRef};
 use crate::store::ObjectRef;
 

@@ -19,7 +19,6 @@ pub mod negotiate;
 pub mod proxy;
 pub mod query;
 pub mod server;
-pub mod table;
 pub mod write_deadline;
 
 use std::net::SocketAddr;
