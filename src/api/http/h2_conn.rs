@@ -19,7 +19,7 @@ use bytes::{Buf, Bytes};
 use futures_util::StreamExt;
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
-use http::{header, HeaderMap, HeaderName, HeaderValue, Request, Response};
+use http::{header, HeaderValue, Request, Response};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::body::{Body, BufList};
@@ -250,7 +250,8 @@ async fn answer(
         return Streaming::Done;
     };
     let (mut head, body) = response.into_parts();
-    strip_connection_headers(&mut head.headers);
+    // HTTP/2 forbids them (RFC 9113, 8.2.2): `h2` would refuse the head.
+    super::proxy::strip_hop_by_hop(&mut head.headers, false);
     if !head.headers.contains_key(header::DATE) {
         if let Ok(date) = HeaderValue::from_str(&super::h1::http_date(std::time::SystemTime::now()))
         {
@@ -329,51 +330,5 @@ async fn pipe(
         if !room || send.send_data(frame, false).is_err() {
             return;
         }
-    }
-}
-
-/// Headers HTTP/2 forbids in a response (RFC 9113, 8.2.2), removed as hyper does.
-fn strip_connection_headers(headers: &mut HeaderMap) {
-    const FORBIDDEN: [&str; 5] = [
-        "keep-alive",
-        "proxy-connection",
-        "transfer-encoding",
-        "upgrade",
-        "te",
-    ];
-    for name in FORBIDDEN {
-        headers.remove(name);
-    }
-    if let Some(listed) = headers.remove(header::CONNECTION) {
-        if let Ok(listed) = listed.to_str() {
-            for name in listed.split(',') {
-                if let Ok(name) = HeaderName::from_bytes(name.trim().as_bytes()) {
-                    headers.remove(name);
-                }
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn connection_specific_headers_are_removed() {
-        let mut h = HeaderMap::new();
-        h.insert(header::CONNECTION, HeaderValue::from_static("close, x-hop"));
-        h.insert("x-hop", HeaderValue::from_static("1"));
-        h.insert(
-            header::TRANSFER_ENCODING,
-            HeaderValue::from_static("chunked"),
-        );
-        h.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        strip_connection_headers(&mut h);
-        assert_eq!(h.len(), 1);
-        assert!(h.contains_key(header::CONTENT_TYPE));
     }
 }

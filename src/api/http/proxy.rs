@@ -296,8 +296,9 @@ fn error(e: &ApiError) -> Response<Body> {
 }
 
 /// Removes the headers of one hop (and those `Connection` names); an upgrade keeps
-/// `Upgrade` and says `Connection: Upgrade` again.
-fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
+/// `Upgrade` and says `Connection: Upgrade` again. Also what an HTTP/2 response head must
+/// not carry (`h2_conn`).
+pub(super) fn strip_hop_by_hop(headers: &mut HeaderMap, upgrade: bool) {
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -490,6 +491,24 @@ mod tests {
         strip_hop_by_hop(&mut h, true);
         assert_eq!(h.get(header::UPGRADE).unwrap(), "SPDY/3.1");
         assert_eq!(h.get(header::CONNECTION).unwrap(), "Upgrade");
+    }
+
+    #[test]
+    fn connection_specific_headers_are_removed() {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONNECTION, HeaderValue::from_static("close, x-hop"));
+        h.insert("x-hop", HeaderValue::from_static("1"));
+        h.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        strip_hop_by_hop(&mut h, false);
+        assert_eq!(h.len(), 1);
+        assert!(h.contains_key(header::CONTENT_TYPE));
     }
 
     #[test]
