@@ -133,12 +133,8 @@ fn small_configmap(i: usize) -> String {
     )
 }
 
-/// One event to many watch streams of one connection is queued by the dispatch pass that
-/// wakes them (no stream's task runs) and leaves in one write: the connection's task is
-/// woken once, when the pass has queued every stream's frame.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_event_to_a_connections_watch_streams_is_queued_by_the_pass_and_written_once() {
-    const WATCHES: usize = 100;
+/// etcd holding the small config map; a client of it; the revision it was written at.
+async fn etcd_with_small() -> (Etcd, etcd_client::Client, i64) {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
     let rv = put_object_text(
@@ -147,6 +143,16 @@ async fn one_event_to_a_connections_watch_streams_is_queued_by_the_pass_and_writ
         &small_configmap(0),
     )
     .await;
+    (etcd, kv, rv)
+}
+
+/// One event to many watch streams of one connection is queued by the dispatch pass that
+/// wakes them (no stream's task runs) and leaves in one write: the connection's task is
+/// woken once, when the pass has queued every stream's frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_event_to_a_connections_watch_streams_is_queued_by_the_pass_and_written_once() {
+    const WATCHES: usize = 100;
+    let (etcd, mut kv, rv) = etcd_with_small().await;
     let watchd = Watchd::start(&etcd.client_url(), &[]);
 
     let (_sender, mut bodies, driver) =
@@ -201,14 +207,7 @@ async fn one_event_to_a_connections_watch_streams_is_queued_by_the_pass_and_writ
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_streams_the_client_resets_end_without_waiting_for_an_event() {
     const WATCHES: usize = 10;
-    let etcd = Etcd::start();
-    let mut kv = etcd.client().await;
-    let rv = put_object_text(
-        &mut kv,
-        "/registry/configmaps/h2/small",
-        &small_configmap(0),
-    )
-    .await;
+    let (etcd, mut kv, rv) = etcd_with_small().await;
     let watchd = Watchd::start(&etcd.client_url(), &[]);
 
     // hyper's default windows.

@@ -119,14 +119,28 @@ where
         permit: Option<Permit>,
         on_revoked: F,
     ) -> Self {
-        let mut tick = tokio::time::interval(crate::config::PERMISSION_RECHECK_INTERVAL);
+        let guard = Guard::new(security, attrs, permit);
+        Guarded::looking_from(inner, on_revoked, guard, Instant::now(), false)
+    }
+
+    /// `inner` under `guard`, the policy looked at first at `first_look`, then every
+    /// [`crate::config::PERMISSION_RECHECK_INTERVAL`].
+    fn looking_from(
+        inner: Pin<Box<S>>,
+        on_revoked: F,
+        guard: Guard,
+        first_look: Instant,
+        done: bool,
+    ) -> Self {
+        let mut tick =
+            tokio::time::interval_at(first_look, crate::config::PERMISSION_RECHECK_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         Guarded {
             inner,
             on_revoked,
-            guard: Guard::new(security, attrs, permit),
+            guard,
             tick,
-            done: false,
+            done,
         }
     }
 }
@@ -219,15 +233,12 @@ where
 
     fn into_stream(self: Box<Self>) -> Pin<Box<dyn Stream<Item = T> + Send>> {
         let this = *self;
-        let mut tick =
-            tokio::time::interval_at(this.next_look, crate::config::PERMISSION_RECHECK_INTERVAL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        Box::pin(Guarded {
-            inner: this.inner.into_stream(),
-            on_revoked: this.on_revoked,
-            guard: this.guard,
-            tick,
-            done: this.done,
-        })
+        Box::pin(Guarded::looking_from(
+            this.inner.into_stream(),
+            this.on_revoked,
+            this.guard,
+            this.next_look,
+            this.done,
+        ))
     }
 }

@@ -157,10 +157,7 @@ impl CachedObject {
     }
 
     fn json_with_span(self: &Arc<Self>) -> Json {
-        if let Some(j) = self.json.as_ref() {
-            return j.clone();
-        }
-        if let Some(j) = self.kept_rendering() {
+        if let Some(j) = self.at_hand() {
             return j;
         }
         let json = self.render();
@@ -192,9 +189,14 @@ impl CachedObject {
     /// The JSON as [`CachedObject::json`] gives it, for a caller without the object's
     /// `Arc`: a rendering made here is not kept.
     fn json_unkept(&self) -> Json {
+        self.at_hand().unwrap_or_else(|| self.render())
+    }
+
+    /// The JSON without rendering: as ingested, or the kept rendering (marked as read).
+    fn at_hand(&self) -> Option<Json> {
         match self.json.as_ref() {
-            Some(j) => j.clone(),
-            None => self.kept_rendering().unwrap_or_else(|| self.render()),
+            Some(j) => Some(j.clone()),
+            None => self.kept_rendering(),
         }
     }
 

@@ -266,10 +266,8 @@ pub async fn stream(send: SendStream<BufList>, watch: Box<dyn SteppedWatch<BufLi
                 return;
             }
             if st.ended {
-                let watch = st.watch.take();
+                // The pass leaves an ended stream alone; `_end` takes the watch out.
                 let _ = st.send.send_data(BufList::new(), true);
-                drop(st);
-                drop(watch);
                 return;
             }
             st.sleeps_until = idle;

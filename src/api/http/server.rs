@@ -1,6 +1,6 @@
 //! Listening: the accept loop, TLS handshakes, and one HTTP/1.1 or HTTP/2 connection per
-//! peer. Plain connections go to [`super::h1`] (which hands HTTP/2 with prior knowledge,
-//! recognised by its preface, back to hyper here); over TLS, ALPN decides. HTTP/2 connections are
+//! peer. Plain connections go to [`super::h1`], which hands HTTP/2 with prior knowledge
+//! (recognised by its preface) back here; over TLS, ALPN decides. HTTP/2 connections are
 //! [`super::h2_conn`]'s.
 
 use std::convert::Infallible;
