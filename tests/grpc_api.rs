@@ -523,8 +523,9 @@ async fn a_stalled_grpc_stream_holds_only_its_window_and_ends_with_410() {
         assert_eq!(status["code"], 410, "{name}: {status}");
         assert_eq!(status["reason"], "Expired", "{name}: {status}");
         // What the stream held while stalled: its 8 KiB window holds less than one
-        // message of a 20 KB event, and tonic's encoder takes messages until it has
-        // 32 KiB, so at most two messages of events were under way when the reader
+        // message of a 20 KB event, and the stream's send capacity is looked at once per
+        // 16 KiB queued (WatchMany's messages: tonic's encoder takes them until it has
+        // 32 KiB), so at most two messages of events were under way when the reader
         // stopped. A server that went on polling the stream (or queued its events
         // without regard to the window) would have sent a message per write.
         let sizes: Vec<usize> = events
@@ -543,4 +544,147 @@ async fn a_stalled_grpc_stream_holds_only_its_window_and_ends_with_410() {
             sizes.len()
         );
     }
+}
+
+/// One event to many Watch calls of one connection is written as HTTP/2 watch streams
+/// are: queued by the dispatch pass that wakes them (no call's task runs) and sent in
+/// one write, each call's message framed as gRPC frames it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_event_to_a_connections_watch_calls_is_queued_by_the_pass_and_written_once() {
+    const WATCHES: usize = 100;
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let key = "/registry/configmaps/pass/cm";
+    let rv = put_object_text(&mut kv, key, &configmap("pass", "cm", "0")).await;
+    let w = Watchd::start(&etcd.client_url(), &[]);
+    let channel = tonic::transport::Endpoint::from_shared(w.grpc_url())
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect");
+    let c = WatchdClient::new(channel);
+    let mut streams = Vec::new();
+    for _ in 0..WATCHES {
+        let watch = WatchRequest {
+            collection: configmaps("pass"),
+            resource_version: rv.to_string(),
+            ..Default::default()
+        };
+        streams.push(c.clone().watch(watch).await.expect("watch").into_inner());
+    }
+    let mut many = c
+        .clone()
+        .watch_many(pb::WatchManyRequest {
+            selections: vec![pb::Selection {
+                collection: configmaps("pass"),
+                ..Default::default()
+            }],
+            resource_version: rv.to_string(),
+            ..Default::default()
+        })
+        .await
+        .expect("watch many")
+        .into_inner();
+    // Every call's task has stepped its watch to idle (there is nothing since `rv`).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let metrics_url = format!("{}/metrics", w.base_url());
+    let sample = |text: &str, name: &str| support::kube::metric(text, name, &[]).unwrap_or(0.0);
+    let before = support::http::get(&metrics_url, &[]).await.text();
+
+    let changed = put_object_text(&mut kv, key, &configmap("pass", "cm", "1")).await;
+    for stream in &mut streams {
+        let message = tokio::time::timeout(Duration::from_secs(30), stream.message())
+            .await
+            .expect("the event within 30 s")
+            .expect("a message")
+            .expect("the call goes on");
+        assert_eq!(message.events.len(), 1, "{message:?}");
+        let ev = &message.events[0];
+        assert_eq!(ev.r#type(), EventType::Modified);
+        assert_eq!(ev.resource_version, changed);
+        assert_eq!(object_json(ev.object.as_ref())["data"]["v"], "1");
+    }
+    let message = tokio::time::timeout(Duration::from_secs(30), many.message())
+        .await
+        .expect("the WatchMany event within 30 s")
+        .expect("a message")
+        .expect("the call goes on");
+    assert_eq!(message.events.len(), 1, "{message:?}");
+    assert_eq!(message.events[0].resource_version, changed);
+
+    let after = support::http::get(&metrics_url, &[]).await.text();
+    let task_frames = |text: &str| {
+        support::kube::metric(text, "watchd_http2_watch_task_frames_total", &[])
+            .expect("watch streams count the frames their tasks queue")
+    };
+    assert_eq!(
+        task_frames(&after) - task_frames(&before),
+        0.0,
+        "every call's message was queued by the pass"
+    );
+    let writes = sample(&after, "watchd_http2_socket_writes_total")
+        - sample(&before, "watchd_http2_socket_writes_total");
+    // One write carries all 100 messages; a second would be the socket taking part of it.
+    assert!(
+        (1.0..=2.0).contains(&writes),
+        "{WATCHES} calls' messages in {writes} writes"
+    );
+}
+
+/// An event whose message would be over `--grpc-max-message-bytes` ends the Watch call
+/// with RESOURCE_EXHAUSTED (as a message over the limit ends any gRPC call), after the
+/// events before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_event_over_the_message_limit_ends_the_call_resource_exhausted() {
+    const LIMIT: usize = 64 * 1024;
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let rv = put_object_text(
+        &mut kv,
+        "/registry/configmaps/big/small",
+        &configmap("big", "small", "0"),
+    )
+    .await;
+    let w = Watchd::start(
+        &etcd.client_url(),
+        &[&format!("--grpc-max-message-bytes={LIMIT}")],
+    );
+    let mut c = client(&w).await;
+    let mut stream = c
+        .watch(WatchRequest {
+            collection: configmaps("big"),
+            resource_version: rv.to_string(),
+            ..Default::default()
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+    let fits = put_object_text(
+        &mut kv,
+        "/registry/configmaps/big/small",
+        &configmap("big", "small", "1"),
+    )
+    .await;
+    let first = tokio::time::timeout(Duration::from_secs(30), stream.message())
+        .await
+        .expect("the first event within 30 s")
+        .expect("a message")
+        .expect("the call goes on");
+    assert_eq!(first.events[0].resource_version, fits);
+    put_object_text(
+        &mut kv,
+        "/registry/configmaps/big/large",
+        &configmap("big", "large", &"x".repeat(LIMIT + 1)),
+    )
+    .await;
+    let end = tokio::time::timeout(Duration::from_secs(30), stream.message())
+        .await
+        .expect("the call ends within 30 s")
+        .expect_err("the large event ends the call");
+    assert_eq!(end.code(), tonic::Code::ResourceExhausted, "{end:?}");
+    assert!(
+        end.message().contains("the limit is: 65536 bytes"),
+        "{}",
+        end.message()
+    );
 }

@@ -30,7 +30,7 @@ use futures_util::task::AtomicWaker;
 pub mod pass;
 pub mod shards;
 
-pub use shards::{in_shard, shard_hint_of, Dispatch};
+pub use shards::{in_shard, Dispatch};
 
 /// What a watcher can be found by.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -42,7 +42,6 @@
 //! itself) the caller wakes the set on its own thread.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -304,12 +303,6 @@ tokio::task_local! {
 /// it starts subscribe in that shard.
 pub async fn in_shard<F: Future>(hint: usize, f: F) -> F::Output {
     SHARD_HINT.scope(hint, f).await
-}
-
-/// A shard hint for a connection known only by its peer's address (gRPC): its port,
-/// which differs between a client's connections.
-pub fn shard_hint_of(peer: Option<SocketAddr>) -> usize {
-    peer.map_or_else(next_hint, |p| usize::from(p.port()))
 }
 
 /// The next connection's hint, round robin.
@@ -580,7 +573,5 @@ mod tests {
         let d = Dispatch::start(1000).unwrap();
         assert_eq!(d.shards(), MAX_SHARDS);
         assert_eq!(d.shard_of(MAX_SHARDS + 3), 3);
-        let peer: SocketAddr = "127.0.0.1:40007".parse().unwrap();
-        assert_eq!(shard_hint_of(Some(peer)), 40007);
     }
 }

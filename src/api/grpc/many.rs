@@ -22,7 +22,9 @@ use crate::api::filter::{wake_key, Filter};
 use crate::api::query::{RvParam, WatchQuery};
 use crate::api::read::{not_ready, ReadContext};
 use crate::api::status::ApiError;
-use crate::api::watch::{end_of_log, initial_batch, next_step, Step, Stepping, WatchEncoder};
+use crate::api::watch::{
+    end_of_log, initial_batch, next_step, Step, SteppedWatch, Stepping, WatchEncoder,
+};
 use crate::config;
 use crate::dispatch::{WakeHandle, WakeKey};
 use crate::store::{Cache, EventLog, Read, Readiness, ResourceStore, Snapshot};
@@ -330,6 +332,20 @@ impl ManyWatch {
     /// The next message; None when the stream ends.
     pub async fn next_message(&mut self) -> Option<pb::WatchManyResponse> {
         next_step(self).await
+    }
+}
+
+impl SteppedWatch<pb::WatchManyResponse> for ManyWatch {
+    fn step(&mut self, waker: &Waker) -> Step<pb::WatchManyResponse> {
+        self.step_once(waker)
+    }
+
+    fn into_stream(
+        self: Box<Self>,
+    ) -> Pin<Box<dyn futures_util::Stream<Item = pb::WatchManyResponse> + Send>> {
+        Box::pin(futures_util::stream::unfold(self, |mut s| async move {
+            s.next_message().await.map(|m| (m, s))
+        }))
     }
 }
 

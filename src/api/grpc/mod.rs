@@ -14,15 +14,17 @@ use futures_util::Stream;
 use tonic::{Request, Response, Status};
 
 use crate::api::access;
-use crate::api::guarded::Guarded;
+use crate::api::guarded::{Guarded, GuardedWatch};
+use crate::api::http::body::BufList;
+use crate::api::http::h2_conn::EndTrailers;
+use crate::api::http::Connection;
 use crate::api::query::{check_path_segment, GetQuery, ListQuery, PageBound, Params, WatchQuery};
 use crate::api::read::{self, ReadContext};
 use crate::api::status::ApiError;
-use crate::api::watch::{WatchSession, WatchStart};
+use crate::api::watch::{SteppedWatch, WatchSession, WatchStart};
 use crate::auth::limits::Permit;
 use crate::auth::{Attributes, Security, UserInfo};
 use crate::store::ResourceStore;
-use crate::tls::ClientCertVerifiers;
 
 mod events;
 mod many;
@@ -31,6 +33,7 @@ mod server;
 mod snapshot;
 
 pub use events::GrpcEvents;
+use events::GrpcFrames;
 pub use server::serve;
 
 /// The generated protobuf messages and service.
@@ -65,8 +68,39 @@ pub struct Selected {
 pub struct GrpcApi {
     read: Arc<ReadContext>,
     security: Option<Arc<Security>>,
-    verifiers: ClientCertVerifiers,
     max_message_bytes: usize,
+}
+
+/// Where a Watch call leaves its session for the connection to write from the dispatch
+/// pass ([`crate::api::http::h2_conn`]), with the trailers that end its stream; the
+/// call's own response stream is then empty. Put in each request by the server.
+#[derive(Clone, Default)]
+pub(crate) struct WatchSlot(Arc<std::sync::Mutex<Option<HandedOver>>>);
+
+/// A watch call's frames and the trailers that end its stream.
+pub(crate) type HandedOver = (Box<dyn SteppedWatch<BufList>>, EndTrailers);
+
+impl WatchSlot {
+    fn put(&self, watch: Box<dyn SteppedWatch<BufList>>, end: EndTrailers) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((watch, end));
+    }
+
+    /// The session a Watch call left, if it left one.
+    pub(crate) fn take(&self) -> Option<HandedOver> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+/// The connection a call came on (its shard, its client certificate), put in each
+/// request by the server.
+fn connection<T>(req: &Request<T>) -> Option<&Arc<Connection>> {
+    req.extensions().get::<Arc<Connection>>()
+}
+
+/// The dispatch shard of a call's watches: its connection's, so that every call of one
+/// connection is in one shard.
+fn shard_of<T>(req: &Request<T>) -> usize {
+    connection(req).map_or_else(crate::dispatch::shards::next_hint, |c| c.shard)
 }
 
 /// Objects in a List page when the client gives no limit (client-go pages by 500).
@@ -180,9 +214,7 @@ impl GrpcApi {
         let Some(sec) = &self.security else {
             return Ok(None);
         };
-        let certificate = req
-            .peer_certs()
-            .and_then(|chain| self.verifiers.classify(&chain));
+        let certificate = connection(req).and_then(|c| c.certificate());
         let mut headers = req.metadata().clone().into_headers();
         match sec
             .authenticator
@@ -307,6 +339,33 @@ impl GrpcApi {
         }
     }
 
+    /// Hands a watch call's session to the connection through `slot`, to be written by
+    /// the dispatch pass ([`WatchSlot`]): framed as gRPC messages, guarded by each of
+    /// `admitted` (losing any permission ends it with `revoked`'s message).
+    fn hand_over<M: prost::Message + Send + 'static>(
+        &self,
+        slot: &WatchSlot,
+        session: Box<dyn SteppedWatch<M>>,
+        admitted: Vec<(Attributes, Option<Permit>)>,
+        revoked: fn(&ApiError) -> M,
+    ) {
+        let (frames, end) = GrpcFrames::new(session, self.max_message_bytes);
+        let mut watch: Box<dyn SteppedWatch<BufList>> = Box::new(frames);
+        if let Some(sec) = &self.security {
+            for (attrs, permit) in admitted {
+                let on_revoked = move |e: &ApiError| events::framed(&revoked(e));
+                watch = Box::new(GuardedWatch::new(
+                    watch,
+                    sec.clone(),
+                    attrs,
+                    permit,
+                    on_revoked,
+                ));
+            }
+        }
+        slot.put(watch, end);
+    }
+
     fn collection(
         &self,
         c: Option<&pb::Collection>,
@@ -414,8 +473,8 @@ impl Watchd for GrpcApi {
         let admitted = self
             .check(&req, "watch", w.collection.as_ref(), "", &w.field_selector)
             .await?;
-        // Every call of one connection (one peer port) in one dispatch shard.
-        let shard = crate::dispatch::shard_hint_of(req.remote_addr());
+        let shard = shard_of(&req);
+        let slot = req.extensions().get::<WatchSlot>().cloned();
         let r = req.into_inner();
         let timeout = positive(r.timeout_seconds);
         let send_initial = flag(r.send_initial_events);
@@ -446,11 +505,20 @@ impl Watchd for GrpcApi {
             .await
         };
         let result = crate::dispatch::in_shard(shard, result);
-        let stream: WatchStream = match result.await.map_err(|e| to_status(&e))? {
-            WatchStart::Error(e) => Box::pin(futures_util::stream::iter([Ok(pb::WatchResponse {
-                events: GrpcEvents::error_message(&e),
-            })])),
-            WatchStart::Session(session) => {
+        let stream: WatchStream = match (result.await.map_err(|e| to_status(&e))?, slot) {
+            (WatchStart::Error(e), _) => {
+                Box::pin(futures_util::stream::iter([Ok(pb::WatchResponse {
+                    events: GrpcEvents::error_message(&e),
+                })]))
+            }
+            (WatchStart::Session(session), Some(slot)) => {
+                let revoked = |e: &ApiError| pb::WatchResponse {
+                    events: GrpcEvents::error_message(e),
+                };
+                self.hand_over(&slot, session, admitted.into_iter().collect(), revoked);
+                return Ok(Response::new(Box::pin(futures_util::stream::empty())));
+            }
+            (WatchStart::Session(session), None) => {
                 Box::pin(futures_util::stream::unfold(session, |mut s| async move {
                     s.next_frame().await.map(|f| (Ok(f), s))
                 }))
@@ -525,20 +593,30 @@ impl Watchd for GrpcApi {
         let admitted = self
             .check_selections(&req, "watch", &req.get_ref().selections)
             .await?;
-        let shard = crate::dispatch::shard_hint_of(req.remote_addr());
+        let shard = shard_of(&req);
+        let slot = req.extensions().get::<WatchSlot>().cloned();
         let r = req.into_inner();
         let selections = self.selections(&r.selections).map_err(|e| to_status(&e))?;
         let started = crate::dispatch::in_shard(
             shard,
             many::ManyWatch::start(&self.read, selections, &r, self.max_message_bytes),
         );
-        let stream: WatchManyStream = match started.await.map_err(|e| to_status(&e))? {
-            Err(e) => Box::pin(futures_util::stream::iter([Ok(pb::WatchManyResponse {
+        let stream: WatchManyStream = match (started.await.map_err(|e| to_status(&e))?, slot) {
+            (Err(e), _) => Box::pin(futures_util::stream::iter([Ok(pb::WatchManyResponse {
                 events: GrpcEvents::error_message(&e),
             })])),
-            Ok(session) => Box::pin(futures_util::stream::unfold(session, |mut s| async move {
-                s.next_message().await.map(|m| (Ok(m), s))
-            })),
+            (Ok(session), Some(slot)) => {
+                let revoked = |e: &ApiError| pb::WatchManyResponse {
+                    events: GrpcEvents::error_message(e),
+                };
+                self.hand_over(&slot, Box::new(session), admitted, revoked);
+                return Ok(Response::new(Box::pin(futures_util::stream::empty())));
+            }
+            (Ok(session), None) => {
+                Box::pin(futures_util::stream::unfold(session, |mut s| async move {
+                    s.next_message().await.map(|m| (Ok(m), s))
+                }))
+            }
         };
         let on_revoked = |e: &ApiError| {
             Ok(pb::WatchManyResponse {

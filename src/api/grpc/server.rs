@@ -1,14 +1,19 @@
 //! The gRPC server: the API beside the standard health service (following the cache's
-//! readiness) and server reflection, plain or over TLS, with the connection limits.
+//! readiness) and server reflection, plain or over TLS, with the connection limits, on
+//! the HTTP API's HTTP/2 connections ([`h2_conn`]) rather than tonic's transport, so
+//! that watch streams are written by the dispatch pass.
 
 use std::sync::Arc;
 
+use http_body_util::BodyExt;
 use tokio::net::TcpListener;
 use tokio::sync::watch as signal;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::service::Routes;
 
 use super::pb::{self, watchd_server::WatchdServer};
-use super::GrpcApi;
+use super::{GrpcApi, WatchSlot};
+use crate::api::http::h2_conn::{self, BoxError, Reply, RequestBody, Service};
+use crate::api::http::Connection;
 use crate::api::read::ReadContext;
 use crate::auth::Security;
 use crate::tls::TlsServing;
@@ -51,38 +56,35 @@ async fn report_health(
     }
 }
 
-/// Connections whose handshake ended, waiting for the server to take them.
-const ACCEPTED_QUEUE: usize = 64;
+/// The gRPC API on a connection: the Watch call written by the dispatch pass (the
+/// service leaves its session in the request's [`WatchSlot`]), every other call as
+/// tonic's routes answer it.
+struct GrpcService {
+    routes: Routes,
+}
 
-/// Accepts TCP connections and shakes hands with each in a task of its own, so that a
-/// client that never finishes its handshake holds up no other (as the HTTP API's
-/// listener does); hands the connections to the server as their handshakes end, until
-/// it stops taking them.
-async fn accept_tls(
-    listener: TcpListener,
-    tls: TlsServing,
-    accepted: tokio::sync::mpsc::Sender<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>,
-) {
-    let tls = Arc::new(tls);
-    loop {
-        let (tcp, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!(error = %e, "gRPC accept failed");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = accepted.closed() => return,
+impl Service for GrpcService {
+    async fn answer(
+        &self,
+        mut req: http::Request<RequestBody>,
+        conn: &Arc<Connection>,
+    ) -> http::Response<Reply> {
+        let slot = WatchSlot::default();
+        req.extensions_mut().insert(slot.clone());
+        req.extensions_mut().insert(conn.clone());
+        let mut routes = self.routes.clone();
+        let response = match tower_service::Service::call(&mut routes, req).await {
+            Ok(r) => r,
+            Err(never) => match never {},
         };
-        let _ = tcp.set_nodelay(true);
-        let (tls, accepted) = (tls.clone(), accepted.clone());
-        tokio::spawn(async move {
-            if let Some(stream) = tls.handshake(tcp, peer).await {
-                let _ = accepted.send(stream).await;
-            }
-        });
+        let (head, body) = response.into_parts();
+        let reply = match slot.take() {
+            Some((watch, end)) => Reply::Watch(watch, end),
+            None => Reply::Trailed(
+                http_body_util::BodyExt::map_err(body, |e| Box::new(e) as BoxError).boxed_unsync(),
+            ),
+        };
+        http::Response::from_parts(head, reply)
     }
 }
 
@@ -90,8 +92,9 @@ async fn accept_tls(
 /// given; authenticating and authorizing every call as the HTTP API does when `security`
 /// is given (credentials: a client certificate, or `authorization: Bearer` metadata).
 /// List responses and requests stay under `max_message_bytes`; a connection carries at
-/// most `max_streams` calls at once (more wait for one to end) and is pinged as the
-/// HTTP/2 API's are, so a dead peer's watches end.
+/// most `max_streams` calls at once (more are refused) and is pinged as the HTTP/2 API's
+/// are, so a dead peer's watches end. Connections are served as the HTTP API's HTTP/2
+/// connections are ([`h2_conn`]).
 pub async fn serve(
     listener: TcpListener,
     read: Arc<ReadContext>,
@@ -101,10 +104,6 @@ pub async fn serve(
     max_streams: u32,
     mut shutdown: signal::Receiver<bool>,
 ) {
-    let verifiers = tls
-        .as_ref()
-        .map(|t| t.verifiers.clone())
-        .unwrap_or_default();
     let (reporter, health) = tonic_health::server::health_reporter();
     tokio::spawn(report_health(
         reporter,
@@ -134,49 +133,80 @@ pub async fn serve(
             return;
         }
     };
-    let service = WatchdServer::new(GrpcApi {
+    let api = WatchdServer::new(GrpcApi {
         read,
         security,
-        verifiers,
         max_message_bytes,
     })
     .max_decoding_message_size(max_message_bytes)
     // A message over the limit (one object larger than it) fails its call with
     // ResourceExhausted here rather than at a client that would refuse it anyway.
     .max_encoding_message_size(max_message_bytes);
-    let server = tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some(crate::config::HTTP2_PING_INTERVAL))
-        .http2_keepalive_timeout(Some(crate::config::HTTP2_PING_TIMEOUT))
-        .max_concurrent_streams(Some(max_streams))
-        .add_service(health)
+    let routes = Routes::new(health)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(service);
-    let stop = async move {
-        let _ = shutdown.changed().await;
-    };
-    let result = match tls {
-        None => {
-            // tonic leaves its own nodelay setting aside for a given listener: without
-            // it, Nagle held small watch messages for tens of milliseconds.
-            use futures_util::StreamExt;
-            let incoming = TcpListenerStream::new(listener).map(|accepted| {
-                accepted.inspect(|tcp| {
-                    let _ = tcp.set_nodelay(true);
-                })
-            });
-            server.serve_with_incoming_shutdown(incoming, stop).await
-        }
-        Some(tls) => {
-            let (tx, rx) = tokio::sync::mpsc::channel(ACCEPTED_QUEUE);
-            tokio::spawn(accept_tls(listener, tls, tx));
-            let incoming = futures_util::stream::unfold(rx, |mut rx| async move {
-                rx.recv().await.map(|s| (Ok::<_, std::io::Error>(s), rx))
-            });
-            server.serve_with_incoming_shutdown(incoming, stop).await
-        }
-    };
-    if let Err(e) = result {
-        tracing::error!(error = %e, "gRPC server stopped");
+        .add_service(api);
+    let service = Arc::new(GrpcService { routes });
+    let tls = tls.map(Arc::new);
+    let mut connections = tokio::task::JoinSet::new();
+    // Each open connection's signal to drain, by its task.
+    let mut drains = std::collections::HashMap::new();
+    loop {
+        let (tcp, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "gRPC accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            // Finished connections are reaped as they end.
+            Some(ended) = connections.join_next_with_id() => {
+                drains.remove(&ended.map_or_else(|e| e.id(), |(id, ())| id));
+                continue;
+            }
+            _ = shutdown.changed() => break,
+        };
+        // Without it, Nagle holds small watch messages for tens of milliseconds.
+        let _ = tcp.set_nodelay(true);
+        let shard = crate::dispatch::shards::next_hint();
+        let (service, tls) = (service.clone(), tls.clone());
+        let (drain, drained) = tokio::sync::oneshot::channel();
+        let settings = h2_conn::Settings {
+            max_streams,
+            drain: Some(drained),
+        };
+        // Each connection shakes hands in its own task, so that a client that never
+        // finishes its handshake holds up no other.
+        let task = connections.spawn(async move {
+            let mut conn = Connection {
+                peer,
+                shard,
+                peer_chain: None,
+            };
+            match tls {
+                None => Box::pin(h2_conn::serve(tcp, service, conn, settings)).await,
+                Some(tls) => {
+                    let Some(stream) = tls.handshake(tcp, peer).await else {
+                        return;
+                    };
+                    conn.peer_chain = stream
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .filter(|chain| !chain.is_empty())
+                        .map(|chain| (chain.to_vec(), tls.verifiers.clone()));
+                    Box::pin(h2_conn::serve(stream, service, conn, settings)).await
+                }
+            }
+        });
+        drains.insert(task.id(), drain);
     }
+    // As tonic's server shuts down: no new connections, a GOAWAY on each open one (so
+    // clients start no new calls on it), its calls served until they end; the process
+    // stops waiting for them after a while.
+    drop(listener);
+    drop(drains);
+    while connections.join_next().await.is_some() {}
 }

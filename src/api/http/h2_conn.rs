@@ -1,6 +1,7 @@
 //! HTTP/2 connections, served on the `h2` crate (hyper's HTTP/2 underneath) without
 //! hyper's server, so that a watch stream can be written by the dispatch pass that wakes
-//! it ([`super::h2_watch`]) instead of by a task of its own.
+//! it ([`super::h2_watch`]) instead of by a task of its own. Both APIs are served here:
+//! the HTTP API's h2c and ALPN h2 connections, and the gRPC API's, each a [`Service`].
 //!
 //! The connection's task drives `h2` (reading frames, accepting streams, writing what the
 //! streams queued) through [`coalesce`], so everything a poll queued leaves in one write,
@@ -8,7 +9,8 @@
 //! streams wakes it once, at the end. Each request is served on a task of its own, as
 //! hyper does: the handler, then the response: a complete body is queued whole, a
 //! streamed body (a list) frame by frame as the stream has capacity, a watch by
-//! [`super::h2_watch`]. Settings are hyper's defaults except where `config` says.
+//! [`super::h2_watch`], any other body (gRPC's, with trailers) frame by frame. Settings
+//! are hyper's defaults except where `config` says.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -19,7 +21,9 @@ use bytes::{Buf, Bytes};
 use futures_util::StreamExt;
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
-use http::{header, HeaderValue, Request, Response};
+use http::{header, HeaderMap, HeaderValue, Request, Response};
+use http_body::Body as _;
+use http_body_util::combinators::UnsyncBoxBody;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::body::{Body, BufList};
@@ -37,14 +41,58 @@ const MAX_FRAME_SIZE: u32 = 16 * 1024;
 /// Streams the peer reset with an error before the connection is closed (hyper's).
 const MAX_LOCAL_ERROR_RESETS: usize = 1024;
 
+/// What answers the requests of a connection.
+pub(crate) trait Service: Send + Sync + 'static {
+    /// The response to `req`, which came on `conn`.
+    fn answer<'a>(
+        &'a self,
+        req: Request<RequestBody>,
+        conn: &'a Arc<Connection>,
+    ) -> impl Future<Output = Response<Reply>> + Send + 'a;
+}
+
+/// A response's body as a connection sends it.
+pub(crate) enum Reply {
+    /// The HTTP API's bodies.
+    Body(Body),
+    /// Any other body: its frames as it gives them, then its trailers.
+    Trailed(UnsyncBoxBody<Bytes, BoxError>),
+    /// A watch written by the pass ([`super::h2_watch`]), its stream ended by the trailers
+    /// `end` gives once it ended.
+    Watch(Box<dyn SteppedWatch<BufList>>, EndTrailers),
+}
+
+/// The trailers that end a watch's stream, asked for when it ends.
+pub(crate) type EndTrailers = Box<dyn FnOnce() -> HeaderMap + Send>;
+
+/// An error of a body.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl Service for ApiState {
+    async fn answer(&self, req: Request<RequestBody>, conn: &Arc<Connection>) -> Response<Reply> {
+        handle(self, req, conn).await.map(Reply::Body)
+    }
+}
+
+/// How a connection is served: its streams at most, and what tells it to close
+/// gracefully (a GOAWAY, then the streams it has until they end), if anything does.
+pub(crate) struct Settings {
+    pub max_streams: u32,
+    pub drain: Option<tokio::sync::oneshot::Receiver<()>>,
+}
+
 /// Serves an HTTP/2 connection (its preface not yet read) until it closes.
-pub(super) async fn serve<I>(io: I, state: Arc<ApiState>, conn: Connection)
-where
+pub(crate) async fn serve<I, S: Service>(
+    io: I,
+    service: Arc<S>,
+    conn: Connection,
+    settings: Settings,
+) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let peer = conn.peer;
     let (io, flusher) = coalesce::coalesced(io, crate::config::HTTP2_WRITE_BUFFER);
-    let served = FlushAfterPoll::new(drive(io, state, Arc::new(conn)), flusher);
+    let served = FlushAfterPoll::new(drive(io, service, Arc::new(conn), settings), flusher);
     if let Err(e) = WokenAtPassEnd::new(served).await {
         tracing::debug!(error = %e, %peer, "connection ended with an error");
     }
@@ -81,11 +129,12 @@ impl<F: Future> Future for WokenAtPassEnd<F> {
 }
 
 /// The connection: the handshake, then streams accepted until the peer or an error ends
-/// it, with keep-alive pings.
-async fn drive<I>(
+/// it (or, once told to drain, until its streams end), with keep-alive pings.
+async fn drive<I, S: Service>(
     io: coalesce::Coalesced<I>,
-    state: Arc<ApiState>,
+    service: Arc<S>,
     conn: Arc<Connection>,
+    settings: Settings,
 ) -> Result<(), ConnError>
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -95,7 +144,7 @@ where
         .initial_connection_window_size(CONNECTION_WINDOW)
         .max_frame_size(MAX_FRAME_SIZE)
         .max_header_list_size(crate::config::MAX_REQUEST_HEAD as u32)
-        .max_concurrent_streams(crate::config::HTTP2_MAX_STREAMS)
+        .max_concurrent_streams(settings.max_streams)
         .max_send_buffer_size(crate::config::HTTP2_STREAM_SEND_BUFFER)
         .max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESETS))
         .handshake::<_, BufList>(io)
@@ -103,13 +152,19 @@ where
     let mut pings = h2.ping_pong();
     let keep_alive = keep_alive(pings.as_mut());
     tokio::pin!(keep_alive);
+    let mut drain = settings.drain;
     loop {
         tokio::select! {
+            _ = async { drain.as_mut().expect("guarded").await }, if drain.is_some() => {
+                // Told or not (the server gone): no new streams, the open ones go on.
+                drain = None;
+                h2.graceful_shutdown();
+            }
             accepted = h2.accept() => match accepted {
                 Some(Ok((req, respond))) => {
-                    let state = state.clone();
+                    let service = service.clone();
                     let conn = conn.clone();
-                    tokio::spawn(serve_stream(Box::pin(answer(req, respond, state, conn))));
+                    tokio::spawn(serve_stream(Box::pin(answer(req, respond, service, conn))));
                 }
                 Some(Err(e)) => return Err(e.into()),
                 None => return Ok(()),
@@ -152,7 +207,7 @@ async fn keep_alive(pings: Option<&mut h2::PingPong>) {
 
 /// A request's body, as the proxy forwards it: DATA frames as they come, their window
 /// given back as they are read, then the trailers.
-struct RequestBody {
+pub(crate) struct RequestBody {
     recv: RecvStream,
     data_done: bool,
 }
@@ -202,8 +257,9 @@ async fn serve_stream<A: Future<Output = Streaming>>(answering: Pin<Box<A>>) {
     let streaming = answering.await;
     match streaming {
         Streaming::Done => {}
-        Streaming::Watch(send, watch) => super::h2_watch::stream(send, watch).await,
+        Streaming::Watch(send, watch, end) => super::h2_watch::stream(send, watch, end).await,
         Streaming::Frames(send, frames) => Box::pin(pipe(send, frames)).await,
+        Streaming::Trailed(send, body) => Box::pin(pipe_trailed(send, body)).await,
     }
 }
 
@@ -211,19 +267,24 @@ async fn serve_stream<A: Future<Output = Streaming>>(answering: Pin<Box<A>>) {
 enum Streaming {
     /// Nothing more (the response was complete, or the stream is gone).
     Done,
-    Watch(SendStream<BufList>, Box<dyn SteppedWatch<BufList>>),
+    Watch(
+        SendStream<BufList>,
+        Box<dyn SteppedWatch<BufList>>,
+        Option<EndTrailers>,
+    ),
     Frames(
         SendStream<BufList>,
         Pin<Box<dyn futures_util::Stream<Item = BufList> + Send>>,
     ),
+    Trailed(SendStream<BufList>, UnsyncBoxBody<Bytes, BoxError>),
 }
 
 /// Handles the request (given up if the client resets the stream first) and sends the
 /// response's head, and its body when complete.
-async fn answer(
+async fn answer<S: Service>(
     req: Request<RecvStream>,
     mut respond: SendResponse<BufList>,
-    state: Arc<ApiState>,
+    service: Arc<S>,
     conn: Arc<Connection>,
 ) -> Streaming {
     let (parts, recv) = req.into_parts();
@@ -234,7 +295,7 @@ async fn answer(
             data_done: false,
         },
     );
-    let mut handling = Box::pin(handle(&state, req, &conn));
+    let mut handling = Box::pin(service.answer(req, &conn));
     let response = std::future::poll_fn(|cx| {
         if let Poll::Ready(r) = handling.as_mut().poll(cx) {
             return Poll::Ready(Some(r));
@@ -258,6 +319,24 @@ async fn answer(
             head.headers.insert(header::DATE, date);
         }
     }
+    let body = match body {
+        Reply::Body(body) => body,
+        Reply::Trailed(body) => {
+            // A body that ends at once (a gRPC error: its status in the head) ends the
+            // stream with the head.
+            let end = body.is_end_stream();
+            return match respond.send_response(Response::from_parts(head, ()), end) {
+                Ok(send) if !end => Streaming::Trailed(send, body),
+                _ => Streaming::Done,
+            };
+        }
+        Reply::Watch(watch, end) => {
+            return match respond.send_response(Response::from_parts(head, ()), false) {
+                Ok(send) => Streaming::Watch(send, watch, Some(end)),
+                Err(_) => Streaming::Done,
+            };
+        }
+    };
     match body {
         Body::Full(list, len) => {
             if !head.headers.contains_key(header::CONTENT_LENGTH) {
@@ -282,7 +361,7 @@ async fn answer(
             }
         }
         Body::Watch(watch) => match respond.send_response(Response::from_parts(head, ()), false) {
-            Ok(send) => Streaming::Watch(send, watch),
+            Ok(send) => Streaming::Watch(send, watch, None),
             Err(_) => Streaming::Done,
         },
     }
@@ -312,22 +391,71 @@ async fn pipe(
         if frame.remaining() == 0 {
             continue;
         }
-        send.reserve_capacity(1);
-        let room = std::future::poll_fn(|cx| {
+        if !room(&mut send).await || send.send_data(frame, false).is_err() {
+            return;
+        }
+    }
+}
+
+/// Waits until `send` has capacity; false when the client reset the stream first.
+async fn room(send: &mut SendStream<BufList>) -> bool {
+    send.reserve_capacity(1);
+    std::future::poll_fn(|cx| {
+        if send.poll_reset(cx).is_ready() {
+            return Poll::Ready(false);
+        }
+        while send.capacity() == 0 {
+            match send.poll_capacity(cx) {
+                Poll::Ready(Some(Ok(_))) => {}
+                Poll::Ready(_) => return Poll::Ready(false),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(true)
+    })
+    .await
+}
+
+/// Sends a body with trailers frame by frame, each once the stream has capacity, until
+/// it ends (with its trailers, or an empty end), fails (the stream is reset) or the
+/// client resets the stream.
+async fn pipe_trailed(mut send: SendStream<BufList>, mut body: UnsyncBoxBody<Bytes, BoxError>) {
+    loop {
+        let next = std::future::poll_fn(|cx| {
             if send.poll_reset(cx).is_ready() {
-                return Poll::Ready(false);
+                return Poll::Ready(None);
             }
-            while send.capacity() == 0 {
-                match send.poll_capacity(cx) {
-                    Poll::Ready(Some(Ok(_))) => {}
-                    Poll::Ready(_) => return Poll::Ready(false),
-                    Poll::Pending => return Poll::Pending,
-                }
-            }
-            Poll::Ready(true)
+            Pin::new(&mut body).poll_frame(cx).map(Some)
         })
         .await;
-        if !room || send.send_data(frame, false).is_err() {
+        let Some(next) = next else {
+            return;
+        };
+        let frame = match next {
+            None => {
+                let _ = send.send_data(BufList::new(), true);
+                return;
+            }
+            Some(Err(e)) => {
+                tracing::debug!(error = %e, "response body failed; resetting the stream");
+                send.send_reset(h2::Reason::INTERNAL_ERROR);
+                return;
+            }
+            Some(Ok(frame)) => frame,
+        };
+        let data = match frame.into_data() {
+            Ok(data) => data,
+            Err(frame) => {
+                if let Ok(trailers) = frame.into_trailers() {
+                    let _ = send.send_trailers(trailers);
+                }
+                return;
+            }
+        };
+        if data.is_empty() {
+            continue;
+        }
+        if !room(&mut send).await || send.send_data(BufList::from(data), false).is_err() {
             return;
         }
     }

@@ -212,8 +212,13 @@ impl Drop for EndGuard {
 }
 
 /// Streams `watch` on `send` (its response head sent) until it ends (then the stream's
-/// end), the client resets the stream or the connection ends.
-pub async fn stream(send: SendStream<BufList>, watch: Box<dyn SteppedWatch<BufList>>) {
+/// end: the trailers `end` gives, or an empty DATA frame), the client resets the stream
+/// or the connection ends.
+pub(super) async fn stream(
+    send: SendStream<BufList>,
+    watch: Box<dyn SteppedWatch<BufList>>,
+    end: Option<super::h2_conn::EndTrailers>,
+) {
     let probe = Arc::new(Probe::default());
     let w = Arc::new(H2Watch {
         state: Mutex::new(State {
@@ -267,7 +272,10 @@ pub async fn stream(send: SendStream<BufList>, watch: Box<dyn SteppedWatch<BufLi
             }
             if st.ended {
                 // The pass leaves an ended stream alone; `_end` takes the watch out.
-                let _ = st.send.send_data(BufList::new(), true);
+                let _ = match end {
+                    Some(trailers) => st.send.send_trailers(trailers()),
+                    None => st.send.send_data(BufList::new(), true),
+                };
                 return;
             }
             st.sleeps_until = idle;

@@ -12,7 +12,7 @@ pub mod encode_protobuf;
 pub mod encode_table;
 mod gzip;
 pub mod h1;
-mod h2_conn;
+pub(crate) mod h2_conn;
 mod h2_watch;
 pub mod health;
 pub mod negotiate;

@@ -132,7 +132,11 @@ where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     if h2 {
-        return super::h2_conn::serve(io, state, conn).await;
+        let settings = super::h2_conn::Settings {
+            max_streams: crate::config::HTTP2_MAX_STREAMS,
+            drain: None,
+        };
+        return super::h2_conn::serve(io, state, conn, settings).await;
     }
     let peer = conn.peer;
     let conn = Arc::new(conn);
