@@ -177,6 +177,25 @@ pub fn matches(obj: &CachedObject, selectors: &Selectors) -> bool {
     selectors.labels.matches(|k| obj.labels.get(k)) && selectors.fields.matches(|f| obj.field(f))
 }
 
+/// Waits until every one of `stores` reflects what `rv` asks for (one question to etcd
+/// covers them all; an upstream is asked per resource), and returns the revision all of
+/// them have applied.
+pub async fn wait_fresh_all(
+    read: &ReadContext,
+    stores: &[Arc<ResourceStore>],
+    rv: RvParam,
+) -> Result<Revision, ApiError> {
+    let each = if read.cache.is_per_resource() {
+        stores.len()
+    } else {
+        1
+    };
+    for store in stores.iter().take(each) {
+        wait_fresh(read, store, rv).await?;
+    }
+    Ok(read.cache.applied_for_all(stores.iter().map(|s| &**s)))
+}
+
 /// The 429 kube-apiserver answers for a resource whose cache is not ready.
 pub fn not_ready(readiness: &Readiness) -> ApiError {
     ApiError::TooManyRequests {

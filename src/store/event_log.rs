@@ -48,7 +48,7 @@ impl EventType {
 
 /// How many wire encodings of watch frames an event can cache: the frontends number
 /// theirs below this (`api::watch::FrameEncoding`).
-pub const FRAME_ENCODINGS: usize = 2;
+pub const FRAME_ENCODINGS: usize = 4;
 
 /// One change to one object at one revision.
 #[derive(Debug)]
@@ -67,12 +67,14 @@ pub struct WatchEvent {
     at: Instant,
     deleted_view: OnceLock<ObjectRef>,
     /// Wire frames, per encoding and event type, built by a frontend on first use; the
-    /// slots themselves only once a watcher asks (240 bytes an event otherwise, held by
-    /// every event of the history whether or not anyone watches its resource).
+    /// slots themselves only once a watcher asks, and an encoding's only once one asks
+    /// for it (64 bytes an event, and 120 an encoding in use, where all would be 480
+    /// held by every event of the history whether or not anyone watches its resource).
     frames: OnceLock<Box<Frames>>,
 }
 
-type Frames = [OnceLock<Option<Bytes>>; FRAME_ENCODINGS * 3];
+/// An event's frames: per encoding, per event type.
+type Frames = [OnceLock<Box<[OnceLock<Option<Bytes>>; 3]>>; FRAME_ENCODINGS];
 
 impl WatchEvent {
     /// A change at `revision`; `seq` is assigned by the log.
@@ -125,9 +127,10 @@ impl WatchEvent {
         let obj = self.object_for(t)?;
         self.frames
             .get_or_init(Box::default)
-            .get(encoding * 3 + t.index())?
-            .get_or_init(|| build(t, obj))
-            .clone()
+            .get(encoding)?
+            .get_or_init(Box::default)[t.index()]
+        .get_or_init(|| build(t, obj))
+        .clone()
     }
 }
 

@@ -1,416 +1,52 @@
 //! WatchMany: the changes to several collections in one stream, in etcd's revision
-//! order, from one starting revision.
-//!
-//! Each collection keeps its own cursor into its resource's event log; a message takes,
-//! revision by revision, the lowest revision any cursor holds, and only revisions every
-//! resource has applied (`Cache::applied_for`, the same for all with etcd as the source:
-//! ingestion appends a revision's events to every log before it raises the applied
-//! revision). So no resource can still add an event below one already sent, and every
-//! event of one etcd revision goes in the same message. The initial state is each
-//! collection's kept snapshot at one revision.
-
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::Waker;
-use std::time::Duration;
-
-use tokio::time::{Instant, Sleep};
+//! order, from one starting revision: the request read into a merged watch session
+//! ([`crate::api::watch::merged`]) written with the gRPC encoder.
 
 use super::events::GrpcEvents;
-use super::{flag, objects, params, pb, positive, wait_fresh_all, Selected};
-use crate::api::filter::{wake_key, Filter};
-use crate::api::query::{RvParam, WatchQuery};
-use crate::api::read::{not_ready, ReadContext};
+use super::{flag, objects, params, pb, positive, Selected};
+use crate::api::query::WatchQuery;
+use crate::api::read::ReadContext;
 use crate::api::status::ApiError;
-use crate::api::watch::{
-    end_of_log, initial_batch, next_step, Step, SteppedWatch, Stepping, WatchEncoder,
-};
-use crate::config;
-use crate::dispatch::{WakeHandle, WakeKey};
-use crate::store::{Cache, EventLog, Read, Readiness, ResourceStore, Snapshot};
-use crate::Revision;
+use crate::api::watch::merged::{Collection, MergedSession};
 
-/// How soon to look again when a resource has events past what every resource applied
-/// (with an upstream source, the others catch up without waking this stream).
-const HELD_RECHECK: Duration = Duration::from_millis(20);
-
-/// One collection of the stream.
-struct Part {
-    store: Arc<ResourceStore>,
-    log: Arc<EventLog>,
-    wake: WakeHandle,
-    /// The bit of the key the part is found by (all ones without one).
-    key_bit: u64,
-    cursor: u64,
-    filter: Filter,
-}
-
-/// Synthetic ADDED events of the starting state still to send.
-struct Initial {
-    snapshots: Vec<Arc<Snapshot>>,
-    part: usize,
-    next_key: Option<Arc<str>>,
-}
-
-/// One open WatchMany.
-pub struct ManyWatch {
-    cache: Arc<Cache>,
-    parts: Vec<Part>,
-    encoder: GrpcEvents,
-    /// The revision the stream starts after.
-    after: Revision,
-    /// Every event up to this revision was sent.
-    sent: Revision,
-    /// The revision the lagging resources were last asked to reach.
-    wanted: Revision,
-    initial: Option<Initial>,
-    allow_bookmarks: bool,
-    deadline: Instant,
-    next_bookmark: Instant,
-    bookmark_interval: Duration,
-    timer: Pin<Box<Sleep>>,
-    done: bool,
-    events: metrics::Counter,
-}
-
-/// Whether every resource is ready (loaded, no value unreadable): as a watch of one that
-/// is not, the call is answered 429.
-fn ready(parts: &[Selected]) -> Result<(), ApiError> {
-    for s in parts {
-        match s.store.health.readiness() {
-            Readiness::Ready => {}
-            r => return Err(not_ready(&r)),
-        }
-    }
-    Ok(())
-}
-
-impl ManyWatch {
-    /// Resolves the start revision and builds the stream. The outer error is answered
-    /// as the call's status; the inner one is sent as the stream's only (ERROR) event,
-    /// as a watch that cannot start from its revision is answered.
-    pub async fn start(
-        read: &ReadContext,
-        selections: Vec<Selected>,
-        r: &pb::WatchManyRequest,
-        max_message_bytes: usize,
-    ) -> Result<Result<ManyWatch, ApiError>, ApiError> {
-        read.memory.admit(crate::memory::Admission::Watch)?;
-        let timeout = positive(r.timeout_seconds);
-        let send_initial = flag(r.send_initial_events);
-        let rv_match = if r.send_initial_events.is_some() {
-            "NotOlderThan"
-        } else {
-            ""
-        };
-        // The stream's parameters, validated as a watch's (the selectors were already).
-        let first = &selections[0].store.info;
-        let q = WatchQuery::parse(
-            first,
-            &params(&[
-                ("resourceVersion", &r.resource_version),
-                ("resourceVersionMatch", rv_match),
-                ("sendInitialEvents", &send_initial),
-                ("timeoutSeconds", &timeout),
-            ]),
-        )?;
-        ready(&selections)?;
-        let wants_initial = q.wants_initial();
-        let applied_by_all = || {
-            read.cache
-                .applied_for_all(selections.iter().map(|s| &*s.store))
-        };
-        let mut parts = Vec::with_capacity(selections.len());
-        let mut snapshots = Vec::new();
-        let after = if wants_initial {
-            wait_fresh_all(read, &selections, q.rv).await?;
-            ready(&selections)?;
-            let at = applied_by_all();
-            for s in &selections {
-                let view = s.store.view(at);
-                let Some(snapshot) = view.snapshot.as_of(at) else {
-                    let oldest = view.log.oldest_revision();
-                    return Ok(Err(ApiError::too_old(at.0, oldest.0)));
-                };
-                let cursor = match view.log.cursor_after(at) {
-                    Ok(c) => c,
-                    Err(old) => return Ok(Err(ApiError::too_old(at.0, old.oldest.0))),
-                };
-                snapshots.push(snapshot);
-                parts.push((view.log, cursor));
-            }
-            at
-        } else {
-            let from = match q.rv {
-                RvParam::At(n) => n,
-                _ => applied_by_all(),
-            };
-            for s in &selections {
-                let log = s.store.log();
-                match log.cursor_after(from) {
-                    Ok(c) => parts.push((log, c)),
-                    Err(old) => {
-                        metrics::counter!("watchd_watchers_expired_total", "resource" => s.store.info.qualified_name())
-                            .increment(1);
-                        return Ok(Err(ApiError::too_old(from.0, old.oldest.0)));
-                    }
-                }
-            }
-            from
-        };
-        let parts: Vec<Part> = selections
-            .into_iter()
-            .zip(parts)
-            .map(|(s, (log, cursor))| {
-                let key = wake_key(&s.store, s.namespace.as_deref(), &s.selectors);
-                let key_bit = key.as_ref().map_or(u64::MAX, WakeKey::bit);
-                Part {
-                    wake: s.store.wake.subscribe(key),
-                    store: s.store,
-                    log,
-                    key_bit,
-                    cursor,
-                    filter: Filter {
-                        namespace: s.namespace,
-                        selectors: s.selectors,
-                    },
-                }
-            })
-            .collect();
-        let now = Instant::now();
-        let deadline = now + q.timeout;
-        metrics::gauge!("watchd_grpc_watch_many_streams").increment(1.0);
-        Ok(Ok(ManyWatch {
-            cache: read.cache.clone(),
-            parts,
-            encoder: GrpcEvents::new(max_message_bytes, objects::encoding(r.encoding)),
-            after,
-            sent: after,
-            wanted: after,
-            initial: wants_initial.then(|| Initial {
-                snapshots,
-                part: 0,
-                next_key: None,
-            }),
-            allow_bookmarks: r.allow_watch_bookmarks,
-            deadline,
-            next_bookmark: now + read.bookmark_interval,
-            bookmark_interval: read.bookmark_interval,
-            timer: Box::pin(tokio::time::sleep_until(deadline)),
-            done: false,
-            events: metrics::counter!("watchd_grpc_watch_many_events_sent_total"),
-        }))
-    }
-
-    /// The revision every part's resource has applied.
-    fn applied(&self) -> Revision {
-        self.cache
-            .applied_for_all(self.parts.iter().map(|p| &*p.store))
-    }
-
-    fn take(&mut self) -> pb::WatchManyResponse {
-        let events = self.encoder.take_events();
-        self.events.increment(events.len() as u64);
-        pb::WatchManyResponse { events }
-    }
-
-    /// With an upstream source, asks the resources behind `rev` to prove they reached it
-    /// (their followers' progress probe), once per revision.
-    fn want(&mut self, rev: Revision) {
-        if !self.cache.is_per_resource() || rev <= self.wanted {
-            return;
-        }
-        self.wanted = rev;
-        for p in &self.parts {
-            if self.cache.applied_for(&p.store) < rev {
-                p.store.want(rev);
-            }
-        }
-    }
-
-    /// Encodes the events of revisions up to `applied` in revision order, whole
-    /// revisions at a time, up to a message; ends the stream if a cursor expired or a
-    /// log was replaced. Returns the lowest revision found past `applied`.
-    fn drain(&mut self, applied: Revision) -> Option<Revision> {
-        let mut held: Option<Revision> = None;
-        let mut count = 0usize;
-        let mut last: Option<Revision> = None;
-        loop {
-            let mut best: Option<(usize, Arc<crate::store::WatchEvent>)> = None;
-            for (i, p) in self.parts.iter().enumerate() {
-                match p.log.read(p.cursor) {
-                    Read::Event(ev) if ev.revision > applied => {
-                        held = Some(held.map_or(ev.revision, |h| h.min(ev.revision)));
-                    }
-                    Read::Event(ev) => {
-                        if best.as_ref().is_none_or(|(_, b)| ev.revision < b.revision) {
-                            best = Some((i, ev));
-                        }
-                    }
-                    read => match end_of_log(&p.log, &read, self.sent) {
-                        // As a watch's: quietly while the resource re-initializes.
-                        Some((_, None)) => {
-                            self.done = true;
-                            return None;
-                        }
-                        Some((_, Some(err))) => {
-                            self.end_with(err);
-                            return None;
-                        }
-                        None => {}
-                    },
-                }
-            }
-            let Some((i, ev)) = best else { break };
-            // A message ends only between revisions.
-            if last.is_some_and(|r| r != ev.revision)
-                && (count >= config::WATCH_BATCH_MAX || self.encoder.full())
-            {
-                break;
-            }
-            let p = &mut self.parts[i];
-            p.cursor += 1;
-            if ev.revision <= self.after {
-                continue;
-            }
-            last = Some(ev.revision);
-            if ev.key_bits & p.key_bit == 0 {
-                continue;
-            }
-            if let Some(t) = p.filter.classify(&ev) {
-                self.encoder.selection = i as u32;
-                self.encoder.event(t, &ev);
-                count += 1;
-            }
-        }
-        if let Some(r) = last {
-            self.sent = self.sent.max(r);
-        }
-        held
-    }
-
-    /// Ends the stream with `err` alone: events drained so far may stop inside a
-    /// revision, and a client told 410 lists again anyway.
-    fn end_with(&mut self, err: ApiError) {
-        metrics::counter!("watchd_grpc_watch_many_expired_total").increment(1);
-        self.encoder.take_events();
-        self.encoder.error(&err);
-        self.done = true;
-    }
-
-    /// The next message of the initial state: objects of one part after another, then
-    /// the bookmark that ends them.
-    fn initial_message(&mut self) {
-        let Some(init) = self.initial.as_mut() else {
-            return;
-        };
-        while init.part < self.parts.len() {
-            self.encoder.selection = init.part as u32;
-            let next = initial_batch(
-                &mut self.encoder,
-                &init.snapshots[init.part],
-                &self.parts[init.part].filter,
-                init.next_key.as_deref(),
-            );
-            match next {
-                Some(k) => {
-                    init.next_key = Some(k);
-                    return;
-                }
-                None => {
-                    init.part += 1;
-                    init.next_key = None;
-                }
-            }
-        }
-        self.initial = None;
-        self.encoder.selection = 0;
-        // Always, bookmarks allowed or not: it names the revision to resume from.
-        self.encoder.push_bookmark(self.after, true);
-    }
-
-    /// The next message; None when the stream ends.
-    pub async fn next_message(&mut self) -> Option<pb::WatchManyResponse> {
-        next_step(self).await
-    }
-}
-
-impl SteppedWatch<pb::WatchManyResponse> for ManyWatch {
-    fn step(&mut self, waker: &Waker) -> Step<pb::WatchManyResponse> {
-        self.step_once(waker)
-    }
-
-    fn into_stream(
-        self: Box<Self>,
-    ) -> Pin<Box<dyn futures_util::Stream<Item = pb::WatchManyResponse> + Send>> {
-        Box::pin(futures_util::stream::unfold(self, |mut s| async move {
-            s.next_message().await.map(|m| (m, s))
-        }))
-    }
-}
-
-impl Stepping for ManyWatch {
-    type Frame = pb::WatchManyResponse;
-
-    /// One step, without waiting (as [`crate::api::watch::WatchSession::step`]).
-    fn step_once(&mut self, waker: &Waker) -> Step<pb::WatchManyResponse> {
-        if self.done {
-            return Step::End;
-        }
-        if self.initial.is_some() {
-            self.initial_message();
-            return Step::Frame(self.take());
-        }
-        let now = Instant::now();
-        if now >= self.deadline {
-            self.done = true;
-            return Step::End;
-        }
-        for p in &self.parts {
-            p.wake.waiter().arm(waker);
-        }
-        let applied = self.applied();
-        let held = self.drain(applied);
-        if self.encoder.pending() > 0 {
-            return Step::Frame(self.take());
-        }
-        if self.done {
-            return Step::End;
-        }
-        if let Some(rev) = held {
-            self.want(rev);
-        }
-        if self.allow_bookmarks && now >= self.next_bookmark {
-            self.next_bookmark = now + self.bookmark_interval;
-            // Every event up to `applied` was taken above.
-            self.sent = self.sent.max(applied);
-            self.encoder.push_bookmark(self.sent, false);
-            return Step::Frame(self.take());
-        }
-        let mut at = self.deadline;
-        if self.allow_bookmarks {
-            at = at.min(self.next_bookmark);
-        }
-        if held.is_some() {
-            at = at.min(now + HELD_RECHECK);
-        }
-        Step::Idle(at)
-    }
-
-    fn woken(&self, waker: &Waker) -> bool {
-        // Each part's waiter registers the waker again, so every one is asked.
-        self.parts
-            .iter()
-            .fold(false, |w, p| p.wake.waiter().woken(waker) | w)
-    }
-
-    fn timer(&mut self) -> Pin<&mut Sleep> {
-        self.timer.as_mut()
-    }
-}
-
-impl Drop for ManyWatch {
-    fn drop(&mut self) {
-        metrics::gauge!("watchd_grpc_watch_many_streams").decrement(1.0);
-    }
+/// Reads the request (its selections already resolved and checked, at least one) and
+/// starts the session. The outer error is answered as the call's status; the inner one
+/// is sent as the stream's only (ERROR) event.
+pub async fn start(
+    read: &ReadContext,
+    selections: Vec<Selected>,
+    r: &pb::WatchManyRequest,
+    max_message_bytes: usize,
+) -> Result<Result<MergedSession<GrpcEvents>, ApiError>, ApiError> {
+    let timeout = positive(r.timeout_seconds);
+    let send_initial = flag(r.send_initial_events);
+    let rv_match = if r.send_initial_events.is_some() {
+        "NotOlderThan"
+    } else {
+        ""
+    };
+    // The stream's parameters, validated as a watch's (the selectors were already).
+    let q = WatchQuery::parse(
+        &selections[0].store.info,
+        &params(&[
+            ("resourceVersion", &r.resource_version),
+            ("resourceVersionMatch", rv_match),
+            ("sendInitialEvents", &send_initial),
+            (
+                "allowWatchBookmarks",
+                if r.allow_watch_bookmarks { "true" } else { "" },
+            ),
+            ("timeoutSeconds", &timeout),
+        ]),
+    )?;
+    let collections = selections
+        .into_iter()
+        .map(|s| Collection {
+            store: s.store,
+            namespace: s.namespace,
+            selectors: s.selectors,
+        })
+        .collect();
+    let encoder = GrpcEvents::new(max_message_bytes, objects::encoding(r.encoding));
+    MergedSession::start(read, collections, &q, encoder).await
 }

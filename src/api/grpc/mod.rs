@@ -14,7 +14,7 @@ use futures_util::Stream;
 use tonic::{Request, Response, Status};
 
 use crate::api::access;
-use crate::api::guarded::{Guarded, GuardedWatch};
+use crate::api::guarded::GuardedWatch;
 use crate::api::http::body::BufList;
 use crate::api::http::h2_conn::EndTrailers;
 use crate::api::http::Connection;
@@ -81,6 +81,15 @@ pub(crate) struct WatchSlot(Arc<std::sync::Mutex<Option<HandedOver>>>);
 pub(crate) type HandedOver = (Box<dyn SteppedWatch<BufList>>, EndTrailers);
 
 impl WatchSlot {
+    /// The slot the server put in `req`: a watch call is served only on the server's
+    /// connections, which write it.
+    fn of<T>(req: &Request<T>) -> Result<WatchSlot, Status> {
+        req.extensions()
+            .get::<WatchSlot>()
+            .cloned()
+            .ok_or_else(|| Status::internal("watch calls are served only by watchd's server"))
+    }
+
     fn put(&self, watch: Box<dyn SteppedWatch<BufList>>, end: EndTrailers) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some((watch, end));
     }
@@ -157,27 +166,6 @@ fn positive(n: i64) -> String {
 /// An optional flag as a query parameter: empty (absent) when unset.
 fn flag(b: Option<bool>) -> String {
     b.map(|b| b.to_string()).unwrap_or_default()
-}
-
-/// Waits until every selection's resource reflects what `rv` asks for (one question to
-/// etcd covers them all; an upstream is asked per resource), and returns the revision
-/// all of them have applied.
-async fn wait_fresh_all(
-    read: &ReadContext,
-    selections: &[Selected],
-    rv: crate::api::query::RvParam,
-) -> Result<crate::Revision, ApiError> {
-    let each = if read.cache.is_per_resource() {
-        selections.len()
-    } else {
-        1
-    };
-    for s in &selections[..each.min(selections.len())] {
-        read::wait_fresh(read, &s.store, rv).await?;
-    }
-    Ok(read
-        .cache
-        .applied_for_all(selections.iter().map(|s| &*s.store)))
 }
 
 /// Query parameters from request fields, empty ones left out.
@@ -323,29 +311,13 @@ impl GrpcApi {
             .collect()
     }
 
-    /// Wraps a watch stream so that a revoked permission ends it (with the authentication
-    /// on): as an HTTP watch, with a 403 ERROR event.
-    fn guard<M: Send + 'static>(
-        &self,
-        stream: Pin<Box<dyn Stream<Item = Result<M, Status>> + Send>>,
-        admitted: Option<(Attributes, Option<Permit>)>,
-        on_revoked: fn(&ApiError) -> Result<M, Status>,
-    ) -> Pin<Box<dyn Stream<Item = Result<M, Status>> + Send>> {
-        match (admitted, &self.security) {
-            (Some((attrs, permit)), Some(sec)) => {
-                Box::pin(Guarded::new(stream, sec.clone(), attrs, permit, on_revoked))
-            }
-            _ => stream,
-        }
-    }
-
     /// Hands a watch call's session to the connection through `slot`, to be written by
     /// the dispatch pass ([`WatchSlot`]): framed as gRPC messages, guarded by each of
     /// `admitted` (losing any permission ends it with `revoked`'s message).
-    fn hand_over<M: prost::Message + Send + 'static>(
+    fn hand_over<M: prost::Message + 'static>(
         &self,
         slot: &WatchSlot,
-        session: Box<dyn SteppedWatch<M>>,
+        session: Box<dyn SteppedWatch<BufList>>,
         admitted: Vec<(Attributes, Option<Permit>)>,
         revoked: fn(&ApiError) -> M,
     ) {
@@ -474,7 +446,7 @@ impl Watchd for GrpcApi {
             .check(&req, "watch", w.collection.as_ref(), "", &w.field_selector)
             .await?;
         let shard = shard_of(&req);
-        let slot = req.extensions().get::<WatchSlot>().cloned();
+        let slot = WatchSlot::of(&req)?;
         let r = req.into_inner();
         let timeout = positive(r.timeout_seconds);
         let send_initial = flag(r.send_initial_events);
@@ -505,32 +477,20 @@ impl Watchd for GrpcApi {
             .await
         };
         let result = crate::dispatch::in_shard(shard, result);
-        let stream: WatchStream = match (result.await.map_err(|e| to_status(&e))?, slot) {
-            (WatchStart::Error(e), _) => {
-                Box::pin(futures_util::stream::iter([Ok(pb::WatchResponse {
+        match result.await.map_err(|e| to_status(&e))? {
+            WatchStart::Error(e) => Ok(Response::new(Box::pin(futures_util::stream::iter([Ok(
+                pb::WatchResponse {
                     events: GrpcEvents::error_message(&e),
-                })]))
-            }
-            (WatchStart::Session(session), Some(slot)) => {
+                },
+            )])))),
+            WatchStart::Session(session) => {
                 let revoked = |e: &ApiError| pb::WatchResponse {
                     events: GrpcEvents::error_message(e),
                 };
                 self.hand_over(&slot, session, admitted.into_iter().collect(), revoked);
-                return Ok(Response::new(Box::pin(futures_util::stream::empty())));
+                Ok(Response::new(Box::pin(futures_util::stream::empty())))
             }
-            (WatchStart::Session(session), None) => {
-                Box::pin(futures_util::stream::unfold(session, |mut s| async move {
-                    s.next_frame().await.map(|f| (Ok(f), s))
-                }))
-            }
-        };
-        // Guarded like an HTTP watch: a revoked permission ends it with a 403 ERROR event.
-        let on_revoked = |e: &ApiError| {
-            Ok(pb::WatchResponse {
-                events: GrpcEvents::error_message(e),
-            })
-        };
-        Ok(Response::new(self.guard(stream, admitted, on_revoked)))
+        }
     }
 
     async fn list_resources(
@@ -594,40 +554,27 @@ impl Watchd for GrpcApi {
             .check_selections(&req, "watch", &req.get_ref().selections)
             .await?;
         let shard = shard_of(&req);
-        let slot = req.extensions().get::<WatchSlot>().cloned();
+        let slot = WatchSlot::of(&req)?;
         let r = req.into_inner();
         let selections = self.selections(&r.selections).map_err(|e| to_status(&e))?;
         let started = crate::dispatch::in_shard(
             shard,
-            many::ManyWatch::start(&self.read, selections, &r, self.max_message_bytes),
+            many::start(&self.read, selections, &r, self.max_message_bytes),
         );
-        let stream: WatchManyStream = match (started.await.map_err(|e| to_status(&e))?, slot) {
-            (Err(e), _) => Box::pin(futures_util::stream::iter([Ok(pb::WatchManyResponse {
-                events: GrpcEvents::error_message(&e),
-            })])),
-            (Ok(session), Some(slot)) => {
+        match started.await.map_err(|e| to_status(&e))? {
+            Err(e) => Ok(Response::new(Box::pin(futures_util::stream::iter([Ok(
+                pb::WatchManyResponse {
+                    events: GrpcEvents::error_message(&e),
+                },
+            )])))),
+            Ok(session) => {
                 let revoked = |e: &ApiError| pb::WatchManyResponse {
                     events: GrpcEvents::error_message(e),
                 };
+                // Every selection stays guarded: losing any permission ends the stream.
                 self.hand_over(&slot, Box::new(session), admitted, revoked);
-                return Ok(Response::new(Box::pin(futures_util::stream::empty())));
+                Ok(Response::new(Box::pin(futures_util::stream::empty())))
             }
-            (Ok(session), None) => {
-                Box::pin(futures_util::stream::unfold(session, |mut s| async move {
-                    s.next_message().await.map(|m| (Ok(m), s))
-                }))
-            }
-        };
-        let on_revoked = |e: &ApiError| {
-            Ok(pb::WatchManyResponse {
-                events: GrpcEvents::error_message(e),
-            })
-        };
-        // Every selection stays guarded: losing any permission ends the stream.
-        let mut stream = stream;
-        for a in admitted {
-            stream = self.guard(stream, Some(a), on_revoked);
         }
-        Ok(Response::new(stream))
     }
 }

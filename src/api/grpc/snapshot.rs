@@ -7,9 +7,7 @@
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-use super::{
-    objects, params, pb, wait_fresh_all, Selected, DEFAULT_LIST_LIMIT, LIST_ENVELOPE_BYTES,
-};
+use super::{objects, params, pb, Selected, DEFAULT_LIST_LIMIT, LIST_ENVELOPE_BYTES};
 use crate::api::query::{scope_relative, ContinueToken, ListQuery, PageBound, RvParam};
 use crate::api::read::{self, ReadContext};
 use crate::api::status::ApiError;
@@ -60,7 +58,8 @@ async fn revision(
     if asked > 0 {
         return Ok(Revision(asked));
     }
-    wait_fresh_all(read, selections, RvParam::Unset).await
+    let stores: Vec<_> = selections.iter().map(|s| s.store.clone()).collect();
+    read::wait_fresh_all(read, &stores, RvParam::Unset).await
 }
 
 /// One page of a Snapshot request.

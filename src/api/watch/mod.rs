@@ -14,6 +14,8 @@ use std::task::{Poll, Waker};
 
 use tokio::time::{Instant, Sleep};
 
+pub mod merged;
+
 use super::filter::{wake_key, Filter};
 use super::query::{RvParam, WatchQuery};
 use super::read::{matches, wait_fresh, ReadContext};
@@ -35,6 +37,10 @@ pub enum FrameEncoding {
     JsonLines = 0,
     /// Kubernetes protobuf (length-prefixed `WatchEvent`).
     KubeProtobuf = 1,
+    /// The gRPC API's `WatchEvent`, its object as JSON.
+    GrpcJson = 2,
+    /// The gRPC API's `WatchEvent`, its object as Kubernetes protobuf where it has one.
+    GrpcProtobuf = 3,
 }
 
 /// How a frontend writes what a watch sends; one encoder per watch, filled between polls.
@@ -59,6 +65,9 @@ pub trait WatchEncoder: Send + 'static {
     fn full(&self) -> bool {
         false
     }
+    /// The events that follow are of collection `part` of a merged watch
+    /// ([`merged::MergedSession`]); frontends without merged watches ignore it.
+    fn set_part(&mut self, _part: u32) {}
     /// The frame of everything written since the last `take`.
     fn take(&mut self) -> Self::Frame;
 }
@@ -482,7 +491,7 @@ impl<E: WatchEncoder> Drop for WatchSession<E> {
 /// event up to `sent`, if it does: quietly while the resource re-initializes (no error),
 /// or with a 410 when the log was replaced by a re-list or the cursor fell out of the
 /// history kept. None: nothing yet.
-pub(crate) fn end_of_log(
+fn end_of_log(
     log: &EventLog,
     read: &Read,
     sent: Revision,
@@ -504,7 +513,7 @@ pub(crate) fn end_of_log(
 /// Gives `encoder` the objects of `snapshot` that `filter` passes, from key `from` on, as
 /// initial ADDED events, until its frame holds [`config::WATCH_BATCH_MAX`] events or is
 /// full. Returns the key to go on from; None once the snapshot is done.
-pub(crate) fn initial_batch<E: WatchEncoder>(
+fn initial_batch<E: WatchEncoder>(
     encoder: &mut E,
     snapshot: &Snapshot,
     filter: &Filter,
@@ -522,7 +531,7 @@ pub(crate) fn initial_batch<E: WatchEncoder>(
 }
 
 /// A stream stepped as a watch is: what [`next_step`] needs of it.
-pub trait Stepping {
+trait Stepping {
     /// What a step yields.
     type Frame;
     /// One step, without waiting (as [`WatchSession::step`]).
@@ -535,7 +544,7 @@ pub trait Stepping {
 
 /// The next frame of a stepped stream: steps it, and when it is idle waits for its
 /// wake-up or its timer. None when it ends.
-pub async fn next_step<S: Stepping>(s: &mut S) -> Option<S::Frame> {
+async fn next_step<S: Stepping>(s: &mut S) -> Option<S::Frame> {
     std::future::poll_fn(|cx| loop {
         match s.step_once(cx.waker()) {
             Step::Frame(f) => return Poll::Ready(Some(f)),
