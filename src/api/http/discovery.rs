@@ -1,7 +1,11 @@
 //! Legacy discovery (`/api`, `/apis`, `/api/v1`, `/apis/<g>`, `/apis/<g>/<v>`) and
 //! `/version`, built from the resources served now.
 
+use http::{header, Response, StatusCode};
 use serde_json::{json, Value};
+
+use super::body::Body;
+use crate::config;
 
 use crate::api::status::ApiError;
 use crate::store::ResourceIndex;
@@ -202,4 +206,76 @@ pub fn aggregated(index: &ResourceIndex, version: &str, core: bool) -> Value {
         "metadata": {},
         "items": items,
     })
+}
+
+/// The upstream's discovery, with what only the cache serves added: `/apis` gains the
+/// groups the upstream does not list (in either format). Anything but a 200 is
+/// replaced by the cache's own answer (None).
+pub(super) async fn merge_discovery(
+    state: &super::ApiState,
+    path: &str,
+    response: Response<Body>,
+) -> Option<Response<Body>> {
+    use futures_util::StreamExt;
+    if response.status() != StatusCode::OK {
+        return None;
+    }
+    if path.trim_end_matches('/') != "/apis" {
+        return Some(response);
+    }
+    let (mut parts, body) = response.into_parts();
+    let mut bytes = Vec::new();
+    match body.into_stream() {
+        Ok(mut frames) => {
+            while let Some(frame) = frames.next().await {
+                for seg in frame.into_segments() {
+                    bytes.extend_from_slice(&seg);
+                }
+                if bytes.len() > config::MAX_DISCOVERY_BYTES {
+                    return None;
+                }
+            }
+        }
+        Err(full) => {
+            for seg in full.into_segments()? {
+                bytes.extend_from_slice(&seg);
+            }
+        }
+    }
+    let mut upstream: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let index = state.read.cache.resources();
+    type NameOf = fn(&serde_json::Value) -> Option<&str>;
+    let (list, ours, name_of): (&str, serde_json::Value, NameOf) =
+        if content_type.contains("apidiscovery.k8s.io") {
+            let version = if content_type.contains("v=v2beta1") {
+                "v2beta1"
+            } else {
+                "v2"
+            };
+            ("items", aggregated(&index, version, false), |g| {
+                g["metadata"]["name"].as_str()
+            })
+        } else {
+            ("groups", api_group_list(&index), |g| g["name"].as_str())
+        };
+    let theirs = upstream.get_mut(list)?.as_array_mut()?;
+    let known: std::collections::HashSet<String> = theirs
+        .iter()
+        .filter_map(|g| name_of(g).map(str::to_string))
+        .collect();
+    for g in ours[list].as_array().into_iter().flatten() {
+        if name_of(g).is_some_and(|n| !known.contains(n)) {
+            theirs.push(g.clone());
+        }
+    }
+    let merged = serde_json::to_vec(&upstream).ok()?;
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.remove(header::ETAG);
+    Some(Response::from_parts(parts, Body::full(merged)))
 }

@@ -1,0 +1,132 @@
+//! Responses: JSON, text and Status errors, representations typed for client-go,
+//! gzip, and a watch's response.
+
+use bytes::Bytes;
+use http::{header, HeaderValue, Response, StatusCode};
+
+use super::body::Body;
+use super::negotiate::Output;
+use super::{body, encode, encode_protobuf, gzip};
+use crate::api::status::ApiError;
+use crate::api::watch::WatchStart;
+
+fn json_response(code: u16, body: impl Into<Bytes>) -> Response<Body> {
+    let mut r = Response::new(Body::full(body));
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+pub(super) fn value_response(v: &serde_json::Value) -> Response<Body> {
+    json_response(200, serde_json::to_vec(v).unwrap_or_default())
+}
+
+/// The response for an error: its Status object with the matching HTTP code.
+pub fn error_response(e: &ApiError) -> Response<Body> {
+    let mut r = json_response(
+        e.code(),
+        serde_json::to_vec(&e.to_status()).unwrap_or_default(),
+    );
+    if let Some(secs) = e.retry_after() {
+        if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+            r.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+    }
+    r
+}
+
+/// Aggregated discovery, labelled with its exact media type: client-go chooses its parser
+/// from the Content-Type alone.
+pub(super) fn aggregated_response(v: &serde_json::Value, version: &str) -> Response<Body> {
+    let mut r = value_response(v);
+    let ct = format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList");
+    if let Ok(h) = HeaderValue::from_str(&ct) {
+        r.headers_mut().insert(header::CONTENT_TYPE, h);
+    }
+    r
+}
+
+pub(super) fn text_response(code: u16, body: String) -> Response<Body> {
+    let mut r = Response::new(Body::full(body));
+    *r.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+/// The Content-Type of a representation (client-go picks its decoder from it).
+fn content_type(output: Output, list: bool) -> HeaderValue {
+    let ct = match output {
+        Output::Json => return HeaderValue::from_static("application/json"),
+        Output::Protobuf => return HeaderValue::from_static(encode_protobuf::CONTENT_TYPE),
+        Output::Table(v) => format!("application/json;as=Table;v={v};g=meta.k8s.io"),
+        Output::Metadata(v) => {
+            let kind = if list {
+                "PartialObjectMetadataList"
+            } else {
+                "PartialObjectMetadata"
+            };
+            format!("application/json;as={kind};v={v};g=meta.k8s.io")
+        }
+    };
+    HeaderValue::from_str(&ct).unwrap_or(HeaderValue::from_static("application/json"))
+}
+
+pub(super) fn typed_response(body: Body, output: Output, list: bool) -> Response<Body> {
+    let mut r = Response::new(body);
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, content_type(output, list));
+    r
+}
+
+/// Gzips a get or list body, complete or streamed (watch streams are never compressed):
+/// a small one here, a large one as the client reads it, off the runtime's worker threads
+/// (`gzip.rs`).
+pub(super) fn compress(r: Response<Body>) -> Response<Body> {
+    let (mut parts, body) = r.into_parts();
+    if let Body::Watch(_) = body {
+        return Response::from_parts(parts, body);
+    }
+    match gzip::compress(body) {
+        Some(gz) => {
+            parts
+                .headers
+                .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+            parts
+                .headers
+                .insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+            Response::from_parts(parts, gz)
+        }
+        None => Response::from_parts(parts, Body::full(Bytes::new())),
+    }
+}
+
+pub(super) fn watch_response<E>(start: WatchStart<E>, output: Output) -> Response<Body>
+where
+    E: crate::api::watch::WatchEncoder<Frame = body::BufList>,
+{
+    let body = match start {
+        WatchStart::Error(e) if output == Output::Protobuf => {
+            Body::full(encode_protobuf::error_frame(&e))
+        }
+        WatchStart::Error(e) => Body::full(encode::error_frame(&e)),
+        WatchStart::Session(session) => Body::Watch(session),
+    };
+    let mut r = typed_response(body, output, false);
+    if output == Output::Protobuf {
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(encode_protobuf::WATCH_CONTENT_TYPE),
+        );
+    }
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    r
+}
