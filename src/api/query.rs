@@ -6,7 +6,6 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
-use super::http::query::percent_decode;
 use super::status::{ApiError, FieldViolation};
 use crate::config;
 use crate::registry::ResourceInfo;
@@ -507,6 +506,39 @@ impl GetQuery {
     pub fn parse(p: &Params) -> Result<GetQuery, ApiError> {
         Ok(GetQuery { rv: parse_rv(p)? })
     }
+}
+
+/// `s` with its percent-encoded bytes decoded (and `+` as a space where a query's
+/// form encoding says so); a 400 for a bad escape or bytes that are not UTF-8.
+pub(crate) fn percent_decode(s: &str, plus_is_space: bool) -> Result<String, ApiError> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hex = b
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| {
+                        ApiError::BadRequest(format!("invalid percent-encoding in {s:?}"))
+                    })?;
+                out.push(hex);
+                i += 3;
+            }
+            b'+' if plus_is_space => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out)
+        .map_err(|_| ApiError::BadRequest(format!("{s:?} is not UTF-8 once decoded")))
 }
 
 #[cfg(test)]

@@ -6,8 +6,8 @@ use std::time::Instant;
 use http::{header, Request, Response, StatusCode};
 
 use super::body::Body;
+use super::conn::Connection;
 use super::query::{self, Route};
-use super::server::Connection;
 use crate::api::query::Params;
 use crate::auth::{Attributes, UserInfo};
 

@@ -28,7 +28,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::time::Instant;
 
 use super::body::BufList;
-use super::h1::{peer_still_open, write_buf, ChunkHead, FRAME_IOV};
+use super::socket::{peer_still_open, write_buf, ChunkHead, FRAME_IOV};
 use super::write_deadline::WriteDeadline;
 use crate::api::watch::{Step, SteppedWatch};
 

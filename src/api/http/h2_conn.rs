@@ -28,7 +28,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::body::{Body, BufList};
 use super::coalesce::{self, ConnError, FlushAfterPoll};
-use super::server::Connection;
+use super::conn::Connection;
 use super::{handle, ApiState};
 use crate::api::watch::SteppedWatch;
 use crate::client::upstream::StreamBody;

@@ -5,6 +5,7 @@
 mod audit;
 pub mod body;
 pub mod coalesce;
+mod conn;
 mod direct;
 pub mod discovery;
 pub mod encode;
@@ -21,6 +22,7 @@ pub mod query;
 mod response;
 mod routes;
 pub mod server;
+mod socket;
 pub mod write_deadline;
 
 use std::sync::Arc;
@@ -30,9 +32,10 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use crate::api::read::ReadContext;
 use crate::auth::Security;
 
+pub use self::conn::Connection;
 pub use self::response::error_response;
 use self::routes::handle;
-pub use self::server::{serve, Connection};
+pub use self::server::serve;
 
 /// What every request handler reads.
 pub struct ApiState {

@@ -1,5 +1,6 @@
 //! Parsing a request path into a [`Route`], and percent-decoding.
 
+use crate::api::query::percent_decode;
 use crate::api::status::ApiError;
 
 /// What a path names.
@@ -78,37 +79,6 @@ impl ResourcePath {
             params.get("fieldSelector"),
         )
     }
-}
-
-pub(crate) fn percent_decode(s: &str, plus_is_space: bool) -> Result<String, ApiError> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' => {
-                let hex = b
-                    .get(i + 1..i + 3)
-                    .and_then(|h| std::str::from_utf8(h).ok())
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| {
-                        ApiError::BadRequest(format!("invalid percent-encoding in {s:?}"))
-                    })?;
-                out.push(hex);
-                i += 3;
-            }
-            b'+' if plus_is_space => {
-                out.push(b' ');
-                i += 1;
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out)
-        .map_err(|_| ApiError::BadRequest(format!("{s:?} is not UTF-8 once decoded")))
 }
 
 /// A path's segments as routing reads them: split at `/`, empty ones dropped, each

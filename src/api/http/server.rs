@@ -1,46 +1,15 @@
 //! Listening: the accept loop, TLS handshakes, and one HTTP/1.1 or HTTP/2 connection per
 //! peer. Plain connections go to [`super::h1`], which hands HTTP/2 with prior knowledge
-//! (recognised by its preface) back here; over TLS, ALPN decides. HTTP/2 connections are
-//! [`super::h2_conn`]'s.
+//! (recognised by its preface) to [`super::conn`]; over TLS, ALPN decides there.
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch as signal;
 
+use super::conn::{serve_connection, Connection};
 use super::write_deadline::WriteDeadline;
-use super::{handle, ApiState};
-
-/// The connection a request came on: the peer's address and, over TLS, its client
-/// certificate.
-#[derive(Debug, Clone)]
-pub struct Connection {
-    /// The peer's address.
-    pub peer: SocketAddr,
-    /// Its dispatch shard hint: the watches served on it are woken (and, over plain
-    /// HTTP/1.1, written) by that shard's thread.
-    pub shard: usize,
-    /// The chain the client presented in the handshake, with the verifiers that
-    /// classify it for each request ([`Connection::certificate`]).
-    pub peer_chain: Option<(
-        Vec<rustls::pki_types::CertificateDer<'static>>,
-        crate::tls::ClientCertVerifiers,
-    )>,
-}
-
-impl Connection {
-    /// The client certificate, classified by the roots it chains to now: checked per
-    /// request, so one that expires, or whose CA is removed, stops authenticating on a
-    /// connection that stays open.
-    pub fn certificate(&self) -> Option<crate::tls::PeerCertificate> {
-        let (chain, verifiers) = self.peer_chain.as_ref()?;
-        verifiers.classify(chain)
-    }
-}
+use super::ApiState;
 
 /// Accepts connections until `shutdown` turns true, then ends the open ones: TLS when
 /// `tls` is given (HTTP/2 or HTTP/1.1 as ALPN chose), else plain HTTP/1.1 or HTTP/2 with
@@ -121,39 +90,4 @@ async fn serve_tls(
         peer_chain,
     };
     Box::pin(serve_connection(stream, h2, state, conn)).await;
-}
-
-/// The connection preface of HTTP/2 with prior knowledge (RFC 9113, 3.4).
-pub(super) const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-/// Serves a connection: HTTP/2 ([`super::h2_conn`]) or HTTP/1.1 with hyper.
-pub(super) async fn serve_connection<I>(io: I, h2: bool, state: Arc<ApiState>, conn: Connection)
-where
-    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    if h2 {
-        let settings = super::h2_conn::Settings {
-            max_streams: crate::config::HTTP2_MAX_STREAMS,
-            drain: None,
-        };
-        return super::h2_conn::serve(io, state, conn, settings).await;
-    }
-    let peer = conn.peer;
-    let conn = Arc::new(conn);
-    let svc = service_fn(move |req| {
-        let state = state.clone();
-        let conn = conn.clone();
-        // Boxed: the request's future is large and done once it answers.
-        async move { Ok::<_, Infallible>(Box::pin(handle(&state, req, &conn)).await) }
-    });
-    let result = hyper::server::conn::http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(crate::config::HTTP1_IDLE_TIMEOUT)
-        .max_buf_size(crate::config::MAX_REQUEST_HEAD)
-        .serve_connection(TokioIo::new(io), svc)
-        .with_upgrades()
-        .await;
-    if let Err(e) = result {
-        tracing::debug!(error = %e, %peer, "connection ended with an error");
-    }
 }
