@@ -10,6 +10,7 @@ pub mod auth;
 pub mod client;
 pub mod codec;
 pub mod config;
+pub mod config_file;
 pub mod dispatch;
 pub mod memory;
 pub mod metrics;

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -44,6 +44,11 @@ enum LogFormat {
 
 #[derive(clap::Args)]
 struct ServeArgs {
+    /// A YAML file of these flags, each key a flag's name without the dashes
+    /// (`etcd-servers: [https://127.0.0.1:2379]`, `http-address: 127.0.0.1:8080`); a flag
+    /// given on the command line overrides the file's. See examples/watchd.yaml.
+    #[arg(long, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
     /// etcd endpoints, comma separated (as kube-apiserver's flag): the data source.
     /// Without them, the upstream API server is the data source.
     #[arg(long, value_delimiter = ',')]
@@ -560,7 +565,20 @@ async fn shutdown_signal() {
 }
 
 fn main() {
-    let cli = Cli::parse();
+    let command = Cli::command();
+    let serve_command = command
+        .find_subcommand("serve")
+        .expect("the serve subcommand is defined");
+    let args =
+        match watchd::config_file::expand(std::env::args_os().collect(), "serve", serve_command) {
+            Ok(args) => args,
+            Err(e) => {
+                eprintln!("watchd: {e}");
+                // As clap exits for a bad flag.
+                std::process::exit(2);
+            }
+        };
+    let cli = Cli::parse_from(args);
     match cli.command {
         Command::Version => println!("watchd {}", env!("CARGO_PKG_VERSION")),
         Command::Serve(args) => {
@@ -580,5 +598,31 @@ fn main() {
                 std::process::exit(1);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The documented example is a configuration `watchd serve` takes: every key one of
+    /// its flags, every value one the flag reads.
+    #[test]
+    fn the_example_config_file_is_read_as_serve_flags() {
+        let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/watchd.yaml");
+        let args = ["watchd", "serve", &format!("--config={example}")]
+            .map(std::ffi::OsString::from)
+            .to_vec();
+        let command = Cli::command();
+        let serve = command.find_subcommand("serve").unwrap();
+        let args = watchd::config_file::expand(args, "serve", serve).unwrap();
+        let cli = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{e}"));
+        let Command::Serve(serve) = cli.command else {
+            panic!("serve");
+        };
+        assert_eq!(serve.etcd_servers, ["https://127.0.0.1:2379"]);
+        assert_eq!(serve.http_address.to_string(), "0.0.0.0:6444");
+        assert_eq!(serve.history_window, Duration::from_secs(300));
+        assert!(matches!(serve.log_format, LogFormat::Json));
     }
 }

@@ -189,3 +189,46 @@ async fn kubectl_get_pods_watch_sees_a_change_made_during_the_test() {
         "{seen:?}"
     );
 }
+
+/// `--config=FILE` as an operator uses it: the data source and settings from the file,
+/// the listen address from the command line overriding the file's, and kubectl served
+/// through the result; a key that is no flag stops the start with a message naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_file_gives_the_flags_and_the_command_line_overrides_it() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_object_text(
+        &mut kv,
+        "/registry/pods/demo/from-config",
+        &pod("from-config", "node-1", "web"),
+    )
+    .await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("watchd.yaml");
+    // An address nothing can serve on: the command line's must win.
+    std::fs::write(
+        &config,
+        format!(
+            "etcd-servers:\n  - {}\nhttp-address: 192.0.2.1:1\nhistory-window: 2m\nlog-format: json\n",
+            etcd.client_url()
+        ),
+    )
+    .unwrap();
+    // No --etcd-servers on the command line: only the file names etcd.
+    let w = Watchd::start("", &[&format!("--config={}", config.display())]);
+    let out = kubectl(&w.base_url(), dir.path(), &["get", "pods", "-n", "demo"]);
+    assert_eq!(names(&out), ["from-config"], "{out}");
+
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "etcd_servers: [http://127.0.0.1:1]\n").unwrap();
+    let refused = Command::new(env!("CARGO_BIN_EXE_watchd"))
+        .args(["serve", &format!("--config={}", bad.display())])
+        .output()
+        .expect("run watchd");
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("bad.yaml") && stderr.contains("\"etcd_servers\" is not a flag of `serve`"),
+        "{stderr}"
+    );
+}
