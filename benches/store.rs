@@ -59,6 +59,7 @@ fn loaded() -> (Arc<Cache>, Ingestor) {
             max_events: config::DEFAULT_HISTORY_MAX_EVENTS,
             snapshot_ring: config::DEFAULT_SNAPSHOT_RING,
             dispatch: watchd::dispatch::Dispatch::inline(),
+            index_fields: Default::default(),
         },
     );
     let kvs: Vec<(Vec<u8>, Vec<u8>, Revision)> = names()

@@ -109,6 +109,7 @@ fn main() {
             max_events: config::DEFAULT_HISTORY_MAX_EVENTS,
             snapshot_ring: config::DEFAULT_SNAPSHOT_RING,
             dispatch: watchd::dispatch::Dispatch::inline(),
+            index_fields: Default::default(),
         },
     );
     let kvs: Vec<(Vec<u8>, Vec<u8>, Revision)> = (0..PODS)

@@ -14,6 +14,7 @@ use watchd::api::http::{self, ApiState};
 use watchd::api::read::ReadContext;
 use watchd::codec::encryption::EncryptionConfig;
 use watchd::dispatch::Dispatch;
+use watchd::registry::index_fields::{IndexField, IndexFields};
 use watchd::source::upstream::{UpstreamReader, UpstreamSource};
 use watchd::source::{EtcdConfig, EtcdReader, EtcdSource, Source, SourceReader};
 use watchd::store::{Cache, StoreConfig};
@@ -110,6 +111,12 @@ struct ServeArgs {
     /// Most past snapshots kept per resource for exact and paginated lists.
     #[arg(long, default_value_t = config::DEFAULT_SNAPSHOT_RING)]
     snapshot_ring: usize,
+    /// A resource's selectable field whose exact values index its watchers, so that one
+    /// selecting a value (`spec.nodeName=node-1`) is woken by those objects' events only:
+    /// RESOURCE:FIELD, RESOURCE as kubectl names it (`pods`, `jobs.batch`); repeatable,
+    /// one field per resource. Default: pods:spec.nodeName; giving any replaces it.
+    #[arg(long, value_name = "RESOURCE:FIELD", value_delimiter = ',')]
+    index_field: Vec<IndexField>,
     /// How often watches that allow bookmarks get one (kube-apiserver: about a minute).
     #[arg(long, default_value = "60s", value_parser = watchd::config::parse_duration)]
     bookmark_interval: Duration,
@@ -179,6 +186,8 @@ enum StartError {
     #[error("--memory-limit: cannot start the memory sampler thread: {0}")]
     MemorySampler(#[source] std::io::Error),
     /// Neither etcd nor an upstream to read.
+    #[error("--index-field: {0}")]
+    IndexField(String),
     #[error("no data source: give --etcd-servers, or --upstream-url or --upstream-kubeconfig")]
     NoSource,
     /// Decryption asked for without etcd to read encrypted values from.
@@ -371,11 +380,17 @@ async fn serve(args: ServeArgs) -> Result<(), StartError> {
         shards = dispatch.shards(),
         "dispatch shards started: wake passes run off ingestion"
     );
+    let index_fields = if args.index_field.is_empty() {
+        IndexFields::default()
+    } else {
+        IndexFields::new(args.index_field.clone()).map_err(StartError::IndexField)?
+    };
     let store_config = StoreConfig {
         history_window: args.history_window,
         max_events: args.history_max_events.max(1),
         snapshot_ring: args.snapshot_ring.max(1),
         dispatch,
+        index_fields,
     };
     let cache = if from_upstream {
         Cache::per_resource(&args.etcd_prefix, store_config)

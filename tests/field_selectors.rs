@@ -214,3 +214,65 @@ async fn events_secrets_nodes_and_custom_resources_have_their_fields() {
     .await;
     assert_eq!(names(&red), vec!["w1"]);
 }
+
+/// Watchers woken by dispatch passes so far (every dispatch thread's).
+fn wakes(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("watchd_dispatch_wakes_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// Watchers woken when one event is written for one of `WATCHERS` event watchers, each
+/// selecting its own `involvedObject.name`, in a watchd started with `args`.
+async fn wakes_for_one_event(etcd: &Etcd, args: &[&str], round: usize) -> f64 {
+    const WATCHERS: usize = 20;
+    let w = Watchd::start(&etcd.client_url(), args);
+    let mut streams = Vec::new();
+    for i in 0..WATCHERS {
+        let url = format!(
+            "{}/api/v1/namespaces/a/events?watch=1&fieldSelector=involvedObject.name%3Dobj-{i}",
+            w.base_url()
+        );
+        streams.push(http::watch(&url, &[]).await);
+    }
+    // Every watch has subscribed and idles.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let metrics_url = format!("{}/metrics", w.base_url());
+    let before = wakes(&http::get(&metrics_url, &[]).await.text());
+    let mut kv = etcd.client().await;
+    let event = format!(
+        r#"{{"apiVersion":"v1","kind":"Event","metadata":{{"name":"e-{round}","namespace":"a","uid":"u-e-{round}"}},"involvedObject":{{"kind":"Pod","namespace":"a","name":"obj-0"}},"reason":"Test"}}"#
+    );
+    put_object_text(&mut kv, &format!("/registry/events/a/e-{round}"), &event).await;
+    let seen = streams[0]
+        .next_event(Duration::from_secs(10))
+        .await
+        .expect("the event's watcher gets it");
+    assert_eq!(seen["object"]["involvedObject"]["name"], "obj-0");
+    assert!(
+        streams[1]
+            .next_event(Duration::from_millis(200))
+            .await
+            .is_none(),
+        "another object's watcher got it"
+    );
+    wakes(&http::get(&metrics_url, &[]).await.text()) - before
+}
+
+/// `--index-field=events:involvedObject.name`: a watcher of one object's events is woken
+/// by that object's events only, where without the index every watcher of the namespace
+/// is (and reads past events it does not want).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_indexed_field_wakes_only_the_watchers_of_its_value() {
+    let etcd = Etcd::start();
+    let unindexed = wakes_for_one_event(&etcd, &[], 0).await;
+    let indexed =
+        wakes_for_one_event(&etcd, &["--index-field=events:involvedObject.name"], 1).await;
+    assert!(unindexed >= 20.0, "without the index: {unindexed} wakes");
+    assert!(
+        (1.0..=2.0).contains(&indexed),
+        "with the index: {indexed} wakes (20 without)"
+    );
+}

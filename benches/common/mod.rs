@@ -124,6 +124,7 @@ pub fn cached_pod(ns: &str, name: &str, revision: Revision) -> ObjectRef {
             max_events: 1,
             snapshot_ring: 1,
             dispatch: watchd::dispatch::Dispatch::inline(),
+            index_fields: Default::default(),
         },
     );
     let key = format!("/registry/pods/{ns}/{name}").into_bytes();

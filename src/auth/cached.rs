@@ -601,6 +601,7 @@ mod tests {
                 max_events: 1000,
                 snapshot_ring: 4,
                 dispatch: crate::dispatch::Dispatch::inline(),
+                index_fields: Default::default(),
             },
         );
         (cache.clone(), Ingestor::new(cache))

@@ -1,8 +1,9 @@
 //! Who wants an event: watchers are cursors into a resource's event log, and this index
 //! decides which of them to wake when events arrive.
 //!
-//! A watcher subscribes with its most selective [`WakeKey`]: an exact indexed field value
-//! (`spec.nodeName=n` for pods), an exact name, or its namespace; watchers with none of
+//! A watcher subscribes with its most selective [`WakeKey`]: an exact value of its
+//! resource's indexed field (`--index-field`; `spec.nodeName=n` for pods by default), an
+//! exact name, or its namespace; watchers with none of
 //! these are in the resource-wide set. An event wakes the resource-wide set and the sets
 //! of its own keys (those of the new and the previous state, so a pod leaving node `n`
 //! still wakes `n`'s watchers for their DELETED). Each key is one hash lookup, so an

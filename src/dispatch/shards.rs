@@ -239,6 +239,9 @@ impl Shards {
 
 fn run(thread: usize, queue: &Receiver<Pass>, shards: &std::sync::Weak<Shards>) {
     let counter = metrics::counter!("watchd_dispatch_passes_total", "thread" => thread.to_string());
+    // Watchers woken: with the passes, how well the wake index keeps wakes to the
+    // watchers an event may concern.
+    let wakes = metrics::counter!("watchd_dispatch_wakes_total", "thread" => thread.to_string());
     let mut batch: Vec<Vec<Arc<super::Waiter>>> = Vec::new();
     while let Ok(first) = queue.recv() {
         let Some(shards) = shards.upgrade() else {
@@ -247,6 +250,7 @@ fn run(thread: usize, queue: &Receiver<Pass>, shards: &std::sync::Weak<Shards>) 
         let started = Instant::now();
         let n = take_batch(first, queue, &mut batch);
         super::pass::run_pass(|| wake_interleaved(&batch));
+        wakes.increment(batch.iter().map(|p| p.len() as u64).sum());
         let now = Instant::now();
         let busy = now.saturating_duration_since(started).as_nanos() as u64;
         shards.busy_ns[thread].fetch_add(busy, Ordering::Relaxed);
@@ -277,12 +281,12 @@ fn take_batch(
 }
 
 /// Wakes the waiters of a batch of passes, one of each pass in turn: a pass may hold the
-/// streams of one connection whose streams are tasks (gRPC: tonic's), and woken one after
+/// streams of one connection whose streams are tasks (HTTP/1.1 over TLS), and woken one after
 /// the other they would be polled at once by every tokio worker and contend for their
 /// connection's HTTP/2 state. Interleaved, consecutive wakes concern different
 /// connections (measured on 16 cores when HTTP/2 watches were tasks too: 1.8× the CPU
-/// per delivery with a connection's streams woken together). HTTP/2 watches are stepped
-/// here now, and their connections woken at the end of the batch (`super::pass`).
+/// per delivery with a connection's streams woken together). HTTP/2 and gRPC watches are
+/// stepped here now, and their connections woken at the end of the batch (`super::pass`).
 fn wake_interleaved(passes: &[Vec<Arc<super::Waiter>>]) {
     let longest = passes.iter().map(Vec::len).max().unwrap_or(0);
     for i in 0..longest {

@@ -112,6 +112,7 @@ pub fn parse_crd(json: &[u8]) -> Result<ResourceInfo, CrdError> {
         // Custom resources: apiextensions-apiserver's selectable-field conversion.
         field_policy: FieldPolicy::meta_only("field label not supported: {}"),
         printer_columns: storage.additional_printer_columns.clone(),
+        indexed_field: None,
     })
 }
 

@@ -7,6 +7,7 @@
 
 pub mod builtin;
 pub mod crd;
+pub mod index_fields;
 
 use std::sync::Arc;
 
@@ -55,6 +56,9 @@ pub struct ResourceInfo {
     pub field_policy: FieldPolicy,
     /// A custom resource's `additionalPrinterColumns` (empty for built-ins).
     pub printer_columns: Vec<PrinterColumn>,
+    /// The selectable field whose exact values the wake index keys watchers by, as the
+    /// cache registered it (`--index-field`; see [`index_fields`]).
+    pub indexed_field: Option<String>,
 }
 
 /// How a resource's field selector labels are accepted, as its field label conversion
@@ -129,10 +133,10 @@ impl ResourceInfo {
         format!("{}List", self.kind)
     }
 
-    /// The selectable field whose exact values the wake index keys watchers by (pods:
-    /// `spec.nodeName`, what every node agent watches), if any.
+    /// The selectable field whose exact values the wake index keys watchers by (by
+    /// default pods' `spec.nodeName`, what every node agent watches), if any.
     pub fn indexed_field(&self) -> Option<&str> {
-        (self.group.is_empty() && self.resource == "pods").then_some("spec.nodeName")
+        self.indexed_field.as_deref()
     }
 
     /// Whether `field` can be used in a field selector of this resource.

@@ -181,7 +181,8 @@ impl Cache {
     /// store with one of the new definition holding the same objects as of `revision` (the
     /// old store's watchers are ended, so clients re-list). An unchanged definition keeps
     /// its existing store. Returns the store.
-    pub fn register(&self, info: ResourceInfo, revision: Revision) -> Arc<ResourceStore> {
+    pub fn register(&self, mut info: ResourceInfo, revision: Revision) -> Arc<ResourceStore> {
+        info.indexed_field = self.config.index_fields.field_for(&info);
         let index = self.index.load_full();
         let existing = index
             .same_resource(&info)

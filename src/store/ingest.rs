@@ -509,6 +509,7 @@ mod tests {
                 max_events: 1000,
                 snapshot_ring: 100,
                 dispatch: crate::dispatch::Dispatch::inline(),
+                index_fields: Default::default(),
             },
         );
         let mut ingestor = Ingestor::new(cache.clone());

@@ -30,6 +30,8 @@ pub struct StoreConfig {
     pub snapshot_ring: usize,
     /// Where its watchers' wake passes run.
     pub dispatch: Dispatch,
+    /// Each resource's indexed field (`--index-field`).
+    pub index_fields: crate::registry::index_fields::IndexFields,
 }
 
 /// A change to one object, decoded and ready to apply.

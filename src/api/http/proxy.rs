@@ -398,6 +398,7 @@ mod tests {
             max_events: 100,
             snapshot_ring: 4,
             dispatch: crate::dispatch::Dispatch::inline(),
+            index_fields: Default::default(),
         }
     }
 

@@ -25,6 +25,7 @@ pub fn info(group: &str, resource: &str, kind: &str) -> ResourceInfo {
         fields: Vec::new(),
         field_policy: FieldPolicy::meta_only("field label not supported: {}"),
         printer_columns: Vec::new(),
+        indexed_field: None,
     }
 }
 
@@ -33,6 +34,7 @@ pub fn crd_info(columns: Vec<PrinterColumn>) -> ResourceInfo {
     ResourceInfo {
         origin: Origin::CustomResource,
         printer_columns: columns,
+        indexed_field: None,
         ..info("example.com", "widgets", "Widget")
     }
 }
