@@ -112,6 +112,11 @@ pub struct S2Args {
     /// Longest wait for the watchers after the last update, seconds.
     #[arg(long, default_value_t = 15)]
     pub drain_timeout: u64,
+    /// The pod field each keyed watcher selects one value of: spec.nodeName (a kubelet
+    /// per node), or spec.serviceAccountName (watchd started with
+    /// --index-field=pods:spec.serviceAccountName; "nodes" are then service accounts).
+    #[arg(long, value_enum, default_value = "spec.nodeName")]
+    pub key_field: s2::KeyField,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -133,6 +138,7 @@ pub async fn s2(a: S2Args) -> Result<bool, String> {
         streams_per_connection: a.streams_per_connection,
         drain_timeout: Duration::from_secs(a.drain_timeout),
         setup: a.common.setup(),
+        key_field: a.key_field,
         ..s2::S2Config::default()
     };
     let r = s2::run(&cfg).await?;

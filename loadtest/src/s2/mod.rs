@@ -69,6 +69,38 @@ pub struct S2Config {
     pub setup: ServerSetup,
     /// etcd key prefix.
     pub prefix: String,
+    /// The pod field each keyed watcher selects one value of.
+    pub key_field: KeyField,
+}
+
+/// The field S2's keyed watchers select: `spec.nodeName` (a kubelet each, watchd's
+/// default index) or `spec.serviceAccountName` (indexed by watchd only when started
+/// with `--index-field=pods:spec.serviceAccountName`, which the run adds).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum KeyField {
+    #[default]
+    #[value(name = "spec.nodeName")]
+    NodeName,
+    #[value(name = "spec.serviceAccountName")]
+    ServiceAccountName,
+}
+
+impl KeyField {
+    /// The field selector's field.
+    pub fn name(self) -> &'static str {
+        match self {
+            KeyField::NodeName => "spec.nodeName",
+            KeyField::ServiceAccountName => "spec.serviceAccountName",
+        }
+    }
+
+    /// The flag watchd needs to index the field (none for its default).
+    pub fn watchd_arg(self) -> Option<String> {
+        match self {
+            KeyField::NodeName => None,
+            KeyField::ServiceAccountName => Some(format!("--index-field=pods:{}", self.name())),
+        }
+    }
 }
 
 impl Default for S2Config {
@@ -90,6 +122,7 @@ impl Default for S2Config {
             drain_timeout: Duration::from_secs(15),
             setup: ServerSetup::default(),
             prefix: "/registry".into(),
+            key_field: KeyField::NodeName,
         }
     }
 }

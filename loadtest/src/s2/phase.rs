@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::S2Config;
+use super::{KeyField, S2Config};
 use crate::endpoint::Protocol;
 use crate::objects::Rng;
 use crate::s1::report::Latency;
 use crate::s1::watch::{self, Outcome, Source, Watchers};
 use crate::s1::writer::{self, WriteStats};
 use crate::scenario::fill::{fill, FillCounters};
-use crate::scenario::pods::{namespace_name, stamped_pod, StampedValue};
+use crate::scenario::pods::{namespace_name, stamped_pod_with, StampedValue};
 use crate::scenario::progress::{Progress, RssSampler};
 use crate::scenario::report::latency_ms;
 use crate::scenario::servers::{check_fits, CpuMark, CpuUse, Servers};
@@ -86,15 +86,24 @@ fn pods(cfg: &S2Config, nodes: usize, node_names: &[String]) -> Result<Vec<Stamp
     (0..cfg.pods)
         .map(|i| {
             let ns = namespace_name(i % cfg.namespaces);
-            let node = &node_names[i % nodes];
-            stamped_pod(
+            let key = &node_names[i % nodes];
+            // Keyed by service account: the pods spread over as many nodes, the
+            // watchers' key is the account.
+            let edit = |p: &mut serde_json::Value| {
+                if cfg.key_field == KeyField::ServiceAccountName {
+                    p["spec"]["serviceAccountName"] = key.as_str().into();
+                    p["spec"]["serviceAccount"] = key.as_str().into();
+                }
+            };
+            stamped_pod_with(
                 &cfg.prefix,
                 i,
                 &ns,
-                node,
+                key,
                 cfg.storage,
                 cfg.pod_bytes,
                 &mut rng,
+                edit,
             )
         })
         .collect()
@@ -191,7 +200,9 @@ pub async fn run(cfg: &S2Config, nodes: usize, etcd: bool, label: &str) -> Resul
             servers.etcd_pid,
         )
     } else {
-        servers.start_watchd(&cfg.setup).await?;
+        let mut setup = cfg.setup.clone();
+        setup.watchd_args.extend(cfg.key_field.watchd_arg());
+        servers.start_watchd(&setup).await?;
         let base = list_revision(&servers).await?;
         let source = Source::Http {
             endpoint: servers.watchd_endpoint()?,
@@ -213,7 +224,8 @@ pub async fn run(cfg: &S2Config, nodes: usize, etcd: bool, label: &str) -> Resul
         Some(
             watch::open_paths(&source, node_count, base, |i| {
                 format!(
-                    "/api/v1/pods?watch=1&fieldSelector=spec.nodeName%3D{}",
+                    "/api/v1/pods?watch=1&fieldSelector={}%3D{}",
+                    cfg.key_field.name(),
                     node_names[i]
                 )
             })

@@ -190,10 +190,14 @@ pub fn build(cfg: &S2Config, full: &Phase, small: Option<&Phase>, etcd: Option<&
     Report {
         scenario: "s2".into(),
         title: format!(
-            "S2 node-scoped: {} node watchers + {} all-pods watchers, {} pod updates/s",
-            cfg.nodes, cfg.all_watchers, cfg.updates_per_sec
+            "S2 keyed by {}: {} keyed watchers + {} all-pods watchers, {} pod updates/s",
+            cfg.key_field.name(),
+            cfg.nodes,
+            cfg.all_watchers,
+            cfg.updates_per_sec
         ),
         settings: json!({
+            "key_field": cfg.key_field.name(),
             "nodes": cfg.nodes,
             "baseline_nodes": cfg.baseline_nodes,
             "all_watchers": cfg.all_watchers,

@@ -174,7 +174,23 @@ pub fn stamped_pod(
     bytes: usize,
     rng: &mut Rng,
 ) -> Result<StampedValue, String> {
+    stamped_pod_with(prefix, i, ns, node, storage, bytes, rng, |_| {})
+}
+
+/// [`stamped_pod`], the pod changed by `edit` before it is encoded.
+#[allow(clippy::too_many_arguments)]
+pub fn stamped_pod_with(
+    prefix: &str,
+    i: usize,
+    ns: &str,
+    node: &str,
+    storage: Storage,
+    bytes: usize,
+    rng: &mut Rng,
+    edit: impl FnOnce(&mut serde_json::Value),
+) -> Result<StampedValue, String> {
     let mut p = pod(i, ns, node, rng);
+    edit(&mut p);
     let value = encode_padded(&mut p, storage, bytes)?;
     StampedValue::new(pod_key(prefix, &p), value)
 }

@@ -109,7 +109,7 @@ fn connection<T>(req: &Request<T>) -> Option<&Arc<Connection>> {
 /// The dispatch shard of a call's watches: its connection's, so that every call of one
 /// connection is in one shard.
 fn shard_of<T>(req: &Request<T>) -> usize {
-    connection(req).map_or_else(crate::dispatch::shards::next_hint, |c| c.shard)
+    connection(req).map_or_else(crate::api::watch::next_shard, |c| c.shard)
 }
 
 /// Objects in a List page when the client gives no limit (client-go pages by 500).
@@ -476,7 +476,7 @@ impl Watchd for GrpcApi {
             )
             .await
         };
-        let result = crate::dispatch::in_shard(shard, result);
+        let result = crate::api::watch::in_shard(shard, result);
         match result.await.map_err(|e| to_status(&e))? {
             WatchStart::Error(e) => Ok(Response::new(Box::pin(futures_util::stream::iter([Ok(
                 pb::WatchResponse {
@@ -557,7 +557,7 @@ impl Watchd for GrpcApi {
         let slot = WatchSlot::of(&req)?;
         let r = req.into_inner();
         let selections = self.selections(&r.selections).map_err(|e| to_status(&e))?;
-        let started = crate::dispatch::in_shard(
+        let started = crate::api::watch::in_shard(
             shard,
             many::start(&self.read, selections, &r, self.max_message_bytes),
         );

@@ -170,7 +170,7 @@ pub async fn serve(
         };
         // Without it, Nagle holds small watch messages for tens of milliseconds.
         let _ = tcp.set_nodelay(true);
-        let shard = crate::dispatch::shards::next_hint();
+        let shard = crate::api::watch::next_shard();
         let (service, tls) = (service.clone(), tls.clone());
         let (drain, drained) = tokio::sync::oneshot::channel();
         let settings = h2_conn::Settings {

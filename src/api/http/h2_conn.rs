@@ -30,9 +30,9 @@ use super::body::{Body, BufList};
 use super::coalesce::{self, ConnError, FlushAfterPoll};
 use super::conn::Connection;
 use super::{handle, ApiState};
+use crate::api::watch::AtPassEnd;
 use crate::api::watch::SteppedWatch;
 use crate::client::upstream::StreamBody;
-use crate::dispatch::pass::AtPassEnd;
 
 /// hyper's defaults for a server's windows and frames.
 const STREAM_WINDOW: u32 = 1024 * 1024;

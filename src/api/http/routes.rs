@@ -39,7 +39,7 @@ pub(super) async fn handle<B: proxy::ForwardBody>(
     req: Request<B>,
     conn: &Connection,
 ) -> Response<Body> {
-    crate::dispatch::in_shard(conn.shard, handle_in_shard(state, req, conn)).await
+    crate::api::watch::in_shard(conn.shard, handle_in_shard(state, req, conn)).await
 }
 
 async fn handle_in_shard<B: proxy::ForwardBody>(

@@ -43,7 +43,7 @@ pub async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
-        let shard = crate::dispatch::shards::next_hint();
+        let shard = crate::api::watch::next_shard();
         let write_timeout = state.write_timeout;
         let state = state.clone();
         let tls = tls.clone();

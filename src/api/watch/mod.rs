@@ -16,6 +16,15 @@ use tokio::time::{Instant, Sleep};
 
 pub mod merged;
 
+pub use crate::dispatch::in_shard;
+/// What a frontend needs of dispatch to serve a connection's watches together, so that
+/// no frontend imports it: a shard per connection, dealt when it is accepted
+/// ([`next_shard`]); its requests served in it ([`in_shard`]), so every watch of the
+/// connection is woken by one thread; and the connection's task woken once at the end of
+/// a pass that queued its streams' frames ([`AtPassEnd`]).
+pub use crate::dispatch::pass::AtPassEnd;
+pub use crate::dispatch::shards::next_hint as next_shard;
+
 use super::filter::{wake_key, Filter};
 use super::query::{RvParam, WatchQuery};
 use super::read::{matches, wait_fresh, ReadContext};
