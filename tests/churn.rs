@@ -597,3 +597,88 @@ async fn a_history_sent_in_fragments_is_applied_a_whole_revision_at_a_time() {
         "etcd sent no fragments: the test proves nothing\n{metrics}"
     );
 }
+
+/// Two replicas behind one etcd: every watcher of one that is killed (SIGKILL) while the
+/// writer goes on watches again on the other from the last resourceVersion it received
+/// (as client-go's reflector does, without listing), and what it received from both
+/// equals etcd's history. The second replica starts after the writes began: it replays
+/// etcd's history at start, so it resumes watches from revisions before it existed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchers_fail_over_to_a_second_replica_with_their_resource_version() {
+    let etcd = Etcd::start();
+    let mut client = etcd.client().await;
+    let mut writer = Writer::new(0x5eed_0005, Format::Protobuf);
+    writer.run(&mut client, 100).await;
+    let mut first = Watchd::start(&etcd.client_url(), &[]);
+    let start = list_rv(&first.base_url()).await;
+    let mut watchers = open_watchers(&first.base_url(), start).await;
+    // One whose object never changes: it resumes from the list's revision, from before
+    // the second replica existed.
+    watchers.push(Watcher::open(&first.base_url(), Some("churn-0"), Some("quiet"), start).await);
+
+    writer.run(&mut client, 400).await;
+    let second_born = current_revision(&mut client).await;
+    let second = Watchd::start(&etcd.client_url(), &[]);
+    writer.run(&mut client, 400).await;
+    first.kill9();
+
+    // Each watcher reads what the first replica sent before it died, then watches the
+    // second from the last revision it saw.
+    let mut before = Vec::new();
+    let mut from_before_second = 0;
+    for w in &mut watchers {
+        let mut got = Vec::new();
+        while let Some(ev) = w.stream.next_event(Duration::from_secs(5)).await {
+            assert_ne!(ev["type"], "ERROR", "the first replica sent {ev}");
+            got.push(seen(&ev));
+        }
+        assert!(w.stream.is_ended(), "the killed replica's stream ended");
+        let from = got.last().map_or(start, |s| s.2);
+        if from < second_born {
+            from_before_second += 1;
+        }
+        let (ns, name) = (w.namespace.clone(), w.name.clone());
+        *w = Watcher::open(&second.base_url(), ns.as_deref(), name.as_deref(), from).await;
+        before.push(got);
+    }
+    writer.run(&mut client, 400).await;
+    let end = current_revision(&mut client).await;
+
+    let history = etcd_history(&mut client, start, end, &writer).await;
+    assert!(
+        history.len() >= 1200,
+        "etcd history has {} events",
+        history.len()
+    );
+    let mut from_both = 0;
+    for (i, (w, got)) in watchers.iter_mut().zip(before).enumerate() {
+        let expected: Vec<Seen> = history.iter().filter(|s| w.wants(s)).cloned().collect();
+        assert!(
+            got.len() <= expected.len(),
+            "watcher {i} got more than etcd has"
+        );
+        let (after, error) = w.collect(expected.len() - got.len()).await;
+        assert!(
+            error.is_none(),
+            "watcher {i} on the second replica: {error:?}"
+        );
+        if !got.is_empty() && !after.is_empty() {
+            from_both += 1;
+        }
+        let all: Vec<Seen> = got.into_iter().chain(after).collect();
+        assert_eq!(
+            all, expected,
+            "watcher {i} ({:?}) across the failover",
+            w.namespace
+        );
+    }
+    assert!(
+        from_both >= 10,
+        "only {from_both} watchers got events from both replicas"
+    );
+    assert!(
+        from_before_second >= 1,
+        "no watcher resumed from a revision before the second replica started"
+    );
+    assert_list_equals_etcd(&second.base_url(), &mut client).await;
+}
