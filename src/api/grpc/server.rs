@@ -56,8 +56,8 @@ async fn report_health(
     }
 }
 
-/// The gRPC API on a connection: the Watch call written by the dispatch pass (the
-/// service leaves its session in the request's [`WatchSlot`]), every other call as
+/// The gRPC API on a connection: Watch and WatchMany calls written by the dispatch pass
+/// (the service leaves the session in the request's [`WatchSlot`]), every other call as
 /// tonic's routes answer it.
 struct GrpcService {
     routes: Routes,
@@ -92,7 +92,8 @@ impl Service for GrpcService {
 /// given; authenticating and authorizing every call as the HTTP API does when `security`
 /// is given (credentials: a client certificate, or `authorization: Bearer` metadata).
 /// List responses and requests stay under `max_message_bytes`; a connection carries at
-/// most `max_streams` calls at once (more are refused) and is pinged as the HTTP/2 API's
+/// most `max_streams` calls at once (its SETTINGS say so: clients wait for one to end)
+/// and is pinged as the HTTP/2 API's
 /// are, so a dead peer's watches end. Connections are served as the HTTP API's HTTP/2
 /// connections are ([`h2_conn`]).
 pub async fn serve(
