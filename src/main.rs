@@ -150,6 +150,12 @@ struct ServeArgs {
     /// (a watch whose client stopped reading; 0: never).
     #[arg(long, default_value = "60s", value_parser = watchd::config::parse_duration)]
     write_timeout: Duration,
+    /// After SIGTERM (or Ctrl-C), how long to go on serving while reporting not ready
+    /// (`/readyz` fails its `shutdown` check, gRPC health says NOT_SERVING), so that load
+    /// balancers and clients move to another replica before the connections end; as
+    /// kube-apiserver's flag of that name. 0: stop at once. A second signal stops at once.
+    #[arg(long, default_value = "0s", value_parser = watchd::config::parse_duration)]
+    shutdown_delay_duration: Duration,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -478,6 +484,7 @@ async fn serve(args: ServeArgs) -> Result<(), StartError> {
         write_timeout: args.write_timeout,
         proxy,
     });
+    let (shutdown_cache, shutdown_delay) = (cache.clone(), args.shutdown_delay_duration);
     let ingest = tokio::spawn(source.run(cache, stop_rx.clone()));
     let grpc = tokio::spawn(grpc::serve(
         grpc_listener,
@@ -490,6 +497,14 @@ async fn serve(args: ServeArgs) -> Result<(), StartError> {
     ));
     let server = tokio::spawn(http::serve(listener, state, tls.map(|t| t.http), stop_rx));
     shutdown_signal().await;
+    shutdown_cache.begin_shutdown();
+    if !shutdown_delay.is_zero() {
+        tracing::info!(delay = ?shutdown_delay, "shutting down: reporting not ready, serving on for --shutdown-delay-duration");
+        tokio::select! {
+            _ = tokio::time::sleep(shutdown_delay) => {}
+            _ = shutdown_signal() => {}
+        }
+    }
     tracing::info!("stopping");
     let _ = stop_tx.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(5), async {

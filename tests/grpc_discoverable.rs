@@ -287,3 +287,64 @@ async fn a_connection_carries_at_most_the_configured_calls_at_once() {
         .expect("the third call runs once the first ended");
     answered.expect("join").expect("third watch");
 }
+
+/// `--shutdown-delay-duration`: after SIGTERM watchd reports itself not ready at once
+/// (`/readyz` fails its `shutdown` check, gRPC health turns NOT_SERVING) and goes on
+/// serving reads until the delay has passed, then exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn during_the_shutdown_delay_readiness_fails_and_reads_are_served() {
+    let etcd = Etcd::start();
+    let mut w = Watchd::start(&etcd.client_url(), &["--shutdown-delay-duration=6s"]);
+    let mut health = HealthClient::new(channel(&w).await);
+    let mut statuses = health
+        .watch(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .expect("health watch")
+        .into_inner();
+    // The health service follows readiness a few times a second: SERVING soon after
+    // /readyz turned 200.
+    loop {
+        let status = tokio::time::timeout(WAIT, statuses.message())
+            .await
+            .expect("SERVING once ready")
+            .expect("a message")
+            .expect("not ended");
+        if status.status() == ServingStatus::Serving {
+            break;
+        }
+    }
+    let readyz = support::http::get(&format!("{}/readyz", w.base_url()), &[]).await;
+    assert_eq!(readyz.status, 200, "{}", readyz.text());
+
+    let signalled = std::time::Instant::now();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &w.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(sent.success());
+    let next = tokio::time::timeout(Duration::from_secs(2), statuses.message())
+        .await
+        .expect("NOT_SERVING within 2 s of SIGTERM")
+        .expect("a message")
+        .expect("not ended");
+    assert_eq!(next.status(), ServingStatus::NotServing);
+    let readyz = support::http::get(&format!("{}/readyz", w.base_url()), &[]).await;
+    assert_eq!(readyz.status, 500);
+    assert!(
+        readyz.text().contains("[-]shutdown failed"),
+        "{}",
+        readyz.text()
+    );
+    let list = support::http::get(&format!("{}/api/v1/configmaps", w.base_url()), &[]).await;
+    assert_eq!(list.status, 200, "reads are served during the delay");
+    // A lower bound only: a loaded machine makes the exit later, never earlier.
+    let exited = tokio::task::block_in_place(|| w.wait_exit(Duration::from_secs(30)));
+    assert!(exited.is_some(), "watchd exited after the delay");
+    assert!(
+        signalled.elapsed() >= Duration::from_secs(6),
+        "exited after {:?}, before the 6 s delay",
+        signalled.elapsed()
+    );
+}

@@ -113,6 +113,9 @@ pub struct Cache {
     epoch: AtomicU64,
     synced: AtomicBool,
     watch_live: AtomicBool,
+    /// The server is shutting down: readiness fails (`/readyz`'s `shutdown` check, gRPC
+    /// health) while it goes on serving.
+    shutting_down: watch::Sender<bool>,
     /// Raised by the read path when the source's current revision is below the applied
     /// one (see [`Cache::report_source_behind`]).
     source_behind: tokio::sync::Notify,
@@ -159,6 +162,7 @@ impl Cache {
             epoch: AtomicU64::new(0),
             synced: AtomicBool::new(false),
             watch_live: AtomicBool::new(false),
+            shutting_down: watch::Sender::new(false),
             source_behind: tokio::sync::Notify::new(),
         };
         for info in builtin::builtin_resources() {
@@ -396,6 +400,22 @@ impl Cache {
     /// Whether the etcd watch is established.
     pub fn is_watch_live(&self) -> bool {
         self.watch_live.load(Ordering::Acquire)
+    }
+
+    /// Marks the server as shutting down: from now on it reports itself not ready, so
+    /// that load balancers and clients move elsewhere, while it still serves.
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.send_replace(true);
+    }
+
+    /// Whether the server is shutting down ([`Cache::begin_shutdown`]).
+    pub fn is_shutting_down(&self) -> bool {
+        *self.shutting_down.borrow()
+    }
+
+    /// Changes of [`Cache::is_shutting_down`], for whoever reports readiness.
+    pub fn watch_shutdown(&self) -> watch::Receiver<bool> {
+        self.shutting_down.subscribe()
     }
 
     /// Tells ingestion that a read found the source's current revision below the applied

@@ -30,8 +30,12 @@ async fn report_health(
 ) {
     use tonic_health::ServingStatus;
     let mut last = None;
+    let mut draining = cache.watch_shutdown();
     loop {
-        let ready = !*shutdown.borrow() && cache.is_synced() && cache.is_watch_live();
+        let ready = !*shutdown.borrow()
+            && !cache.is_shutting_down()
+            && cache.is_synced()
+            && cache.is_watch_live();
         if last != Some(ready) {
             let status = if ready {
                 ServingStatus::Serving
@@ -52,6 +56,8 @@ async fn report_health(
         tokio::select! {
             _ = tokio::time::sleep(HEALTH_EVERY) => {}
             _ = shutdown.changed() => {}
+            // NOT_SERVING from the moment shutdown begins, not at the next look.
+            _ = draining.changed() => {}
         }
     }
 }

@@ -23,9 +23,14 @@ fn checks(endpoint: &str, cache: &Cache) -> Vec<Check> {
         name: "etcd-watch",
         ok: cache.is_watch_live(),
     };
+    // As kube-apiserver's: failing from the moment the server starts to shut down.
+    let shutdown = Check {
+        name: "shutdown",
+        ok: !cache.is_shutting_down(),
+    };
     match endpoint {
         "livez" => vec![ping],
-        "readyz" => vec![ping, sync, watch],
+        "readyz" => vec![ping, sync, watch, shutdown],
         _ => vec![ping, sync],
     }
 }
