@@ -156,6 +156,12 @@ struct ServeArgs {
     /// kube-apiserver's flag of that name. 0: stop at once. A second signal stops at once.
     #[arg(long, default_value = "0s", value_parser = watchd::config::parse_duration)]
     shutdown_delay_duration: Duration,
+    /// After the shutdown delay, end the open watches gradually over this period (each
+    /// at its own instant, as a timeout ends it), so their clients watch again elsewhere
+    /// over that time rather than all at once; then stop. As kube-apiserver's flag of
+    /// that name. 0: the watches end when the server stops.
+    #[arg(long, default_value = "0s", value_parser = watchd::config::parse_duration)]
+    shutdown_watch_termination_grace_period: Duration,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -484,7 +490,11 @@ async fn serve(args: ServeArgs) -> Result<(), StartError> {
         write_timeout: args.write_timeout,
         proxy,
     });
-    let (shutdown_cache, shutdown_delay) = (cache.clone(), args.shutdown_delay_duration);
+    let (shutdown_cache, shutdown_delay, watch_grace) = (
+        cache.clone(),
+        args.shutdown_delay_duration,
+        args.shutdown_watch_termination_grace_period,
+    );
     let ingest = tokio::spawn(source.run(cache, stop_rx.clone()));
     let grpc = tokio::spawn(grpc::serve(
         grpc_listener,
@@ -502,6 +512,15 @@ async fn serve(args: ServeArgs) -> Result<(), StartError> {
         tracing::info!(delay = ?shutdown_delay, "shutting down: reporting not ready, serving on for --shutdown-delay-duration");
         tokio::select! {
             _ = tokio::time::sleep(shutdown_delay) => {}
+            _ = shutdown_signal() => {}
+        }
+    }
+    if !watch_grace.is_zero() {
+        tracing::info!(grace = ?watch_grace, "shutting down: ending open watches gradually over --shutdown-watch-termination-grace-period");
+        shutdown_cache.drain_watches(watch_grace);
+        tokio::select! {
+            // A moment past the last watch's instant, for its end to be written.
+            _ = tokio::time::sleep(watch_grace + Duration::from_millis(200)) => {}
             _ = shutdown_signal() => {}
         }
     }

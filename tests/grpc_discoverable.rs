@@ -348,3 +348,54 @@ async fn during_the_shutdown_delay_readiness_fails_and_reads_are_served() {
         signalled.elapsed()
     );
 }
+
+/// `--shutdown-watch-termination-grace-period`: after SIGTERM the open watches end one
+/// after another over the period (their clients watch again elsewhere over that time),
+/// not all at once when the server stops; then watchd exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_watches_end_spread_over_the_termination_grace_period() {
+    const WATCHES: usize = 20;
+    let etcd = Etcd::start();
+    let mut w = Watchd::start(
+        &etcd.client_url(),
+        &["--shutdown-watch-termination-grace-period=4s"],
+    );
+    let mut streams = Vec::new();
+    for _ in 0..WATCHES {
+        let url = format!("{}/api/v1/configmaps?watch=1", w.base_url());
+        streams.push(support::http::watch(&url, &[]).await);
+    }
+    let signalled = std::time::Instant::now();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &w.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(sent.success());
+    let readers: Vec<_> = streams
+        .into_iter()
+        .map(|mut s| {
+            tokio::spawn(async move {
+                while let Some(ev) = s.next_event(Duration::from_secs(20)).await {
+                    assert_ne!(ev["type"], "ERROR", "a drained watch just ends: {ev}");
+                }
+                assert!(s.is_ended(), "the watch ended");
+                signalled.elapsed()
+            })
+        })
+        .collect();
+    let mut ends = Vec::new();
+    for r in readers {
+        ends.push(r.await.expect("reader"));
+    }
+    let exited = tokio::task::block_in_place(|| w.wait_exit(Duration::from_secs(30)));
+    assert!(exited.is_some(), "watchd exited after the grace period");
+    let exit = signalled.elapsed();
+    let (first, last) = (ends.iter().min().unwrap(), ends.iter().max().unwrap());
+    // Spread over the period; cut by the exit they would all end within moments.
+    assert!(
+        *last - *first >= Duration::from_millis(1500),
+        "the watches ended between {first:?} and {last:?} after SIGTERM"
+    );
+    // Lower bounds only: a loaded machine makes these later, never earlier.
+    assert!(exit >= Duration::from_secs(4), "exited after {exit:?}");
+}

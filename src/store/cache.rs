@@ -100,6 +100,9 @@ impl ResourceIndex {
     }
 }
 
+/// The places of watches in a drain at shutdown ([`Cache::drain_deadline`]).
+pub const DRAIN_SPREAD: u16 = 1000;
+
 /// The whole cache.
 pub struct Cache {
     prefix: String,
@@ -116,6 +119,9 @@ pub struct Cache {
     /// The server is shutting down: readiness fails (`/readyz`'s `shutdown` check, gRPC
     /// health) while it goes on serving.
     shutting_down: watch::Sender<bool>,
+    /// When open watches began to be ended at shutdown, and over how long
+    /// ([`Cache::drain_watches`]).
+    watch_drain: std::sync::OnceLock<(tokio::time::Instant, Duration)>,
     /// Raised by the read path when the source's current revision is below the applied
     /// one (see [`Cache::report_source_behind`]).
     source_behind: tokio::sync::Notify,
@@ -163,6 +169,7 @@ impl Cache {
             synced: AtomicBool::new(false),
             watch_live: AtomicBool::new(false),
             shutting_down: watch::Sender::new(false),
+            watch_drain: std::sync::OnceLock::new(),
             source_behind: tokio::sync::Notify::new(),
         };
         for info in builtin::builtin_resources() {
@@ -411,6 +418,41 @@ impl Cache {
     /// Whether the server is shutting down ([`Cache::begin_shutdown`]).
     pub fn is_shutting_down(&self) -> bool {
         *self.shutting_down.borrow()
+    }
+
+    /// Ends every open watch within `grace` from now, spread over it (each at its own
+    /// instant: [`Cache::drain_deadline`]), so that their clients re-watch elsewhere over
+    /// that period rather than all at once; watches started from now on end at its end.
+    /// Wakes every watcher so that it learns its instant.
+    pub fn drain_watches(&self, grace: Duration) {
+        if self
+            .watch_drain
+            .set((tokio::time::Instant::now(), grace))
+            .is_ok()
+        {
+            for store in self.index.load().stores() {
+                store.wake.wake_all();
+            }
+        }
+    }
+
+    /// When a watch whose place in the drain is `spread` (0..=[`DRAIN_SPREAD`]; the
+    /// highest for watches started during it) ends, once watches are being drained.
+    pub fn drain_deadline(&self, spread: u16) -> Option<tokio::time::Instant> {
+        let (start, grace) = self.watch_drain.get()?;
+        Some(*start + grace.mul_f64(f64::from(spread.min(DRAIN_SPREAD)) / f64::from(DRAIN_SPREAD)))
+    }
+
+    /// A watch's place in a drain ([`Cache::drain_deadline`]): spread evenly over the
+    /// watches in the order they started; the last for one started while draining.
+    pub fn drain_spread(&self) -> u16 {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        if self.watch_drain.get().is_some() {
+            return DRAIN_SPREAD;
+        }
+        // The golden ratio's fraction: consecutive watches land far apart.
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        ((n * 618) % u64::from(DRAIN_SPREAD)) as u16
     }
 
     /// Changes of [`Cache::is_shutting_down`], for whoever reports readiness.

@@ -70,6 +70,8 @@ pub struct MergedSession<E: WatchEncoder> {
     initial: Option<Initial>,
     allow_bookmarks: bool,
     deadline: Instant,
+    /// Its place among the watches ended gradually at shutdown.
+    drain_spread: u16,
     next_bookmark: Instant,
     bookmark_interval: Duration,
     timer: Pin<Box<Sleep>>,
@@ -182,6 +184,7 @@ impl<E: WatchEncoder> MergedSession<E> {
             }),
             allow_bookmarks: q.allow_bookmarks,
             deadline,
+            drain_spread: read.cache.drain_spread(),
             next_bookmark: now + read.bookmark_interval,
             bookmark_interval: read.bookmark_interval,
             timer: Box::pin(tokio::time::sleep_until(deadline)),
@@ -349,7 +352,11 @@ impl<E: WatchEncoder> Stepping for MergedSession<E> {
             return Step::Frame(self.take());
         }
         let now = Instant::now();
-        if now >= self.deadline {
+        let deadline = match self.cache.drain_deadline(self.drain_spread) {
+            Some(d) => d.min(self.deadline),
+            None => self.deadline,
+        };
+        if now >= deadline {
             self.done = true;
             return Step::End;
         }
@@ -375,7 +382,7 @@ impl<E: WatchEncoder> Stepping for MergedSession<E> {
                 .bookmark(&self.parts[0].store.info, self.sent, false);
             return Step::Frame(self.take());
         }
-        let mut at = self.deadline;
+        let mut at = deadline;
         if self.allow_bookmarks {
             at = at.min(self.next_bookmark);
         }

@@ -94,6 +94,9 @@ pub(crate) enum EndReason {
     Reinitializing,
     /// The client went away, the connection was closed, or a wrapper ended it.
     Closed,
+    /// The server is shutting down: ended (as a timeout ends it) within the watch
+    /// termination grace period, so the client watches again elsewhere.
+    ShuttingDown,
 }
 
 impl EndReason {
@@ -104,6 +107,7 @@ impl EndReason {
             EndReason::Relist => "relist",
             EndReason::Reinitializing => "reinitializing",
             EndReason::Closed => "closed",
+            EndReason::ShuttingDown => "shutting_down",
         }
     }
 }
@@ -193,6 +197,8 @@ pub struct WatchSession<E: WatchEncoder> {
     initial: Option<InitialEvents>,
     allow_bookmarks: bool,
     deadline: Instant,
+    /// Its place among the watches ended gradually at shutdown.
+    drain_spread: u16,
     next_bookmark: Instant,
     bookmark_interval: Duration,
     batch_window: Duration,
@@ -323,6 +329,7 @@ impl<E: WatchEncoder> WatchSession<E> {
             initial,
             allow_bookmarks: q.allow_bookmarks,
             deadline,
+            drain_spread: state.cache.drain_spread(),
             next_bookmark: next_bookmark(now, deadline, state.bookmark_interval),
             bookmark_interval: state.bookmark_interval,
             batch_window: state.watch_batch_window,
@@ -359,9 +366,14 @@ impl<E: WatchEncoder> WatchSession<E> {
             return Step::Frame(self.take_frame(Instant::now()));
         }
         let now = Instant::now();
-        if now >= self.deadline {
+        let deadline = self.ends_at();
+        if now >= deadline {
             self.done = true;
-            self.end = EndReason::Timeout;
+            self.end = if deadline < self.deadline {
+                EndReason::ShuttingDown
+            } else {
+                EndReason::Timeout
+            };
             return Step::End;
         }
         // Only bookmarks need the applied revision; loading it costs a shared lock read.
@@ -392,10 +404,18 @@ impl<E: WatchEncoder> WatchSession<E> {
             }
         }
         Step::Idle(if self.allow_bookmarks {
-            self.next_bookmark.min(self.deadline)
+            self.next_bookmark.min(deadline)
         } else {
-            self.deadline
+            deadline
         })
+    }
+
+    /// When the watch ends: its timeout, or sooner its instant in the drain at shutdown.
+    fn ends_at(&self) -> Instant {
+        match self.cache.drain_deadline(self.drain_spread) {
+            Some(d) => d.min(self.deadline),
+            None => self.deadline,
+        }
     }
 
     /// The next frame; None when the watch ends.
