@@ -258,8 +258,12 @@ async fn serve_stream<A: Future<Output = Streaming>>(answering: Pin<Box<A>>) {
     match streaming {
         Streaming::Done => {}
         Streaming::Watch(send, watch, end) => super::h2_watch::stream(send, watch, end).await,
-        Streaming::Frames(send, frames) => Box::pin(pipe(send, frames)).await,
-        Streaming::Trailed(send, body) => Box::pin(pipe_trailed(send, body)).await,
+        Streaming::Frames(send, frames) => {
+            let frames =
+                frames.map(|f| Ok::<_, std::convert::Infallible>(http_body::Frame::data(f)));
+            Box::pin(pipe(send, http_body_util::StreamBody::new(frames))).await
+        }
+        Streaming::Trailed(send, body) => Box::pin(pipe(send, body)).await,
     }
 }
 
@@ -367,36 +371,6 @@ async fn answer<S: Service>(
     }
 }
 
-/// Sends a streamed body frame by frame, each once the stream has capacity (so a slow
-/// reader holds one frame here), until it ends or the client resets the stream.
-async fn pipe(
-    mut send: SendStream<BufList>,
-    mut frames: Pin<Box<dyn futures_util::Stream<Item = BufList> + Send>>,
-) {
-    loop {
-        let next = std::future::poll_fn(|cx| {
-            if send.poll_reset(cx).is_ready() {
-                return Poll::Ready(None);
-            }
-            frames.poll_next_unpin(cx).map(Some)
-        })
-        .await;
-        let Some(next) = next else {
-            return;
-        };
-        let Some(frame) = next else {
-            let _ = send.send_data(BufList::new(), true);
-            return;
-        };
-        if frame.remaining() == 0 {
-            continue;
-        }
-        if !room(&mut send).await || send.send_data(frame, false).is_err() {
-            return;
-        }
-    }
-}
-
 /// Waits until `send` has capacity; false when the client reset the stream first.
 async fn room(send: &mut SendStream<BufList>) -> bool {
     send.reserve_capacity(1);
@@ -416,16 +390,22 @@ async fn room(send: &mut SendStream<BufList>) -> bool {
     .await
 }
 
-/// Sends a body with trailers frame by frame, each once the stream has capacity, until
-/// it ends (with its trailers, or an empty end), fails (the stream is reset) or the
-/// client resets the stream.
-async fn pipe_trailed(mut send: SendStream<BufList>, mut body: UnsyncBoxBody<Bytes, BoxError>) {
+/// Sends a body frame by frame, each once the stream has capacity (so a slow reader
+/// holds one frame here), until it ends (with its trailers, if it has them, or an empty
+/// end), fails (the stream is reset) or the client resets the stream.
+async fn pipe<B>(mut send: SendStream<BufList>, body: B)
+where
+    B: http_body::Body,
+    B::Data: Into<BufList>,
+    B::Error: std::fmt::Display,
+{
+    let mut body = std::pin::pin!(body);
     loop {
         let next = std::future::poll_fn(|cx| {
             if send.poll_reset(cx).is_ready() {
                 return Poll::Ready(None);
             }
-            Pin::new(&mut body).poll_frame(cx).map(Some)
+            body.as_mut().poll_frame(cx).map(Some)
         })
         .await;
         let Some(next) = next else {
@@ -443,8 +423,8 @@ async fn pipe_trailed(mut send: SendStream<BufList>, mut body: UnsyncBoxBody<Byt
             }
             Some(Ok(frame)) => frame,
         };
-        let data = match frame.into_data() {
-            Ok(data) => data,
+        let data: BufList = match frame.into_data() {
+            Ok(data) => data.into(),
             Err(frame) => {
                 if let Ok(trailers) = frame.into_trailers() {
                     let _ = send.send_trailers(trailers);
@@ -452,10 +432,10 @@ async fn pipe_trailed(mut send: SendStream<BufList>, mut body: UnsyncBoxBody<Byt
                 return;
             }
         };
-        if data.is_empty() {
+        if data.remaining() == 0 {
             continue;
         }
-        if !room(&mut send).await || send.send_data(BufList::from(data), false).is_err() {
+        if !room(&mut send).await || send.send_data(data, false).is_err() {
             return;
         }
     }
