@@ -100,7 +100,7 @@ impl ResourceIndex {
     }
 }
 
-/// The places of watches in a drain at shutdown ([`Cache::drain_deadline`]).
+/// The places of watches in a drain at shutdown ([`Cache::watch_ends_at`]).
 pub const DRAIN_SPREAD: u16 = 1000;
 
 /// The whole cache.
@@ -421,7 +421,7 @@ impl Cache {
     }
 
     /// Ends every open watch within `grace` from now, spread over it (each at its own
-    /// instant: [`Cache::drain_deadline`]), so that their clients re-watch elsewhere over
+    /// instant: [`Cache::watch_ends_at`]), so that their clients re-watch elsewhere over
     /// that period rather than all at once; watches started from now on end at its end.
     /// Wakes every watcher so that it learns its instant.
     pub fn drain_watches(&self, grace: Duration) {
@@ -436,14 +436,22 @@ impl Cache {
         }
     }
 
-    /// When a watch whose place in the drain is `spread` (0..=[`DRAIN_SPREAD`]; the
-    /// highest for watches started during it) ends, once watches are being drained.
-    pub fn drain_deadline(&self, spread: u16) -> Option<tokio::time::Instant> {
-        let (start, grace) = self.watch_drain.get()?;
-        Some(*start + grace.mul_f64(f64::from(spread.min(DRAIN_SPREAD)) / f64::from(DRAIN_SPREAD)))
+    /// When a watch whose timeout falls at `deadline` and whose place in a drain is
+    /// `spread` (0..=[`DRAIN_SPREAD`]; the highest for watches started during it) ends:
+    /// its deadline, or sooner its instant once watches are being drained.
+    pub fn watch_ends_at(
+        &self,
+        deadline: tokio::time::Instant,
+        spread: u16,
+    ) -> tokio::time::Instant {
+        let Some((start, grace)) = self.watch_drain.get() else {
+            return deadline;
+        };
+        let part = f64::from(spread.min(DRAIN_SPREAD)) / f64::from(DRAIN_SPREAD);
+        deadline.min(*start + grace.mul_f64(part))
     }
 
-    /// A watch's place in a drain ([`Cache::drain_deadline`]): spread evenly over the
+    /// A watch's place in a drain ([`Cache::watch_ends_at`]): spread evenly over the
     /// watches in the order they started; the last for one started while draining.
     pub fn drain_spread(&self) -> u16 {
         static NEXT: AtomicU64 = AtomicU64::new(0);

@@ -352,10 +352,7 @@ impl<E: WatchEncoder> Stepping for MergedSession<E> {
             return Step::Frame(self.take());
         }
         let now = Instant::now();
-        let deadline = match self.cache.drain_deadline(self.drain_spread) {
-            Some(d) => d.min(self.deadline),
-            None => self.deadline,
-        };
+        let deadline = self.cache.watch_ends_at(self.deadline, self.drain_spread);
         if now >= deadline {
             self.done = true;
             return Step::End;

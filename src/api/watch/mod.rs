@@ -366,7 +366,7 @@ impl<E: WatchEncoder> WatchSession<E> {
             return Step::Frame(self.take_frame(Instant::now()));
         }
         let now = Instant::now();
-        let deadline = self.ends_at();
+        let deadline = self.cache.watch_ends_at(self.deadline, self.drain_spread);
         if now >= deadline {
             self.done = true;
             self.end = if deadline < self.deadline {
@@ -408,14 +408,6 @@ impl<E: WatchEncoder> WatchSession<E> {
         } else {
             deadline
         })
-    }
-
-    /// When the watch ends: its timeout, or sooner its instant in the drain at shutdown.
-    fn ends_at(&self) -> Instant {
-        match self.cache.drain_deadline(self.drain_spread) {
-            Some(d) => d.min(self.deadline),
-            None => self.deadline,
-        }
     }
 
     /// The next frame; None when the watch ends.
