@@ -598,6 +598,58 @@ async fn a_history_sent_in_fragments_is_applied_a_whole_revision_at_a_time() {
     );
 }
 
+/// Reads what each watcher's replica sent until its stream ended (no ERROR among it),
+/// then opens the watcher again on `to` from the last revision it saw (`start` if none),
+/// as a reflector resumes: the events each got before the move.
+async fn move_watchers(watchers: &mut [Watcher], to: &str, start: i64) -> Vec<Vec<Seen>> {
+    let mut before = Vec::new();
+    for w in watchers {
+        let mut got = Vec::new();
+        while let Some(ev) = w.stream.next_event(Duration::from_secs(10)).await {
+            assert_ne!(ev["type"], "ERROR", "the first replica sent {ev}");
+            got.push(seen(&ev));
+        }
+        assert!(w.stream.is_ended(), "the first replica's stream ended");
+        let from = got.last().map_or(start, |s| s.2);
+        let (ns, name) = (w.namespace.clone(), w.name.clone());
+        *w = Watcher::open(to, ns.as_deref(), name.as_deref(), from).await;
+        before.push(got);
+    }
+    before
+}
+
+/// Checks that what each watcher got before its move (`before`) and after it equals
+/// `history` filtered as it asked; returns how many got events on both sides.
+async fn assert_moved_histories(
+    watchers: &mut [Watcher],
+    before: Vec<Vec<Seen>>,
+    history: &[Seen],
+) -> usize {
+    let mut from_both = 0;
+    for (i, (w, got)) in watchers.iter_mut().zip(before).enumerate() {
+        let expected: Vec<Seen> = history.iter().filter(|s| w.wants(s)).cloned().collect();
+        assert!(
+            got.len() <= expected.len(),
+            "watcher {i} got more than etcd has"
+        );
+        let (after, error) = w.collect(expected.len() - got.len()).await;
+        assert!(
+            error.is_none(),
+            "watcher {i} on the second replica: {error:?}"
+        );
+        if !got.is_empty() && !after.is_empty() {
+            from_both += 1;
+        }
+        let all: Vec<Seen> = got.into_iter().chain(after).collect();
+        assert_eq!(
+            all, expected,
+            "watcher {i} ({:?}) across the move",
+            w.namespace
+        );
+    }
+    from_both
+}
+
 /// Two replicas behind one etcd: every watcher of one that is killed (SIGKILL) while the
 /// writer goes on watches again on the other from the last resourceVersion it received
 /// (as client-go's reflector does, without listing), and what it received from both
@@ -624,23 +676,11 @@ async fn watchers_fail_over_to_a_second_replica_with_their_resource_version() {
 
     // Each watcher reads what the first replica sent before it died, then watches the
     // second from the last revision it saw.
-    let mut before = Vec::new();
-    let mut from_before_second = 0;
-    for w in &mut watchers {
-        let mut got = Vec::new();
-        while let Some(ev) = w.stream.next_event(Duration::from_secs(5)).await {
-            assert_ne!(ev["type"], "ERROR", "the first replica sent {ev}");
-            got.push(seen(&ev));
-        }
-        assert!(w.stream.is_ended(), "the killed replica's stream ended");
-        let from = got.last().map_or(start, |s| s.2);
-        if from < second_born {
-            from_before_second += 1;
-        }
-        let (ns, name) = (w.namespace.clone(), w.name.clone());
-        *w = Watcher::open(&second.base_url(), ns.as_deref(), name.as_deref(), from).await;
-        before.push(got);
-    }
+    let before = move_watchers(&mut watchers, &second.base_url(), start).await;
+    let from_before_second = before
+        .iter()
+        .filter(|got| got.last().map_or(start, |s| s.2) < second_born)
+        .count();
     writer.run(&mut client, 400).await;
     let end = current_revision(&mut client).await;
 
@@ -650,28 +690,7 @@ async fn watchers_fail_over_to_a_second_replica_with_their_resource_version() {
         "etcd history has {} events",
         history.len()
     );
-    let mut from_both = 0;
-    for (i, (w, got)) in watchers.iter_mut().zip(before).enumerate() {
-        let expected: Vec<Seen> = history.iter().filter(|s| w.wants(s)).cloned().collect();
-        assert!(
-            got.len() <= expected.len(),
-            "watcher {i} got more than etcd has"
-        );
-        let (after, error) = w.collect(expected.len() - got.len()).await;
-        assert!(
-            error.is_none(),
-            "watcher {i} on the second replica: {error:?}"
-        );
-        if !got.is_empty() && !after.is_empty() {
-            from_both += 1;
-        }
-        let all: Vec<Seen> = got.into_iter().chain(after).collect();
-        assert_eq!(
-            all, expected,
-            "watcher {i} ({:?}) across the failover",
-            w.namespace
-        );
-    }
+    let from_both = assert_moved_histories(&mut watchers, before, &history).await;
     assert!(
         from_both >= 10,
         "only {from_both} watchers got events from both replicas"
@@ -716,41 +735,12 @@ async fn a_replica_shutting_down_hands_its_watchers_to_another_without_loss() {
     assert_eq!(list.status, 200, "a list during the shutdown delay");
     writer.run(&mut client, 300).await;
 
-    let mut before = Vec::new();
-    for w in &mut watchers {
-        let mut got = Vec::new();
-        while let Some(ev) = w.stream.next_event(Duration::from_secs(10)).await {
-            assert_ne!(ev["type"], "ERROR", "the first replica sent {ev}");
-            got.push(seen(&ev));
-        }
-        assert!(w.stream.is_ended(), "the first replica ended the watch");
-        let from = got.last().map_or(start, |s| s.2);
-        let (ns, name) = (w.namespace.clone(), w.name.clone());
-        *w = Watcher::open(&second.base_url(), ns.as_deref(), name.as_deref(), from).await;
-        before.push(got);
-    }
+    let before = move_watchers(&mut watchers, &second.base_url(), start).await;
     let exited = tokio::task::block_in_place(|| first.wait_exit(Duration::from_secs(30)));
     assert_eq!(exited.and_then(|s| s.code()), Some(0), "a clean exit");
     writer.run(&mut client, 300).await;
     let end = current_revision(&mut client).await;
 
     let history = etcd_history(&mut client, start, end, &writer).await;
-    for (i, (w, got)) in watchers.iter_mut().zip(before).enumerate() {
-        let expected: Vec<Seen> = history.iter().filter(|s| w.wants(s)).cloned().collect();
-        assert!(
-            got.len() <= expected.len(),
-            "watcher {i} got more than etcd has"
-        );
-        let (after, error) = w.collect(expected.len() - got.len()).await;
-        assert!(
-            error.is_none(),
-            "watcher {i} on the second replica: {error:?}"
-        );
-        let all: Vec<Seen> = got.into_iter().chain(after).collect();
-        assert_eq!(
-            all, expected,
-            "watcher {i} ({:?}) across the shutdown",
-            w.namespace
-        );
-    }
+    assert_moved_histories(&mut watchers, before, &history).await;
 }
