@@ -26,6 +26,9 @@ pub const DEFAULT_SNAPSHOT_RING: usize = 4096;
 /// limits with 2 KiB objects, large enough that a 100k-object cluster loads in 100 calls.
 pub const INITIAL_LIST_PAGE: i64 = 1000;
 
+/// Keys per page of the consistency check's keys-only range (about 100 bytes each).
+pub const CONSISTENCY_CHECK_PAGE: i64 = 10_000;
+
 /// Largest etcd response accepted (etcd's own request limit is 1.5 MiB per value).
 pub const ETCD_MAX_MESSAGE: usize = 256 * 1024 * 1024;
 

@@ -162,6 +162,13 @@ struct ServeArgs {
     /// that name. 0: the watches end when the server stops.
     #[arg(long, default_value = "0s", value_parser = watchd::config::parse_duration)]
     shutdown_watch_termination_grace_period: Duration,
+    /// How often each resource's cache is compared with etcd at one revision (the
+    /// (key, mod_revision) of every object, etcd read keys only), as kube-apiserver's
+    /// cache inconsistency detector; a resource that differs is logged, counted in
+    /// watchd_storage_consistency_checks_total and re-listed. 0: never. The etcd source
+    /// only.
+    #[arg(long, default_value = "5m", value_parser = watchd::config::parse_duration)]
+    consistency_check_interval: Duration,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -429,7 +436,10 @@ async fn serve(args: ServeArgs) -> Result<(), StartError> {
             Arc::new(UpstreamReader::new(client.clone())),
         ),
         _ => (
-            Box::new(EtcdSource(etcd.clone())),
+            Box::new(EtcdSource {
+                config: etcd.clone(),
+                check_interval: args.consistency_check_interval,
+            }),
             Arc::new(EtcdReader::new(etcd)),
         ),
     };

@@ -35,6 +35,7 @@
 //!   [`progress`] the per-second progress line of long runs; [`plot`] the
 //!   PNG plots written beside the results.
 
+pub mod check_cost;
 pub mod demo;
 pub mod endpoint;
 pub mod fdlimit;

@@ -69,6 +69,8 @@ enum Command {
     S6(suite::S6Args),
     /// S7 cache memory: RSS over raw bytes of 100 000 mixed objects.
     S7(suite::S7Args),
+    /// What the consistency check costs etcd and watchd, with 50 000 pods.
+    CheckCost(suite::CheckCostArgs),
     /// Draws the PNG of written S2 … S7 results again (`x.json` → `x.png`).
     Plot(PlotArgs),
 }
@@ -229,6 +231,9 @@ async fn main() -> ExitCode {
         Command::S5(args) => scenarios::run_or_stop(suite::s5(args), shutdown_signal()).await,
         Command::S6(args) => scenarios::run_or_stop(suite::s6(args), shutdown_signal()).await,
         Command::S7(args) => scenarios::run_or_stop(suite::s7(args), shutdown_signal()).await,
+        Command::CheckCost(args) => {
+            scenarios::run_or_stop(suite::check_cost(args), shutdown_signal()).await
+        }
         Command::Plot(args) => {
             let mut code = ExitCode::SUCCESS;
             for json in &args.results {

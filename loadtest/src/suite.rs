@@ -353,3 +353,39 @@ pub async fn s7(a: S7Args) -> Result<bool, String> {
     let r = s7::run(&cfg).await?;
     finish(&r, a.common.out.as_deref())
 }
+
+/// Flags of `check-cost`.
+#[derive(Debug, Args)]
+pub struct CheckCostArgs {
+    /// Pods in etcd.
+    #[arg(long, default_value_t = 50_000)]
+    pub pods: usize,
+    /// Stored size of each pod, bytes.
+    #[arg(long, default_value_t = 2048)]
+    pub pod_bytes: usize,
+    /// Reads of each kind, etcd direct.
+    #[arg(long, default_value_t = 10)]
+    pub reads: usize,
+    /// watchd's check interval, seconds.
+    #[arg(long, default_value_t = 2)]
+    pub interval: u64,
+    /// Each window of watchd (check off, check on), seconds.
+    #[arg(long, default_value_t = 20)]
+    pub window: u64,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// `check-cost`.
+pub async fn check_cost(a: CheckCostArgs) -> Result<bool, String> {
+    let cfg = watchd_loadtest::check_cost::CheckCostConfig {
+        pods: a.pods,
+        pod_bytes: a.pod_bytes,
+        reads: a.reads,
+        interval: Duration::from_secs(a.interval),
+        window: Duration::from_secs(a.window),
+        setup: a.common.setup(),
+    };
+    let r = watchd_loadtest::check_cost::run(&cfg).await?;
+    finish(&r, a.common.out.as_deref())
+}

@@ -15,6 +15,7 @@
 
 pub mod field;
 pub mod label;
+pub mod shard;
 
 pub use field::{FieldOp, FieldRequirement, FieldSelector};
 pub use label::{LabelOp, LabelRequirement, LabelSelector};

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{GetOptions, WatchOptions};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
 use super::client::{EtcdClient, EtcdConfig};
 use super::revision_flight::RevisionFlight;
@@ -22,7 +22,12 @@ use crate::store::{Cache, ResourceStore};
 use crate::Revision;
 
 /// The etcd source: kube-apiserver's storage read directly, every revision applied.
-pub struct EtcdSource(pub EtcdConfig);
+pub struct EtcdSource {
+    /// How to reach etcd.
+    pub config: EtcdConfig,
+    /// How often the cache is compared with etcd (`consistency.rs`); zero: never.
+    pub check_interval: Duration,
+}
 
 impl Source for EtcdSource {
     fn run(
@@ -30,7 +35,24 @@ impl Source for EtcdSource {
         cache: Arc<Cache>,
         shutdown: watch::Receiver<bool>,
     ) -> BoxFuture<'static, ()> {
-        Box::pin(run(self.0, cache, shutdown))
+        Box::pin(async move {
+            // The check asks ingestion, the one writer, to re-list a resource it finds
+            // different from etcd.
+            let (relist_tx, relist_rx) = mpsc::channel(64);
+            let check = (!self.check_interval.is_zero()).then(|| {
+                tokio::spawn(super::consistency::run(
+                    self.config.clone(),
+                    cache.clone(),
+                    self.check_interval,
+                    relist_tx,
+                    shutdown.clone(),
+                ))
+            });
+            run(self.config, cache, shutdown, relist_rx).await;
+            if let Some(check) = check {
+                check.abort();
+            }
+        })
     }
 }
 
@@ -92,8 +114,15 @@ impl std::fmt::Display for Divergence {
     }
 }
 
-/// Runs ingestion until `shutdown` turns true.
-pub async fn run(config: EtcdConfig, cache: Arc<Cache>, mut shutdown: watch::Receiver<bool>) {
+/// Runs ingestion until `shutdown` turns true; each etcd directory received on `relist`
+/// (a resource the consistency check found different) is read again and loaded into a
+/// new epoch.
+pub async fn run(
+    config: EtcdConfig,
+    cache: Arc<Cache>,
+    mut shutdown: watch::Receiver<bool>,
+    mut relist: mpsc::Receiver<String>,
+) {
     let mut ingestor = Ingestor::new(cache.clone());
     let mut resume: Option<Revision> = None;
     let mut backoff = config::RECONNECT_BACKOFF_MIN;
@@ -136,6 +165,7 @@ pub async fn run(config: EtcdConfig, cache: Arc<Cache>, mut shutdown: watch::Rec
                 &mut ingestor,
                 (&mut resume, &mut followed),
                 &mut sync_at,
+                &mut relist,
             )
             .await;
             Ok::<_, SourceError>(end)
@@ -207,6 +237,24 @@ async fn initial_list(
     };
     let revision = revision.0;
     let prefix = format!("{}/", ingestor.cache().prefix());
+    let kvs = list_prefix(client, &prefix, Revision(revision), "list").await?;
+    let count = kvs.len();
+    ingestor.load_epoch(Revision(revision), kvs);
+    tracing::info!(revision, current = %current, keys = count, prefix = %prefix, "initial list done");
+    if revision < current.0 {
+        tracing::info!(from = revision, to = %current, "replaying etcd's history since the list into the event log");
+    }
+    Ok((Revision(revision), current, cluster))
+}
+
+/// Every key under `prefix` at `revision`, with its value and mod_revision, read page by
+/// page (`during`: the step a failure names).
+async fn list_prefix(
+    client: &mut EtcdClient,
+    prefix: &str,
+    revision: Revision,
+    during: &'static str,
+) -> Result<Vec<(Vec<u8>, Vec<u8>, Revision)>, SourceError> {
     let end = super::prefix_end(prefix.as_bytes());
     let mut start = prefix.as_bytes().to_vec();
     let mut kvs = Vec::new();
@@ -214,12 +262,12 @@ async fn initial_list(
         let opts = GetOptions::new()
             .with_range(end.clone())
             .with_limit(config::INITIAL_LIST_PAGE)
-            .with_revision(revision);
+            .with_revision(revision.0);
         let mut resp = client
             .kv
             .get(start.clone(), Some(opts))
             .await
-            .map_err(failed("list"))?;
+            .map_err(failed(during))?;
         let more = resp.more();
         let page = resp.take_kvs();
         let Some(last) = page.last() else { break };
@@ -234,13 +282,23 @@ async fn initial_list(
             break;
         }
     }
-    let count = kvs.len();
-    ingestor.load_epoch(Revision(revision), kvs);
-    tracing::info!(revision, current = %current, keys = count, prefix = %prefix, "initial list done");
-    if revision < current.0 {
-        tracing::info!(from = revision, to = %current, "replaying etcd's history since the list into the event log");
-    }
-    Ok((Revision(revision), current, cluster))
+    Ok(kvs)
+}
+
+/// Reads one etcd directory at the applied revision and loads it into a new epoch of the
+/// resources it feeds: the consistency check found the cache different from etcd.
+async fn relist_dir(
+    client: &mut EtcdClient,
+    ingestor: &mut Ingestor,
+    dir: &str,
+) -> Result<(), SourceError> {
+    let cache = ingestor.cache().clone();
+    let at = cache.applied();
+    let prefix = format!("{}/{dir}/", cache.prefix());
+    let kvs = list_prefix(client, &prefix, at, "re-list").await?;
+    metrics::counter!("watchd_relists_total").increment(1);
+    ingestor.load_dir(dir, at, kvs);
+    Ok(())
 }
 
 /// What tells the etcd the cache follows from another: its cluster ID, and the last
@@ -340,6 +398,7 @@ async fn watch(
     ingestor: &mut Ingestor,
     (resume, followed): (&mut Option<Revision>, &mut Followed),
     sync_at: &mut Option<Revision>,
+    relist: &mut mpsc::Receiver<String>,
 ) -> WatchEnd {
     // Fragments: without them etcd sends a watch that catches up (a replay, a resume
     // after a gap) up to 1 000 revisions in one message, which tonic's receive buffer
@@ -359,7 +418,18 @@ async fn watch(
     // The changes of a revision that a fragment split: applied with the rest of it.
     let mut held: Vec<KvChange> = Vec::new();
     loop {
-        let mut resp = match stream.message().await {
+        let message = tokio::select! {
+            m = stream.message() => m,
+            Some(dir) = relist.recv() => {
+                // Between two responses the cache holds every revision up to the applied
+                // one, whole: the directory read at that revision replaces it there.
+                if let Err(e) = relist_dir(client, ingestor, &dir).await {
+                    return WatchEnd::Failed(e);
+                }
+                continue;
+            }
+        };
+        let mut resp = match message {
             Ok(Some(r)) => r,
             Ok(None) => return WatchEnd::Failed(SourceError::WatchEnded),
             Err(e) => return WatchEnd::Failed(failed("watch")(e)),
@@ -397,6 +467,8 @@ async fn watch(
                 held = changes.split_off(split);
             }
         }
+        #[cfg(feature = "test-hooks")]
+        super::test_hooks::drop_event(&mut changes);
         if let Some(last) = changes.last() {
             *resume = Some(last.revision);
             followed.last = Some((last.key.clone(), last.revision, last.value.is_none()));

@@ -15,8 +15,11 @@
 //! reconnects, and the cause of a [`ReadError::Failed`].
 
 pub mod client;
+pub mod consistency;
 pub mod etcd;
 mod revision_flight;
+#[cfg(feature = "test-hooks")]
+mod test_hooks;
 pub mod upstream;
 
 use std::future::Future;

@@ -236,6 +236,58 @@ impl Ingestor {
         }
     }
 
+    /// Replaces the resources that etcd directory `dir` feeds with its keys at `revision`
+    /// (a new epoch: their watchers are ended and re-list); the other resources are
+    /// untouched. The re-list the consistency check asks for when a resource differs from
+    /// etcd. CRDs read here are served as at any load.
+    pub fn load_dir(
+        &mut self,
+        dir: &str,
+        revision: Revision,
+        kvs: Vec<(Vec<u8>, Vec<u8>, Revision)>,
+    ) {
+        let crds = dir == crd::CRD_DIR;
+        let index = self.cache.resources();
+        let stores: Vec<Arc<ResourceStore>> = index.by_dir(dir).cloned().collect();
+        let mut maps: Vec<ObjectMap> = vec![ObjectMap::new(); stores.len()];
+        let mut unreadable: Vec<imbl::OrdMap<Arc<str>, Unreadable>> =
+            vec![imbl::OrdMap::new(); stores.len()];
+        let prefix = self.cache.prefix().to_string();
+        for (key, value, rev) in kvs {
+            let Ok(key_str) = std::str::from_utf8(&key) else {
+                continue;
+            };
+            if crds {
+                self.register_crd(&key, &value, rev);
+            }
+            let Some(route) = registry::route_key(&prefix, key_str, |d| index.has_dir(d)) else {
+                continue;
+            };
+            if route.etcd_dir != dir {
+                continue;
+            }
+            for (i, store) in stores.iter().enumerate() {
+                match self.decode(store, route.object_key, &key, &value, rev) {
+                    Decoded::Object(obj) => {
+                        maps[i].insert(obj.key().clone(), obj);
+                    }
+                    Decoded::Unreadable(u) => {
+                        unreadable[i].insert(Arc::from(route.object_key), u);
+                    }
+                    Decoded::NotAnObject => {}
+                }
+            }
+        }
+        let epoch = self.cache.next_epoch();
+        for ((store, objects), bad) in stores.iter().zip(maps).zip(unreadable) {
+            let count = objects.len();
+            store.reset(revision, epoch, objects);
+            store.health.loaded(bad);
+            tracing::info!(resource = %store.info.qualified_name(), %revision, epoch, objects = count, "resource re-listed from etcd");
+        }
+        metrics::gauge!("watchd_epoch").set(epoch as f64);
+    }
+
     /// The etcd key an object of `store` would have: what decoding and CRD routing read,
     /// for values that come from elsewhere.
     fn key_of(&self, store: &ResourceStore, object_key: &str) -> String {

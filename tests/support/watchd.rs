@@ -41,6 +41,8 @@ pub struct Watchd {
     dir: TempDir,
     /// Decides readiness instead of a plain `GET /readyz` (for TLS and authentication).
     probe: Option<Probe>,
+    /// Environment variables set for the process (test hooks).
+    env: Vec<(String, String)>,
 }
 
 /// A readiness check given the HTTP address: true once ready.
@@ -84,6 +86,12 @@ impl Watchd {
 
     /// Spawns `watchd serve` like [`Watchd::start`] but returns at once, without waiting for readiness.
     pub fn spawn(etcd_url: &str, extra_args: &[&str]) -> Watchd {
+        Watchd::spawn_with_env(etcd_url, extra_args, &[])
+    }
+
+    /// [`Watchd::spawn`] with these environment variables set for the process (the test
+    /// hooks of `src/source/test_hooks.rs`, built into the binary tests run).
+    pub fn spawn_with_env(etcd_url: &str, extra_args: &[&str], env: &[(&str, &str)]) -> Watchd {
         let dir = tempfile::Builder::new()
             .prefix("watchd-test-watchd-")
             .tempdir()
@@ -97,8 +105,21 @@ impl Watchd {
             grpc_port: free_port(),
             dir,
             probe: None,
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         watchd.launch();
+        watchd
+    }
+
+    /// [`Watchd::start`] with these environment variables set for the process.
+    pub fn start_with_env(etcd_url: &str, extra_args: &[&str], env: &[(&str, &str)]) -> Watchd {
+        let mut watchd = Watchd::spawn_with_env(etcd_url, extra_args, env);
+        watchd
+            .wait_ready(READY_TIMEOUT)
+            .unwrap_or_else(|e| panic!("{e}"));
         watchd
     }
 
@@ -227,6 +248,7 @@ impl Watchd {
             .args(&self.extra_args)
             .env("RUST_BACKTRACE", "1")
             .env("NO_COLOR", "1")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::from(log.try_clone().expect("dup watchd.log")))
             .stderr(Stdio::from(log))
