@@ -226,6 +226,7 @@ fn selection(resource: &str, namespace: &str, field_selector: &str) -> pb::Selec
         collection: collection(resource, namespace),
         label_selector: String::new(),
         field_selector: field_selector.into(),
+        shard_selector: String::new(),
     }
 }
 

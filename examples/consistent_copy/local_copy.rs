@@ -575,5 +575,6 @@ fn selection(resource: &str) -> pb::Selection {
         }),
         label_selector: String::new(),
         field_selector: String::new(),
+        shard_selector: String::new(),
     }
 }

@@ -114,7 +114,9 @@ pub struct S2Args {
     pub drain_timeout: u64,
     /// The pod field each keyed watcher selects one value of: spec.nodeName (a kubelet
     /// per node), or spec.serviceAccountName (watchd started with
-    /// --index-field=pods:spec.serviceAccountName; "nodes" are then service accounts).
+    /// --index-field=pods:spec.serviceAccountName; "nodes" are then service accounts);
+    /// or shard: the keyed watchers are sharded informers, each selecting one of
+    /// --nodes equal ranges of the uid hash (shardSelector), together the pods watch.
     #[arg(long, value_enum, default_value = "spec.nodeName")]
     pub key_field: s2::KeyField,
     #[command(flatten)]

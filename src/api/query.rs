@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::status::{ApiError, FieldViolation};
 use crate::config;
 use crate::registry::ResourceInfo;
+use crate::selectors::shard::ShardSelector;
 use crate::selectors::{FieldSelector, LabelSelector};
 use crate::Revision;
 
@@ -124,6 +125,8 @@ pub struct Selectors {
     pub labels: LabelSelector,
     /// `fieldSelector`.
     pub fields: FieldSelector,
+    /// `shardSelector` (KEP-5866): the shards of objects the request selects.
+    pub shard: Option<std::sync::Arc<ShardSelector>>,
 }
 
 impl Selectors {
@@ -135,7 +138,18 @@ impl Selectors {
         fields
             .convert_labels(|f| info.convert_field_label(f))
             .map_err(|e| ApiError::BadRequest(e.to_string()))?;
-        Ok(Selectors { labels, fields })
+        // An empty parameter is none (as kube-apiserver parses only a non-empty one).
+        let shard = match p.get("shardSelector").unwrap_or("") {
+            "" => None,
+            text => Some(std::sync::Arc::new(ShardSelector::parse(text).map_err(
+                |e| ApiError::BadRequest(format!("invalid shard selector: {e}")),
+            )?)),
+        };
+        Ok(Selectors {
+            labels,
+            fields,
+            shard,
+        })
     }
 
     /// Scopes the selectors to the object `name` (a watch at a path that names it): no
@@ -156,7 +170,7 @@ impl Selectors {
 
     /// Whether no selector was given.
     pub fn is_empty(&self) -> bool {
-        self.labels.is_empty() && self.fields.is_empty()
+        self.labels.is_empty() && self.fields.is_empty() && self.shard.is_none()
     }
 }
 

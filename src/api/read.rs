@@ -40,6 +40,8 @@ pub struct ListPage {
     pub continue_token: Option<String>,
     /// Objects after this page (only without selectors, only when more remain).
     pub remaining_item_count: Option<usize>,
+    /// The request's shard selector, normalized: `metadata.shardInfo.selector`.
+    pub shard_info: Option<String>,
 }
 
 /// The objects of a list: a bounded page collected while the page was cut, or every
@@ -174,7 +176,19 @@ fn source_not_behind(
 
 /// Whether an object passes a request's namespace and selectors.
 pub fn matches(obj: &CachedObject, selectors: &Selectors) -> bool {
-    selectors.labels.matches(|k| obj.labels.get(k)) && selectors.fields.matches(|f| obj.field(f))
+    in_shard(obj, selectors)
+        && selectors.labels.matches(|k| obj.labels.get(k))
+        && selectors.fields.matches(|f| obj.field(f))
+}
+
+/// Whether an object is in the request's shards (KEP-5866): the hash of its uid, or of
+/// its namespace ("" when cluster-scoped), in one of the selector's ranges.
+fn in_shard(obj: &CachedObject, selectors: &Selectors) -> bool {
+    use crate::selectors::shard::ShardField;
+    selectors.shard.as_deref().is_none_or(|s| match s.field {
+        ShardField::Uid => s.matches(&obj.facts().uid),
+        ShardField::Namespace => s.matches(obj.namespace().unwrap_or("")),
+    })
 }
 
 /// Waits until every one of `stores` reflects what `rv` asks for (one question to etcd
@@ -349,6 +363,7 @@ pub async fn list_page(
             })),
             continue_token: None,
             remaining_item_count: None,
+            shard_info: shard_info(&q.selectors),
         });
     }
     let mut items = Vec::new();
@@ -385,7 +400,13 @@ pub async fn list_page(
         items: ListItems::Page(items),
         continue_token,
         remaining_item_count,
+        shard_info: shard_info(&q.selectors),
     })
+}
+
+/// What a list echoes of its shard selector (`metadata.shardInfo.selector`).
+fn shard_info(selectors: &Selectors) -> Option<String> {
+    selectors.shard.as_ref().map(|s| s.to_string())
 }
 
 /// `<prefix>/<dir>/`: where a resource's keys start.
@@ -558,5 +579,6 @@ async fn list_from_etcd(
         items: ListItems::Page(items),
         continue_token,
         remaining_item_count,
+        shard_info: shard_info(&q.selectors),
     })
 }

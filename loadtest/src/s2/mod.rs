@@ -73,9 +73,13 @@ pub struct S2Config {
     pub key_field: KeyField,
 }
 
-/// The field S2's keyed watchers select: `spec.nodeName` (a kubelet each, watchd's
-/// default index) or `spec.serviceAccountName` (indexed by watchd only when started
-/// with `--index-field=pods:spec.serviceAccountName`, which the run adds).
+/// What S2's keyed watchers select: `spec.nodeName` (a kubelet each, watchd's default
+/// index), `spec.serviceAccountName` (indexed by watchd only when started with
+/// `--index-field=pods:spec.serviceAccountName`, which the run adds), or `shard`: the
+/// keyed watchers are sharded informers (KEP-5866), watcher `i` of `W` selecting the
+/// `i`-th of `W` equal ranges of the uid hash (`shardSelector=shardRange(
+/// object.metadata.uid, ...)`), and pod `i` is given a uid in shard `i % W`; together
+/// they split the pods watch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum KeyField {
     #[default]
@@ -83,24 +87,76 @@ pub enum KeyField {
     NodeName,
     #[value(name = "spec.serviceAccountName")]
     ServiceAccountName,
+    #[value(name = "shard")]
+    Shard,
 }
 
 impl KeyField {
-    /// The field selector's field.
+    /// The field selector's field (`shard`: the shard selector's).
     pub fn name(self) -> &'static str {
         match self {
             KeyField::NodeName => "spec.nodeName",
             KeyField::ServiceAccountName => "spec.serviceAccountName",
+            KeyField::Shard => "shard of metadata.uid",
         }
     }
 
     /// The flag watchd needs to index the field (none for its default).
     pub fn watchd_arg(self) -> Option<String> {
         match self {
-            KeyField::NodeName => None,
+            KeyField::NodeName | KeyField::Shard => None,
             KeyField::ServiceAccountName => Some(format!("--index-field=pods:{}", self.name())),
         }
     }
+
+    /// The query of keyed watcher `i` of `of`, whose key is `key`.
+    pub fn query(self, i: usize, of: usize, key: &str) -> String {
+        match self {
+            KeyField::Shard => {
+                let (start, end) = shard_range(i, of);
+                format!(
+                    "shardSelector=shardRange%28object.metadata.uid%2C%27{}%27%2C%27{}%27%29",
+                    hex(start),
+                    hex(end)
+                )
+            }
+            _ => format!("fieldSelector={}%3D{key}", self.name()),
+        }
+    }
+}
+
+/// Range `i` of `of` equal ranges of the 64-bit hash space: [start, end).
+pub fn shard_range(i: usize, of: usize) -> (u128, u128) {
+    let step = (1u128 << 64) / of.max(1) as u128;
+    let start = i as u128 * step;
+    let end = if i + 1 >= of { 1 << 64 } else { start + step };
+    (start, end)
+}
+
+fn hex(v: u128) -> String {
+    format!("0x{v:016x}")
+}
+
+/// FNV-1a 64 (the load generator's own: the hash a shard range is of).
+pub fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// A uid (`<base>-<n>`) whose hash lies in shard `i` of `of`.
+pub fn uid_in_shard(base: &str, i: usize, of: usize) -> String {
+    let (start, end) = shard_range(i, of);
+    (0u64..)
+        .map(|n| format!("{base}-{n}"))
+        .find(|u| {
+            let h = u128::from(fnv1a64(u.as_bytes()));
+            start <= h && h < end
+        })
+        .unwrap_or_default()
 }
 
 impl Default for S2Config {
@@ -194,4 +250,33 @@ pub async fn run(cfg: &S2Config) -> Result<Report, String> {
     r.machine = machine.end();
     r.elapsed_s = t.elapsed().as_secs_f64();
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shard_ranges_cover_the_hash_space_and_uids_land_in_theirs() {
+        // FNV-1a 64 test vectors (Fowler, Noll, Vo).
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+        for of in [1, 3, 7] {
+            assert_eq!(shard_range(0, of).0, 0);
+            assert_eq!(shard_range(of - 1, of).1, 1 << 64);
+            for i in 1..of {
+                assert_eq!(shard_range(i - 1, of).1, shard_range(i, of).0);
+            }
+            for i in 0..of {
+                let uid = uid_in_shard("pod-1", i, of);
+                let h = u128::from(fnv1a64(uid.as_bytes()));
+                let (start, end) = shard_range(i, of);
+                assert!(start <= h && h < end, "{uid} in {i} of {of}");
+            }
+        }
+        assert_eq!(
+            KeyField::Shard.query(1, 2, ""),
+            "shardSelector=shardRange%28object.metadata.uid%2C%270x8000000000000000%27%2C%270x10000000000000000%27%29"
+        );
+    }
 }

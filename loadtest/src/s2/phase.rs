@@ -89,11 +89,16 @@ fn pods(cfg: &S2Config, nodes: usize, node_names: &[String]) -> Result<Vec<Stamp
             let key = &node_names[i % nodes];
             // Keyed by service account: the pods spread over as many nodes, the
             // watchers' key is the account.
-            let edit = |p: &mut serde_json::Value| {
-                if cfg.key_field == KeyField::ServiceAccountName {
+            let edit = |p: &mut serde_json::Value| match cfg.key_field {
+                KeyField::ServiceAccountName => {
                     p["spec"]["serviceAccountName"] = key.as_str().into();
                     p["spec"]["serviceAccount"] = key.as_str().into();
                 }
+                KeyField::Shard => {
+                    let uid = super::uid_in_shard(&format!("pod-{i}"), i % nodes, nodes);
+                    p["metadata"]["uid"] = uid.into();
+                }
+                KeyField::NodeName => {}
             };
             stamped_pod_with(
                 &cfg.prefix,
@@ -224,9 +229,8 @@ pub async fn run(cfg: &S2Config, nodes: usize, etcd: bool, label: &str) -> Resul
         Some(
             watch::open_paths(&source, node_count, base, |i| {
                 format!(
-                    "/api/v1/pods?watch=1&fieldSelector={}%3D{}",
-                    cfg.key_field.name(),
-                    node_names[i]
+                    "/api/v1/pods?watch=1&{}",
+                    cfg.key_field.query(i, node_count, &node_names[i])
                 )
             })
             .await?,

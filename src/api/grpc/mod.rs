@@ -60,6 +60,8 @@ pub struct Selected {
     pub label_selector: String,
     /// The field selector as given.
     pub field_selector: String,
+    /// The shard selector as given.
+    pub shard_selector: String,
     /// The selectors, parsed.
     pub selectors: crate::api::query::Selectors,
 }
@@ -297,6 +299,7 @@ impl GrpcApi {
                     &params(&[
                         ("labelSelector", &s.label_selector),
                         ("fieldSelector", &s.field_selector),
+                        ("shardSelector", &s.shard_selector),
                     ]),
                     &store.info,
                 )?;
@@ -305,6 +308,7 @@ impl GrpcApi {
                     namespace,
                     label_selector: s.label_selector.clone(),
                     field_selector: s.field_selector.clone(),
+                    shard_selector: s.shard_selector.clone(),
                     selectors,
                 })
             })
@@ -415,6 +419,7 @@ impl Watchd for GrpcApi {
                     ("continue", &r.r#continue),
                     ("labelSelector", &r.label_selector),
                     ("fieldSelector", &r.field_selector),
+                    ("shardSelector", &r.shard_selector),
                 ]),
             )?;
             let q = ListQuery {
@@ -433,6 +438,7 @@ impl Watchd for GrpcApi {
                     .collect(),
                 r#continue: page.continue_token.unwrap_or_default(),
                 remaining_item_count: page.remaining_item_count.map(|n| n as i64),
+                shard_selector: page.shard_info.unwrap_or_default(),
             })),
             Err(e) => Err(to_status(&e)),
         }
@@ -464,6 +470,7 @@ impl Watchd for GrpcApi {
                     ),
                     ("labelSelector", &r.label_selector),
                     ("fieldSelector", &r.field_selector),
+                    ("shardSelector", &r.shard_selector),
                     ("timeoutSeconds", &timeout),
                 ]),
             )?;

@@ -103,6 +103,7 @@ pub async fn page(
         let mut pairs = vec![
             ("labelSelector", s.label_selector.as_str()),
             ("fieldSelector", s.field_selector.as_str()),
+            ("shardSelector", s.shard_selector.as_str()),
             ("limit", remaining.as_str()),
         ];
         match &token {

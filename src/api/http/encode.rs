@@ -214,7 +214,7 @@ pub fn partial_metadata_body(version: &str, obj: &ObjectRef) -> Body {
     Body::segments(b)
 }
 
-/// The ListMeta JSON of a page: resourceVersion, continue, remainingItemCount.
+/// The ListMeta JSON of a page: resourceVersion, continue, remainingItemCount, shardInfo.
 pub fn list_meta(page: &ListPage) -> String {
     let mut meta = format!("{{\"resourceVersion\":\"{}\"", page.revision);
     if let Some(token) = &page.continue_token {
@@ -222,6 +222,10 @@ pub fn list_meta(page: &ListPage) -> String {
     }
     if let Some(n) = page.remaining_item_count {
         meta.push_str(&format!(",\"remainingItemCount\":{n}"));
+    }
+    if let Some(selector) = &page.shard_info {
+        let quoted = serde_json::Value::from(selector.as_str()).to_string();
+        meta.push_str(&format!(",\"shardInfo\":{{\"selector\":{quoted}}}"));
     }
     meta.push('}');
     meta

@@ -70,6 +70,12 @@ pub fn list_body(info: &ResourceInfo, page: ListPage) -> Result<Body, ListPage> 
     if let Some(n) = page.remaining_item_count {
         put_uint(&mut list_meta, 4, n as u64);
     }
+    if let Some(selector) = &page.shard_info {
+        // ListMeta.shardInfo (5): ShardInfo{selector (1)}.
+        let mut info = Vec::new();
+        put_len(&mut info, 1, selector.as_bytes());
+        put_len(&mut list_meta, 5, &info);
+    }
     let items_len: Option<usize> = page
         .items
         .iter()
