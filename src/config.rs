@@ -32,6 +32,10 @@ pub const CONSISTENCY_CHECK_PAGE: i64 = 10_000;
 /// Largest etcd response accepted (etcd's own request limit is 1.5 MiB per value).
 pub const ETCD_MAX_MESSAGE: usize = 256 * 1024 * 1024;
 
+/// At the stop, how long the requests in flight (a list streaming) are given to finish
+/// before the connections left are aborted.
+pub const STOP_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// First and largest delay between etcd reconnect attempts.
 pub const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(100);
 /// Largest delay between etcd reconnect attempts.

@@ -505,6 +505,9 @@ async fn serve(args: ServeArgs) -> Result<(), StartError> {
         args.shutdown_delay_duration,
         args.shutdown_watch_termination_grace_period,
     );
+    // The servers stop first, the source after them: a request still in flight at the
+    // stop (a consistent list waiting for the cache to catch up) is served fresh.
+    let (serve_stop_tx, serve_stop_rx) = watch::channel(false);
     let ingest = tokio::spawn(source.run(cache, stop_rx.clone()));
     let grpc = tokio::spawn(grpc::serve(
         grpc_listener,
@@ -513,9 +516,14 @@ async fn serve(args: ServeArgs) -> Result<(), StartError> {
         security,
         args.grpc_max_message_bytes,
         args.grpc_max_concurrent_streams,
-        stop_rx.clone(),
+        serve_stop_rx.clone(),
     ));
-    let server = tokio::spawn(http::serve(listener, state, tls.map(|t| t.http), stop_rx));
+    let server = tokio::spawn(http::serve(
+        listener,
+        state,
+        tls.map(|t| t.http),
+        serve_stop_rx,
+    ));
     shutdown_signal().await;
     shutdown_cache.begin_shutdown();
     if !shutdown_delay.is_zero() {
@@ -534,14 +542,16 @@ async fn serve(args: ServeArgs) -> Result<(), StartError> {
             _ = shutdown_signal() => {}
         }
     }
-    tracing::info!("stopping");
-    let _ = stop_tx.send(true);
-    let _ = tokio::time::timeout(Duration::from_secs(5), async {
-        let _ = ingest.await;
+    tracing::info!("stopping: no new connections; requests in flight finish");
+    let _ = serve_stop_tx.send(true);
+    let _ = tokio::time::timeout(config::STOP_DRAIN_TIMEOUT + Duration::from_secs(1), async {
         let _ = server.await;
         let _ = grpc.await;
     })
     .await;
+    let _ = stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(2), ingest).await;
+    tracing::info!("stopped");
     Ok(())
 }
 

@@ -42,15 +42,21 @@ impl Connection {
 /// The connection preface of HTTP/2 with prior knowledge (RFC 9113, 3.4).
 pub(super) const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// Serves a connection: HTTP/2 ([`super::h2_conn`]) or HTTP/1.1 with hyper.
-pub(super) async fn serve_connection<I>(io: I, h2: bool, state: Arc<ApiState>, conn: Connection)
-where
+/// Serves a connection: HTTP/2 ([`super::h2_conn`]) or HTTP/1.1 with hyper, until it
+/// ends, or drained once `drain` resolves (the server stopping).
+pub(super) async fn serve_connection<I>(
+    io: I,
+    h2: bool,
+    state: Arc<ApiState>,
+    conn: Connection,
+    drain: tokio::sync::oneshot::Receiver<()>,
+) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     if h2 {
         let settings = super::h2_conn::Settings {
             max_streams: crate::config::HTTP2_MAX_STREAMS,
-            drain: None,
+            drain: Some(drain),
         };
         return super::h2_conn::serve(io, state, conn, settings).await;
     }
@@ -62,14 +68,35 @@ where
         // Boxed: the request's future is large and done once it answers.
         async move { Ok::<_, Infallible>(Box::pin(handle(&state, req, &conn)).await) }
     });
-    let result = hyper::server::conn::http1::Builder::new()
+    let served = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(crate::config::HTTP1_IDLE_TIMEOUT)
         .max_buf_size(crate::config::MAX_REQUEST_HEAD)
         .serve_connection(TokioIo::new(io), svc)
-        .with_upgrades()
-        .await;
-    if let Err(e) = result {
+        .with_upgrades();
+    if let Err(e) = drained(served, drain).await {
         tracing::debug!(error = %e, %peer, "connection ended with an error");
+    }
+}
+
+/// Runs a hyper HTTP/1.1 connection; once `drain` resolves, it ends after the response
+/// in flight (at once if idle).
+pub(super) async fn drained<I, S>(
+    served: hyper::server::conn::http1::UpgradeableConnection<I, S>,
+    drain: tokio::sync::oneshot::Receiver<()>,
+) -> hyper::Result<()>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    S: hyper::service::HttpService<hyper::body::Incoming>,
+    S::ResBody: 'static,
+    <S::ResBody as http_body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    tokio::pin!(served);
+    tokio::select! {
+        r = served.as_mut() => r,
+        _ = drain => {
+            served.as_mut().graceful_shutdown();
+            served.await
+        }
     }
 }

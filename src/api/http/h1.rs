@@ -51,15 +51,37 @@ enum Head {
     Hyper,
 }
 
-/// Serves a plain connection until it closes.
-pub async fn serve(io: Io, state: Arc<ApiState>, conn: Connection) {
+/// Serves a plain connection until it closes, or `drain` resolves (the server stopping):
+/// then it closes once idle, after the response in flight.
+pub async fn serve(
+    io: Io,
+    state: Arc<ApiState>,
+    conn: Connection,
+    mut drain: tokio::sync::oneshot::Receiver<()>,
+) {
+    use tokio::sync::oneshot::error::TryRecvError;
     let conn = Arc::new(conn);
     let mut io = io;
     let mut buf = BytesMut::new();
     let mut first = true;
     loop {
+        if !matches!(drain.try_recv(), Err(TryRecvError::Empty)) {
+            return;
+        }
         let idle = crate::config::HTTP1_IDLE_TIMEOUT;
-        let head = match tokio::time::timeout(idle, read_head(&mut io, &mut buf, first)).await {
+        // Waiting for a request with nothing of it read yet, a drain closes at once; a
+        // request begun is read (and answered) first.
+        let waiting = buf.is_empty();
+        let read = tokio::time::timeout(idle, read_head(&mut io, &mut buf, first));
+        let head = if waiting {
+            tokio::select! {
+                r = read => r,
+                _ = &mut drain => return,
+            }
+        } else {
+            read.await
+        };
+        let head = match head {
             Ok(Ok(h)) => h,
             Ok(Err(_)) | Err(_) => return,
         };
@@ -69,10 +91,11 @@ pub async fn serve(io: Io, state: Arc<ApiState>, conn: Connection) {
             Head::Closed => return,
             Head::H2 => {
                 let io = Rewind::new(buf.freeze(), io);
-                return Box::pin(serve_connection(io, true, state, (*conn).clone())).await;
+                return Box::pin(serve_connection(io, true, state, (*conn).clone(), drain)).await;
             }
             Head::Hyper => {
-                return Box::pin(hyper_h1(Rewind::new(buf.freeze(), io), state, conn)).await
+                let io = Rewind::new(buf.freeze(), io);
+                return Box::pin(hyper_h1(io, state, conn, drain)).await;
             }
         };
         buf.advance(len);
@@ -281,7 +304,12 @@ async fn stream(
 }
 
 /// The rest of the connection, through hyper's HTTP/1.1.
-async fn hyper_h1(io: Rewind<Io>, state: Arc<ApiState>, conn: Arc<Connection>) {
+async fn hyper_h1(
+    io: Rewind<Io>,
+    state: Arc<ApiState>,
+    conn: Arc<Connection>,
+    drain: tokio::sync::oneshot::Receiver<()>,
+) {
     let peer = conn.peer;
     let svc = service_fn(move |req| {
         let state = state.clone();
@@ -294,7 +322,7 @@ async fn hyper_h1(io: Rewind<Io>, state: Arc<ApiState>, conn: Arc<Connection>) {
         .max_buf_size(crate::config::MAX_REQUEST_HEAD)
         .serve_connection(TokioIo::new(io), svc)
         .with_upgrades();
-    if let Err(e) = served.await {
+    if let Err(e) = super::conn::drained(served, drain).await {
         tracing::debug!(error = %e, %peer, "connection ended with an error");
     }
 }
@@ -393,13 +421,21 @@ mod tests {
         std::mem::size_of::<R>()
     }
 
+    /// The size of the future a four-argument async function returns.
+    fn future_size4<F, A, B, C, D, R>(_: &F) -> usize
+    where
+        F: Fn(A, B, C, D) -> R,
+    {
+        std::mem::size_of::<R>()
+    }
+
     /// An idle HTTP/1.1 watch holds its connection's loop and its writer for as long as it
     /// lasts: both stay small because what is large and passing (a request's handling,
     /// hyper's connections, another kind of response, a write's slices) is boxed or kept
     /// on the stack apart. Inlined, the loop was 1 200 bytes and its task 19 900.
     #[test]
     fn an_idle_watch_holds_small_futures() {
-        let serve = future_size(&serve);
+        let serve = future_size4(&serve);
         let writer = future_size(&super::super::direct::stream);
         assert!(serve <= 768, "the connection's loop is {serve} bytes");
         assert!(writer <= 768, "a watch's writer is {writer} bytes");

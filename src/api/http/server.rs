@@ -11,13 +11,17 @@ use super::conn::{serve_connection, Connection};
 use super::write_deadline::WriteDeadline;
 use super::ApiState;
 
-/// Accepts connections until `shutdown` turns true, then ends the open ones: TLS when
-/// `tls` is given (HTTP/2 or HTTP/1.1 as ALPN chose), else plain HTTP/1.1 or HTTP/2 with
-/// prior knowledge (h2c).
+/// Accepts connections until `shutdown` turns true, then stops as kube-apiserver's server
+/// does: no new connections, the open watches ended (each writes its end), every
+/// connection told to drain (HTTP/2: a GOAWAY, then its open streams go on; HTTP/1.1:
+/// closed once its response in flight is written, at once if idle), and the requests in
+/// flight (a list streaming) given up to [`crate::config::STOP_DRAIN_TIMEOUT`] to finish
+/// before what is left is aborted. TLS when `tls` is given (HTTP/2 or HTTP/1.1 as ALPN
+/// chose), else plain HTTP/1.1 or HTTP/2 with prior knowledge (h2c).
 ///
-/// Connections are tasks of a `JoinSet` aborted at shutdown, rather than each watching
-/// the shutdown signal: a signal receiver polled with every poll of every connection
-/// would take the signal's lock, shared by all of them, on each.
+/// Each connection learns of the stop from a oneshot of its own, held here by its task:
+/// not a signal receiver polled with every poll of every connection, which would take
+/// the signal's lock, shared by all of them, on each.
 pub async fn serve(
     listener: TcpListener,
     state: Arc<ApiState>,
@@ -25,6 +29,8 @@ pub async fn serve(
     mut shutdown: signal::Receiver<bool>,
 ) {
     let mut connections = tokio::task::JoinSet::new();
+    // Each open connection's signal to drain, by its task.
+    let mut drains = std::collections::HashMap::new();
     loop {
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -36,20 +42,21 @@ pub async fn serve(
                 }
             },
             // Finished connections are reaped as they end.
-            Some(_) = connections.join_next() => continue,
-            _ = shutdown.changed() => {
-                connections.abort_all();
-                return;
+            Some(ended) = connections.join_next_with_id() => {
+                drains.remove(&ended.map_or_else(|e| e.id(), |(id, ())| id));
+                continue;
             }
+            _ = shutdown.changed() => break,
         };
         let _ = stream.set_nodelay(true);
         let shard = crate::api::watch::next_shard();
         let write_timeout = state.write_timeout;
         let state = state.clone();
         let tls = tls.clone();
+        let (drain, drained) = tokio::sync::oneshot::channel();
         // Each path boxed apart: the task is sized by the path it takes, not by the
         // largest (it stays that size for as long as the connection's watches last).
-        connections.spawn(async move {
+        let task = connections.spawn(async move {
             let io = WriteDeadline::new(stream, write_timeout);
             match tls {
                 None => {
@@ -58,11 +65,32 @@ pub async fn serve(
                         shard,
                         peer_chain: None,
                     };
-                    Box::pin(super::h1::serve(io, state, conn)).await
+                    Box::pin(super::h1::serve(io, state, conn, drained)).await
                 }
-                Some(tls) => Box::pin(serve_tls(io, peer, shard, tls, state)).await,
+                Some(tls) => Box::pin(serve_tls(io, peer, shard, tls, state, drained)).await,
             }
         });
+        drains.insert(task.id(), drain);
+    }
+    drop(listener);
+    // The watches still open end now (with a grace period they have ended already).
+    state.read.cache.drain_watches(std::time::Duration::ZERO);
+    drop(drains);
+    let open = connections.len();
+    let drained = tokio::time::timeout(crate::config::STOP_DRAIN_TIMEOUT, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    match drained {
+        Ok(()) => tracing::info!(connections = open, "HTTP connections drained"),
+        Err(_) => {
+            tracing::warn!(
+                left = connections.len(),
+                timeout = ?crate::config::STOP_DRAIN_TIMEOUT,
+                "HTTP requests still in flight at the stop's end were aborted"
+            );
+            connections.abort_all();
+        }
     }
 }
 
@@ -73,6 +101,7 @@ async fn serve_tls(
     shard: usize,
     tls: crate::tls::TlsServing,
     state: Arc<ApiState>,
+    drain: tokio::sync::oneshot::Receiver<()>,
 ) {
     let Some(stream) = tls.handshake(io, peer).await else {
         return;
@@ -89,5 +118,5 @@ async fn serve_tls(
         shard,
         peer_chain,
     };
-    Box::pin(serve_connection(stream, h2, state, conn)).await;
+    Box::pin(serve_connection(stream, h2, state, conn, drain)).await;
 }
