@@ -98,7 +98,7 @@ fn bench_apply(c: &mut Criterion, cache: &Arc<Cache>, ingestor: &mut Ingestor) {
         .map(|(ns, name)| (key(&ns, &name), common::pod(&ns, &name, 2)))
         .collect();
     let mut next = 0usize;
-    let mut revision = cache.applied();
+    let mut revision = cache.progress().applied();
     // Both benchmarks time making the KvChange (copying a 30-byte key and a 2 KiB value,
     // as the etcd client does), so its small cost is on both sides of the ratio: batching
     // inputs outside the timing instead left thousands of cold 2 KiB buffers between
@@ -144,7 +144,7 @@ fn bench_apply(c: &mut Criterion, cache: &Arc<Cache>, ingestor: &mut Ingestor) {
     g.finish();
 
     // The applies did land: the pods updated last carry their new revision.
-    let applied = cache.applied();
+    let applied = cache.progress().applied();
     let pods = pods_snapshot(cache);
     assert!(applied > Revision((NAMESPACES * PODS_PER_NAMESPACE) as i64));
     assert_eq!(pods.revision, applied);

@@ -130,7 +130,7 @@ fn main() {
         .find(|r| r.resource == "pods")
         .expect("pods are built in")
         .fields;
-    let mut revision = cache.applied();
+    let mut revision = cache.progress().applied();
     let mut next = 0usize;
     let mut batch = |n: usize| -> Vec<KvChange> {
         revision = revision.next();

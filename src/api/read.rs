@@ -110,7 +110,7 @@ pub async fn wait_fresh(
     rv: RvParam,
 ) -> Result<Revision, ApiError> {
     let target = match rv {
-        RvParam::Any => return Ok(state.cache.applied_for(store)),
+        RvParam::Any => return Ok(state.cache.progress().of(store)),
         RvParam::At(n) => n,
         RvParam::Unset => {
             let current = state
@@ -124,7 +124,7 @@ pub async fn wait_fresh(
                     too_large_rv: false,
                     retry_after: 1,
                 })?;
-            if let Err(e) = source_not_behind(store, current, state.cache.applied_for(store)) {
+            if let Err(e) = source_not_behind(store, current, state.cache.progress().of(store)) {
                 state.cache.report_source_behind();
                 return Err(e);
             }
@@ -133,7 +133,8 @@ pub async fn wait_fresh(
     };
     if !state
         .cache
-        .wait_applied_for(store, target, config::RESOURCE_VERSION_WAIT)
+        .progress()
+        .wait(store, target, config::RESOURCE_VERSION_WAIT)
         .await
     {
         return Err(ApiError::too_large_resource_version(
@@ -141,7 +142,7 @@ pub async fn wait_fresh(
             config::RESOURCE_VERSION_WAIT,
         ));
     }
-    Ok(state.cache.applied_for(store))
+    Ok(state.cache.progress().of(store))
 }
 
 /// A consistent read must see the source's current state. A source whose current revision
@@ -191,23 +192,19 @@ fn in_shard(obj: &CachedObject, selectors: &Selectors) -> bool {
     })
 }
 
-/// Waits until every one of `stores` reflects what `rv` asks for (one question to etcd
-/// covers them all; an upstream is asked per resource), and returns the revision all of
-/// them have applied.
+/// Waits until every one of `stores` reflects what `rv` asks for (the source is asked
+/// once for all of them, or per resource when each has its own stream:
+/// [`crate::store::Progress::to_ask`]), and returns the revision all of them have applied.
 pub async fn wait_fresh_all(
     read: &ReadContext,
     stores: &[Arc<ResourceStore>],
     rv: RvParam,
 ) -> Result<Revision, ApiError> {
-    let each = if read.cache.is_per_resource() {
-        stores.len()
-    } else {
-        1
-    };
-    for store in stores.iter().take(each) {
+    let progress = read.cache.progress();
+    for store in progress.to_ask(stores) {
         wait_fresh(read, store, rv).await?;
     }
-    Ok(read.cache.applied_for_all(stores.iter().map(|s| &**s)))
+    Ok(progress.of_all(stores.iter().map(|s| &**s)))
 }
 
 /// The 429 kube-apiserver answers for a resource whose cache is not ready.
@@ -291,7 +288,7 @@ async fn list_source(
         _ => None,
     };
     let applied = match (exact, &q.continue_from) {
-        (Some(_), Some(_)) => state.cache.applied_for(store),
+        (Some(_), Some(_)) => state.cache.progress().of(store),
         _ => wait_fresh(state, store, q.rv).await?,
     };
     let view = store.view(applied);

@@ -307,12 +307,12 @@ impl Drop for RbacCache {
 /// The follower's task: a step at each applied revision, wake-up, or [`FOLLOW_INTERVAL`].
 async fn follow(shared: Arc<Shared>, mut follower: Follower) {
     loop {
-        let seen = shared.cache.applied();
+        let seen = shared.cache.progress().applied();
         if let Some(policy) = follower.step_if_moved() {
             shared.publish(policy);
         }
         tokio::select! {
-            _ = shared.cache.wait_applied(Revision(seen.0 + 1), FOLLOW_INTERVAL) => {}
+            _ = shared.cache.progress().wait_applied(Revision(seen.0 + 1), FOLLOW_INTERVAL) => {}
             _ = shared.wake.notified() => {}
         }
     }

@@ -186,7 +186,7 @@ pub async fn check(
     cache: &Cache,
     store: &ResourceStore,
 ) -> Result<Checked, SourceError> {
-    let view = store.view(cache.applied());
+    let view = store.view(cache.progress().applied());
     let at = view.revision;
     let index = cache.resources();
     let dir = &store.info.etcd_dir;

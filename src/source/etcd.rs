@@ -293,7 +293,7 @@ async fn relist_dir(
     dir: &str,
 ) -> Result<(), SourceError> {
     let cache = ingestor.cache().clone();
-    let at = cache.applied();
+    let at = cache.progress().applied();
     let prefix = format!("{}/{dir}/", cache.prefix());
     let kvs = list_prefix(client, &prefix, at, "re-list").await?;
     metrics::counter!("watchd_relists_total").increment(1);
@@ -474,7 +474,7 @@ async fn watch(
             followed.last = Some((last.key.clone(), last.revision, last.value.is_none()));
         }
         ingestor.apply(changes);
-        let applied = cache.applied();
+        let applied = cache.progress().applied();
         if sync_at.is_some_and(|at| applied >= at) {
             *sync_at = None;
             cache.set_synced(true);

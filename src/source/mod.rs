@@ -60,6 +60,13 @@ pub trait SourceReader: Send + Sync {
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Revision, ReadError>>;
 
+    /// Whether [`SourceReader::range`] answers: the reads of a resource whose cache is
+    /// not ready can be served from the source (etcd), else they go to the upstream the
+    /// source is, when it passes requests through.
+    fn reads_unready(&self) -> bool {
+        true
+    }
+
     /// Keys in [`start`, `end`) at `revision` (None: the current one), at most `limit`
     /// (0: all): reads of a resource whose cache is not ready, as kube-apiserver reads
     /// etcd then. A source that cannot answers [`ReadError::Unsupported`].

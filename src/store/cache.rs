@@ -8,6 +8,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
+use super::progress::Progress;
 use super::resource::{ResourceStore, StoreConfig};
 use crate::codec::encryption::{EncryptionConfig, ValueTransformer};
 use crate::codec::DecodeSpec;
@@ -109,9 +110,10 @@ pub struct Cache {
     config: StoreConfig,
     encryption: Option<EncryptionConfig>,
     index: ArcSwap<ResourceIndex>,
-    applied: watch::Sender<Revision>,
-    /// Whether each resource has its own applied revision (a source with one stream per
-    /// resource), rather than the cache's one.
+    /// How far the source is applied ([`Cache::progress`]).
+    progress: Progress,
+    /// Whether each resource is fed by its own stream, in its served version (an
+    /// upstream API server), rather than from etcd's values.
     per_resource: bool,
     epoch: AtomicU64,
     synced: AtomicBool,
@@ -163,7 +165,7 @@ impl Cache {
             config,
             encryption,
             index: ArcSwap::from_pointee(ResourceIndex::default()),
-            applied: watch::channel(Revision::ZERO).0,
+            progress: Progress::new(per_resource),
             per_resource,
             epoch: AtomicU64::new(0),
             synced: AtomicBool::new(false),
@@ -285,95 +287,10 @@ impl Cache {
         old
     }
 
-    /// The newest etcd revision fully applied (per-resource sources: the newest any
-    /// resource applied; see [`Cache::applied_for`]).
-    pub fn applied(&self) -> Revision {
-        *self.applied.borrow()
-    }
-
-    /// Whether each resource has its own applied revision.
-    pub fn is_per_resource(&self) -> bool {
-        self.per_resource
-    }
-
-    /// The newest revision fully applied to `store`: the cache's, or the resource's own
-    /// when each resource is fed by its own stream. What views, bookmarks and watches
-    /// without a resourceVersion start from.
-    pub fn applied_for(&self, store: &ResourceStore) -> Revision {
-        if self.per_resource {
-            store.progress()
-        } else {
-            self.applied()
-        }
-    }
-
-    /// The newest revision fully applied to every one of `stores`: the cache's, or the
-    /// least of theirs when each resource is fed by its own stream.
-    pub fn applied_for_all<'a>(
-        &self,
-        stores: impl IntoIterator<Item = &'a ResourceStore>,
-    ) -> Revision {
-        if !self.per_resource {
-            return self.applied();
-        }
-        stores
-            .into_iter()
-            .map(ResourceStore::progress)
-            .min()
-            .unwrap_or_default()
-    }
-
-    /// Waits until `revision` is applied to `store`; false if `timeout` passed first. A
-    /// per-resource source is told the revision is wanted, so that it can prove a quiet
-    /// resource has nothing before it.
-    pub async fn wait_applied_for(
-        &self,
-        store: &ResourceStore,
-        revision: Revision,
-        timeout: Duration,
-    ) -> bool {
-        if !self.per_resource {
-            return self.wait_applied(revision, timeout).await;
-        }
-        if store.progress() >= revision {
-            return true;
-        }
-        store.want(revision);
-        let mut rx = store.subscribe_progress();
-        tokio::time::timeout(timeout, rx.wait_for(|r| *r >= revision))
-            .await
-            .is_ok_and(|r| r.is_ok())
-    }
-
-    /// Sets the applied revision to that of a new epoch, even below the last one: after
-    /// etcd was restored from an older backup, its history is the one that counts.
-    pub fn reset_applied(&self, revision: Revision) {
-        self.applied.send_if_modified(|r| {
-            let changed = revision != *r;
-            *r = revision;
-            changed
-        });
-        metrics::gauge!("watchd_applied_revision").set(revision.0 as f64);
-    }
-
-    /// Records that every change up to `revision` is applied, and wakes waiting readers.
-    pub fn set_applied(&self, revision: Revision) {
-        self.applied.send_if_modified(|r| {
-            let newer = revision > *r;
-            if newer {
-                *r = revision;
-            }
-            newer
-        });
-        metrics::gauge!("watchd_applied_revision").set(revision.0 as f64);
-    }
-
-    /// Waits until `revision` is applied; false if `timeout` passed first.
-    pub async fn wait_applied(&self, revision: Revision, timeout: Duration) -> bool {
-        let mut rx = self.applied.subscribe();
-        tokio::time::timeout(timeout, rx.wait_for(|r| *r >= revision))
-            .await
-            .is_ok_and(|r| r.is_ok())
+    /// How far the source is applied: what readers ask before reading, and ingestion
+    /// raises.
+    pub fn progress(&self) -> &Progress {
+        &self.progress
     }
 
     /// The current epoch (bumped by each full re-list).
@@ -487,7 +404,7 @@ impl std::fmt::Debug for Cache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cache")
             .field("prefix", &self.prefix)
-            .field("applied", &self.applied())
+            .field("applied", &self.progress.applied())
             .field("epoch", &self.epoch())
             .finish()
     }

@@ -227,7 +227,7 @@ impl Ingestor {
             store.reset(revision, epoch, objects);
             store.health.loaded(bad);
         }
-        self.cache.reset_applied(revision);
+        self.cache.progress().reset_applied(revision);
         metrics::gauge!("watchd_epoch").set(epoch as f64);
         tracing::info!(%revision, epoch, resources = stores.len(), "cache loaded");
         // A re-list; the first load's heap is given back once the cache is synced.
@@ -348,7 +348,7 @@ impl Ingestor {
         let count = map.len();
         store.reset(revision, epoch, map);
         store.health.loaded(bad);
-        self.cache.set_applied(revision);
+        self.cache.progress().set_applied(revision);
         tracing::info!(resource = %store.info.qualified_name(), %revision, epoch, objects = count, "resource loaded");
     }
 
@@ -389,7 +389,7 @@ impl Ingestor {
         }
         self.flush_resource(store, current, &mut batch, &mut keys);
         store.set_progress(progress.max(current));
-        self.cache.set_applied(progress.max(current));
+        self.cache.progress().set_applied(progress.max(current));
         if !keys.is_empty() {
             store.wake.wake(&keys);
         }
@@ -508,7 +508,7 @@ impl Ingestor {
             let moved = store.apply(revision, changes, &mut woken[i].1, kept);
             self.settle(&store, revision, moved, "etcd holds");
         }
-        self.cache.set_applied(revision);
+        self.cache.progress().set_applied(revision);
     }
 
     /// Acts on how a resource's health moved at `revision` (`source` says where the bad

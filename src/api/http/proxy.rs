@@ -113,10 +113,11 @@ impl Proxy {
         }
     }
 
-    /// Whether the cache answers a request, or the upstream does. A cache fed by the
-    /// upstream passes through reads of a resource it is still loading (the upstream is
-    /// its source: the same answer, sooner than a 429).
-    pub fn decide<B>(req: &Request<B>, cache: &Cache) -> Pass {
+    /// Whether the cache answers a request, or the upstream does. Reads of a resource
+    /// still loading pass through when the source cannot answer them itself
+    /// (`reads_unready` false: the upstream is the source, and its answer comes sooner
+    /// than a 429).
+    pub fn decide<B>(req: &Request<B>, cache: &Cache, reads_unready: bool) -> Pass {
         let index = cache.resources();
         let read = req.method() == Method::GET || req.method() == Method::HEAD;
         if !read || req.headers().contains_key(header::UPGRADE) {
@@ -134,7 +135,7 @@ impl Proxy {
                 let other_sub = path.subresource.as_deref().is_some_and(|s| s != "status");
                 let scope = store.info.namespaced != path.namespace.is_some()
                     && !(store.info.namespaced && path.name.is_none());
-                let loading = cache.is_per_resource()
+                let loading = !reads_unready
                     && !matches!(store.health.readiness(), crate::store::Readiness::Ready);
                 if other_sub || scope || loading {
                     Pass::Yes
@@ -410,13 +411,18 @@ mod tests {
     fn resources_still_loading_from_the_upstream_are_read_upstream() {
         let cache = Cache::per_resource("/registry", config());
         let pods = req(Method::GET, "/api/v1/pods");
-        assert_eq!(Proxy::decide(&pods, &cache), Pass::Yes, "not loaded yet");
+        // An upstream source does not read resources that are not ready.
+        assert_eq!(
+            Proxy::decide(&pods, &cache, false),
+            Pass::Yes,
+            "not loaded yet"
+        );
         let store = cache.resources().by_api("", "v1", "pods").unwrap().clone();
         store.health.loaded(imbl::OrdMap::new());
-        assert_eq!(Proxy::decide(&pods, &cache), Pass::No, "loaded");
+        assert_eq!(Proxy::decide(&pods, &cache, false), Pass::No, "loaded");
         // A cache fed by etcd answers itself while it loads (reading etcd).
         let etcd_fed = index();
-        assert_eq!(Proxy::decide(&pods, &etcd_fed), Pass::No);
+        assert_eq!(Proxy::decide(&pods, &etcd_fed, true), Pass::No);
     }
 
     #[test]
@@ -453,7 +459,7 @@ mod tests {
         ];
         for (method, target, want) in cases {
             assert_eq!(
-                Proxy::decide(&req(method.clone(), target), &index),
+                Proxy::decide(&req(method.clone(), target), &index, true),
                 want,
                 "{method} {target}"
             );
@@ -461,7 +467,7 @@ mod tests {
         let mut exec = req(Method::GET, "/api/v1/namespaces/d/pods/p/exec?command=ls");
         exec.headers_mut()
             .insert(header::UPGRADE, HeaderValue::from_static("websocket"));
-        assert_eq!(Proxy::decide(&exec, &index), Pass::Yes);
+        assert_eq!(Proxy::decide(&exec, &index, true), Pass::Yes);
     }
 
     #[test]

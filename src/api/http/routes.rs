@@ -79,7 +79,7 @@ async fn handle_in_shard<B: proxy::ForwardBody>(
     };
     let audit_user = state.audit.as_ref().and(user.clone());
     if let Some(proxy) = &state.proxy {
-        let pass = proxy::Proxy::decide(&req, &state.read.cache);
+        let pass = proxy::Proxy::decide(&req, &state.read.cache, state.read.source.reads_unready());
         if pass != proxy::Pass::No {
             let mut head = Request::new(());
             *head.method_mut() = req.method().clone();

@@ -4,7 +4,7 @@
 //!
 //! Each collection keeps its own cursor into its resource's event log; a frame takes,
 //! revision by revision, the lowest revision any cursor holds, and only revisions every
-//! resource has applied (`Cache::applied_for`, the same for all with etcd as the source:
+//! resource has applied (`Progress::of_all`, the same for all with etcd as the source:
 //! ingestion appends a revision's events to every log before it raises the applied
 //! revision). So no resource can still add an event below one already sent, and every
 //! event of one etcd revision goes in the same frame. The initial state is each
@@ -107,7 +107,8 @@ impl<E: WatchEncoder> MergedSession<E> {
         let wants_initial = q.wants_initial();
         let applied_by_all = || {
             read.cache
-                .applied_for_all(collections.iter().map(|c| &*c.store))
+                .progress()
+                .of_all(collections.iter().map(|c| &*c.store))
         };
         let mut parts = Vec::with_capacity(collections.len());
         let mut snapshots = Vec::new();
@@ -196,7 +197,8 @@ impl<E: WatchEncoder> MergedSession<E> {
     /// The revision every part's resource has applied.
     fn applied(&self) -> Revision {
         self.cache
-            .applied_for_all(self.parts.iter().map(|p| &*p.store))
+            .progress()
+            .of_all(self.parts.iter().map(|p| &*p.store))
     }
 
     fn take(&mut self) -> E::Frame {
@@ -207,15 +209,13 @@ impl<E: WatchEncoder> MergedSession<E> {
     /// With an upstream source, asks the resources behind `rev` to prove they reached it
     /// (their followers' progress probe), once per revision.
     fn want(&mut self, rev: Revision) {
-        if !self.cache.is_per_resource() || rev <= self.wanted {
+        if rev <= self.wanted {
             return;
         }
         self.wanted = rev;
-        for p in &self.parts {
-            if self.cache.applied_for(&p.store) < rev {
-                p.store.want(rev);
-            }
-        }
+        self.cache
+            .progress()
+            .want(self.parts.iter().map(|p| &*p.store), rev);
     }
 
     /// Encodes the events of revisions up to `applied` in revision order, whole

@@ -292,7 +292,7 @@ impl<E: WatchEncoder> WatchSession<E> {
             not_ready()?;
             let from = match q.rv {
                 RvParam::At(n) => n,
-                _ => state.cache.applied_for(&store),
+                _ => state.cache.progress().of(&store),
             };
             let log = store.log();
             match log.cursor_after(from) {
@@ -378,7 +378,7 @@ impl<E: WatchEncoder> WatchSession<E> {
         }
         // Only bookmarks need the applied revision; loading it costs a shared lock read.
         let applied = if self.allow_bookmarks {
-            self.cache.applied_for(&self.store)
+            self.cache.progress().of(&self.store)
         } else {
             Revision::ZERO
         };

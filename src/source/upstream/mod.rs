@@ -561,6 +561,12 @@ impl SourceReader for UpstreamReader {
         })
     }
 
+    /// Reads of a resource still loading go to the upstream (the same answer, sooner
+    /// than a 429).
+    fn reads_unready(&self) -> bool {
+        false
+    }
+
     fn range(
         &self,
         _start: Vec<u8>,
