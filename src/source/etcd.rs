@@ -3,9 +3,10 @@
 //! applied revision, which is what lets consistent reads know when the cache has caught
 //! up without progress notifications (broken in etcd 3.4).
 //!
-//! On any error it reconnects with backoff to any endpoint and resumes from the last
-//! applied revision; when etcd compacted past that revision it re-lists and starts a new
-//! epoch.
+//! It runs in the reflector's loop (`reflector.rs`): on any error it reconnects with
+//! backoff to any endpoint and resumes from the last applied revision; when etcd
+//! compacted past that revision, or is not the etcd the cache followed, it re-lists and
+//! starts a new epoch.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use etcd_client::{GetOptions, WatchOptions};
 use tokio::sync::{mpsc, watch};
 
 use super::client::{EtcdClient, EtcdConfig};
+use super::reflector::{self, Attempt, End, Follow};
 use super::revision_flight::RevisionFlight;
 use super::{failed, BoxFuture, RangePage, ReadError, Source, SourceError, SourceReader};
 use crate::config;
@@ -54,23 +56,6 @@ impl Source for EtcdSource {
             }
         })
     }
-}
-
-/// How a watch stream ended.
-#[derive(Debug)]
-enum WatchEnd {
-    /// etcd compacted past the revision to resume from: a re-list is needed.
-    Compacted(i64),
-    /// The etcd answering is not the one whose history the cache applied (restored from
-    /// a backup, or replaced by another cluster): a re-list is needed.
-    Replaced(Divergence),
-    /// The connection broke or etcd answered an error: resume after a backoff.
-    Failed(SourceError),
-    /// A read found etcd's revision below the applied one during the watch: check etcd
-    /// (as before resuming) now.
-    Recheck,
-    /// The daemon is stopping.
-    Shutdown,
 }
 
 /// How the etcd answering differs from the one the cache followed: what a log says of a
@@ -120,67 +105,92 @@ impl std::fmt::Display for Divergence {
 pub async fn run(
     config: EtcdConfig,
     cache: Arc<Cache>,
-    mut shutdown: watch::Receiver<bool>,
-    mut relist: mpsc::Receiver<String>,
+    shutdown: watch::Receiver<bool>,
+    relist: mpsc::Receiver<String>,
 ) {
-    let mut ingestor = Ingestor::new(cache.clone());
-    let mut resume: Option<Revision> = None;
-    let mut backoff = config::RECONNECT_BACKOFF_MIN;
-    // The first list replays etcd's recent history (so watches from before a restart
-    // resume); the cache is synced once the replay reached the revision etcd had.
-    let mut replay = true;
-    let mut sync_at: Option<Revision> = None;
-    // Which etcd the cache follows: its cluster, and the last change applied.
-    let mut followed = Followed::default();
-    loop {
-        if *shutdown.borrow() {
-            return;
-        }
-        let resuming = resume.is_some();
-        let attempt = async {
-            let mut client = config.connect().await?;
-            if let Some(applied) = resume {
-                if let Some(why) = followed.replaced(&mut client, applied).await? {
-                    return Ok(WatchEnd::Replaced(why));
-                }
-            } else {
-                let (listed, current, cluster) =
-                    initial_list(&mut client, &mut ingestor, replay).await?;
-                replay = false;
-                resume = Some(listed);
-                followed = Followed {
-                    cluster,
-                    last: None,
-                };
-                if listed >= current {
-                    cache.set_synced(true);
+    let follow = EtcdFollow {
+        ingestor: Ingestor::new(cache.clone()),
+        config,
+        cache,
+        replay: true,
+        sync_at: None,
+        followed: Followed::default(),
+        relist,
+    };
+    reflector::reflect(follow, shutdown).await;
+}
+
+/// etcd in the reflector's loop: the whole keyspace, listed under the prefix and
+/// watched from the listed revision.
+struct EtcdFollow {
+    config: EtcdConfig,
+    cache: Arc<Cache>,
+    ingestor: Ingestor,
+    /// The first list replays etcd's recent history (so watches from before a restart
+    /// resume).
+    replay: bool,
+    /// The cache is synced once the replay reached the revision etcd had.
+    sync_at: Option<Revision>,
+    /// Which etcd the cache follows: its cluster, and the last change applied.
+    followed: Followed,
+    /// Directories the consistency check asks to be read again.
+    relist: mpsc::Receiver<String>,
+}
+
+impl Follow for EtcdFollow {
+    fn attempt<'a>(&'a mut self, resume: &'a mut Option<Revision>) -> Attempt<'a> {
+        Box::pin(async move {
+            let cache = self.cache.clone();
+            let resuming = resume.is_some();
+            let attempt = async {
+                let mut client = self.config.connect().await?;
+                if let Some(applied) = *resume {
+                    if let Some(why) = self.followed.replaced(&mut client, applied).await? {
+                        return Ok(End::Replaced(why.to_string()));
+                    }
                 } else {
-                    sync_at = Some(current);
+                    let (listed, current, cluster) =
+                        initial_list(&mut client, &mut self.ingestor, self.replay).await?;
+                    self.replay = false;
+                    *resume = Some(listed);
+                    self.followed = Followed {
+                        cluster,
+                        last: None,
+                    };
+                    if listed >= current {
+                        cache.set_synced(true);
+                    } else {
+                        self.sync_at = Some(current);
+                    }
                 }
+                let from = resume.unwrap_or_default().next();
+                let end = watch(
+                    &mut client,
+                    from,
+                    &mut self.ingestor,
+                    (resume, &mut self.followed),
+                    &mut self.sync_at,
+                    &mut self.relist,
+                )
+                .await;
+                Ok::<_, SourceError>(end)
+            };
+            tokio::select! {
+                r = attempt => r.unwrap_or_else(End::Failed),
+                // A read found etcd behind the cache while the watch runs: etcd may answer
+                // reads as another cluster, so check it now, as at a reconnect.
+                _ = cache.source_behind_reported(), if resuming => End::Recheck,
             }
-            let from = resume.unwrap_or_default().next();
-            let end = watch(
-                &mut client,
-                from,
-                &mut ingestor,
-                (&mut resume, &mut followed),
-                &mut sync_at,
-                &mut relist,
-            )
-            .await;
-            Ok::<_, SourceError>(end)
-        };
-        let end = tokio::select! {
-            r = attempt => r.unwrap_or_else(WatchEnd::Failed),
-            _ = shutdown.changed() => WatchEnd::Shutdown,
-            // A read found etcd behind the cache while the watch runs: etcd may answer
-            // reads as another cluster, so check it now, as at a reconnect.
-            _ = cache.source_behind_reported(), if resuming => WatchEnd::Recheck,
-        };
-        cache.set_watch_live(false);
+        })
+    }
+
+    fn lost(&mut self) {
+        self.cache.set_watch_live(false);
+    }
+
+    fn relisting(&mut self, end: &End, resume: Option<Revision>) {
         match end {
-            WatchEnd::Shutdown => return,
-            WatchEnd::Replaced(why) => {
+            End::Replaced(why) => {
                 tracing::error!(
                     applied = ?resume,
                     %why,
@@ -188,33 +198,37 @@ pub async fn run(
                      ending every watch with 410 and re-listing"
                 );
                 metrics::counter!("watchd_etcd_replaced_total").increment(1);
-                metrics::counter!("watchd_relists_total").increment(1);
-                resume = None;
-                backoff = config::RECONNECT_BACKOFF_MIN;
             }
-            WatchEnd::Compacted(compact) => {
-                tracing::warn!(resume = ?resume, compacted = compact, "etcd compacted past the resume revision; re-listing");
-                metrics::counter!("watchd_relists_total").increment(1);
-                resume = None;
-                backoff = config::RECONNECT_BACKOFF_MIN;
-            }
-            WatchEnd::Recheck => {
-                tracing::warn!(resume = ?resume, "a consistent read found etcd's revision below the applied one; checking etcd now");
-            }
-            WatchEnd::Failed(e) => {
-                tracing::warn!(error = %e, retry_in = ?backoff, resume = ?resume, "etcd connection lost");
-                metrics::counter!("watchd_etcd_reconnects_total").increment(1);
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = shutdown.changed() => return,
-                    // etcd is back, and a read found it behind the cache: check it now.
-                    _ = cache.source_behind_reported() => {
-                        tracing::info!("a consistent read reached etcd first; reconnecting now");
-                    }
-                }
-                backoff = (backoff * 2).min(config::RECONNECT_BACKOFF_MAX);
+            other => {
+                tracing::warn!(?resume, why = ?other, "etcd compacted past the resume revision; re-listing");
             }
         }
+        metrics::counter!("watchd_relists_total").increment(1);
+    }
+
+    fn retrying(&mut self, end: &End, resume: Option<Revision>, backoff: Duration) {
+        match end {
+            End::Recheck => {
+                tracing::warn!(?resume, "a consistent read found etcd's revision below the applied one; checking etcd now");
+            }
+            other => {
+                let error = match other {
+                    End::Failed(e) => e.to_string(),
+                    _ => format!("{other:?}"),
+                };
+                tracing::warn!(%error, retry_in = ?backoff, ?resume, "etcd connection lost");
+                metrics::counter!("watchd_etcd_reconnects_total").increment(1);
+            }
+        }
+    }
+
+    fn retry_now(&self) -> Attempt<'_> {
+        // etcd is back, and a read found it behind the cache: check it now.
+        Box::pin(async {
+            self.cache.source_behind_reported().await;
+            tracing::info!("a consistent read reached etcd first; reconnecting now");
+            End::Recheck
+        })
     }
 }
 
@@ -399,7 +413,7 @@ async fn watch(
     (resume, followed): (&mut Option<Revision>, &mut Followed),
     sync_at: &mut Option<Revision>,
     relist: &mut mpsc::Receiver<String>,
-) -> WatchEnd {
+) -> End {
     // Fragments: without them etcd sends a watch that catches up (a replay, a resume
     // after a gap) up to 1 000 revisions in one message, which tonic's receive buffer
     // grows to hold and then keeps for the stream's life (47 MB after replaying 20 000
@@ -412,7 +426,7 @@ async fn watch(
         .with_fragment();
     let mut stream = match client.watch.watch(vec![0u8], Some(opts)).await {
         Ok(s) => s,
-        Err(e) => return WatchEnd::Failed(failed("watch")(e)),
+        Err(e) => return End::Failed(failed("watch")(e)),
     };
     let cache = ingestor.cache().clone();
     // The changes of a revision that a fragment split: applied with the rest of it.
@@ -424,21 +438,21 @@ async fn watch(
                 // Between two responses the cache holds every revision up to the applied
                 // one, whole: the directory read at that revision replaces it there.
                 if let Err(e) = relist_dir(client, ingestor, &dir).await {
-                    return WatchEnd::Failed(e);
+                    return End::Failed(e);
                 }
                 continue;
             }
         };
         let mut resp = match message {
             Ok(Some(r)) => r,
-            Ok(None) => return WatchEnd::Failed(SourceError::WatchEnded),
-            Err(e) => return WatchEnd::Failed(failed("watch")(e)),
+            Ok(None) => return End::Failed(SourceError::WatchEnded),
+            Err(e) => return End::Failed(failed("watch")(e)),
         };
         if resp.compact_revision() > 0 {
-            return WatchEnd::Compacted(resp.compact_revision());
+            return End::Expired(format!("compacted at {}", resp.compact_revision()));
         }
         if resp.canceled() {
-            return WatchEnd::Failed(SourceError::WatchCanceled(resp.cancel_reason().to_string()));
+            return End::Failed(SourceError::WatchCanceled(resp.cancel_reason().to_string()));
         }
         if resp.created() {
             cache.set_watch_live(true);
@@ -447,10 +461,13 @@ async fn watch(
         let header_rev = resp.header().map_or(0, |h| h.revision());
         let cluster = resp.header().map_or(0, |h| h.cluster_id());
         if followed.is_other(cluster) {
-            return WatchEnd::Replaced(Divergence::WatchCluster {
-                found: cluster,
-                followed: followed.cluster,
-            });
+            return End::Replaced(
+                Divergence::WatchCluster {
+                    found: cluster,
+                    followed: followed.cluster,
+                }
+                .to_string(),
+            );
         }
         let mut changes = std::mem::take(&mut held);
         changes.extend(

@@ -17,6 +17,7 @@
 pub mod client;
 pub mod consistency;
 pub mod etcd;
+pub mod reflector;
 mod revision_flight;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;

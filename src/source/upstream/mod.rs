@@ -1,7 +1,8 @@
 //! The upstream source: a Kubernetes API server (kube-apiserver, or another watchd) read
 //! through its API, for clusters whose etcd is out of reach, and for tiers of watchd.
 //!
-//! Each resource the cache serves is followed on its own: a streaming list (a watch with
+//! Each resource the cache serves is followed on its own, in the reflector's loop
+//! (`reflector.rs`): a streaming list (a watch with
 //! `sendInitialEvents=true`, ended by the `k8s.io/initial-events-end` bookmark) where the
 //! upstream offers it, else a paged list; then a watch from the list's resourceVersion
 //! with bookmarks, resumed from the last resourceVersion seen after a disconnect or the
@@ -38,9 +39,9 @@ use self::wire::{
     error_end, parse_rv, percent_encode, read_event, status_end, status_message,
     watch_timeout_seconds, with_type_meta, LineReader, ListBody, Meta, ObjectHead,
 };
+use super::reflector::{self, Attempt, End, Follow};
 use super::{BoxFuture, RangePage, ReadError, Source, SourceError, SourceReader};
 use crate::client::upstream::UpstreamClient;
-use crate::config;
 use crate::registry::ResourceInfo;
 use crate::store::ingest::{Ingestor, ObjectChange};
 use crate::store::{Cache, ResourceStore};
@@ -177,25 +178,72 @@ async fn supervise(
     }
 }
 
-/// How a list or watch ended.
-#[derive(Debug)]
-enum End {
-    /// The watch's time was up: resume from the last resourceVersion.
-    Closed,
-    /// 410: the resourceVersion to resume from is gone; re-list.
-    Expired,
-    /// The upstream does not serve the resource to watchd (404, 403, 405): the status
-    /// and its Status message.
-    NotServed(u16, String),
-    /// The upstream does not offer streaming lists: how it showed.
-    NoStreamingList(SourceError),
-    /// A connection or protocol failure: resume after a backoff.
-    Failed(SourceError),
+/// One resource followed by the reflector's loop.
+struct Reflecting<'f> {
+    f: &'f Follower,
+    /// The resource's collection path.
+    path: String,
 }
 
-impl From<SourceError> for End {
-    fn from(e: SourceError) -> End {
-        End::Failed(e)
+impl Follow for Reflecting<'_> {
+    fn attempt<'a>(&'a mut self, resume: &'a mut Option<Revision>) -> Attempt<'a> {
+        let (f, path) = (self.f, self.path.as_str());
+        Box::pin(async move {
+            match *resume {
+                Some(rv) => f.watch(path, rv, resume).await,
+                None if f.streaming.load(Ordering::Acquire) => f.stream_list(path, resume).await,
+                None => match f.list(path).await {
+                    Ok(rv) => {
+                        *resume = Some(rv);
+                        f.watch(path, rv, resume).await
+                    }
+                    Err(end) => end,
+                },
+            }
+        })
+    }
+
+    fn lost(&mut self) {
+        self.f.state.live.store(false, Ordering::Release);
+    }
+
+    fn relisting(&mut self, end: &End, resume: Option<Revision>) {
+        let resource = self.f.name();
+        tracing::info!(%resource, ?resume, why = ?end, "the upstream no longer has the resourceVersion to resume from; re-listing");
+        metrics::counter!("watchd_upstream_relists_total", "resource" => resource).increment(1);
+    }
+
+    fn retrying(&mut self, end: &End, resume: Option<Revision>, backoff: Duration) {
+        let resource = self.f.name();
+        match end {
+            End::NotServed(code, message) => {
+                tracing::warn!(%resource, code, error = %message, retry_in = ?backoff, "upstream read refused")
+            }
+            End::Failed(e) => {
+                tracing::warn!(%resource, error = %e, retry_in = ?backoff, ?resume, "upstream watch lost")
+            }
+            other => {
+                tracing::warn!(%resource, end = ?other, retry_in = ?backoff, "upstream watch ended")
+            }
+        }
+        metrics::counter!("watchd_upstream_reconnects_total", "resource" => resource).increment(1);
+    }
+
+    fn not_served(&mut self, code: u16, message: &str) -> bool {
+        if self.f.state.loaded.load(Ordering::Acquire) {
+            return false;
+        }
+        let resource = self.f.name();
+        tracing::warn!(%resource, code, %message, "the upstream does not serve this resource to watchd: not cached; its requests pass through");
+        self.f.cache.unregister_store(&self.f.store);
+        self.f.state.loaded.store(true, Ordering::Release);
+        true
+    }
+
+    fn no_streaming_list(&mut self, why: &SourceError) {
+        if self.f.streaming.swap(false, Ordering::AcqRel) {
+            tracing::info!(reason = %why, "the upstream does not offer streaming lists; listing and watching");
+        }
     }
 }
 
@@ -224,61 +272,11 @@ impl Follower {
     }
 
     async fn follow(&self) {
+        // Followers end by being aborted (their resource is no longer served, or the
+        // supervisor stops): a shutdown signal that never comes.
+        let (_never, shutdown) = watch::channel(false);
         let path = collection_path(&self.store.info);
-        let mut resume: Option<Revision> = None;
-        let mut backoff = config::RECONNECT_BACKOFF_MIN;
-        loop {
-            let end = match resume {
-                Some(rv) => self.watch(&path, rv, &mut resume).await,
-                None if self.streaming.load(Ordering::Acquire) => {
-                    self.stream_list(&path, &mut resume).await
-                }
-                None => match self.list(&path).await {
-                    Ok(rv) => {
-                        resume = Some(rv);
-                        self.watch(&path, rv, &mut resume).await
-                    }
-                    Err(end) => end,
-                },
-            };
-            self.state.live.store(false, Ordering::Release);
-            let resource = self.name();
-            match end {
-                End::Closed => {
-                    backoff = config::RECONNECT_BACKOFF_MIN;
-                    continue;
-                }
-                End::Expired => {
-                    tracing::info!(%resource, resume = ?resume, "the upstream no longer has the resourceVersion to resume from; re-listing");
-                    metrics::counter!("watchd_upstream_relists_total", "resource" => resource)
-                        .increment(1);
-                    resume = None;
-                    continue;
-                }
-                End::NoStreamingList(why) => {
-                    if self.streaming.swap(false, Ordering::AcqRel) {
-                        tracing::info!(reason = %why, "the upstream does not offer streaming lists; listing and watching");
-                    }
-                    continue;
-                }
-                End::NotServed(code, message) if !self.state.loaded.load(Ordering::Acquire) => {
-                    tracing::warn!(%resource, code, %message, "the upstream does not serve this resource to watchd: not cached; its requests pass through");
-                    self.cache.unregister_store(&self.store);
-                    self.state.loaded.store(true, Ordering::Release);
-                    return;
-                }
-                End::NotServed(code, e) => {
-                    tracing::warn!(%resource, code, error = %e, retry_in = ?backoff, "upstream read refused");
-                }
-                End::Failed(e) => {
-                    tracing::warn!(%resource, error = %e, retry_in = ?backoff, resume = ?resume, "upstream watch lost");
-                }
-            }
-            metrics::counter!("watchd_upstream_reconnects_total", "resource" => resource)
-                .increment(1);
-            tokio::time::sleep(backoff).await;
-            backoff = (backoff * 2).min(config::RECONNECT_BACKOFF_MAX);
-        }
+        reflector::reflect(Reflecting { f: self, path }, shutdown).await;
     }
 
     /// A paged list: loads the resource at the first page's resourceVersion.

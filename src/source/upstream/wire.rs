@@ -112,7 +112,7 @@ pub(super) fn status_message(body: &[u8]) -> String {
 pub(super) fn status_end(status: u16, body: &[u8]) -> End {
     let message = status_message(body);
     match status {
-        410 => End::Expired,
+        410 => End::Expired(message),
         403..=405 => End::NotServed(status, message),
         400 | 422 => End::NoStreamingList(SourceError::Refused {
             code: status,
@@ -127,7 +127,7 @@ pub(super) fn status_end(status: u16, body: &[u8]) -> End {
 
 pub(super) fn error_end(code: u16, message: String) -> End {
     match code {
-        410 => End::Expired,
+        410 => End::Expired(message),
         _ => End::Failed(SourceError::ErrorEvent { code, message }),
     }
 }
@@ -229,7 +229,7 @@ mod tests {
     #[test]
     fn refusals_end_reads_as_their_status_says() {
         let status = br#"{"kind":"Status","code":410,"message":"too old"}"#;
-        assert!(matches!(status_end(410, status), End::Expired));
+        assert!(matches!(status_end(410, status), End::Expired(_)));
         assert!(matches!(
             status_end(404, b"not json"),
             End::NotServed(404, _)
@@ -240,7 +240,7 @@ mod tests {
             status_end(500, status),
             End::Failed(SourceError::Refused { code: 500, message }) if message == "too old"
         ));
-        assert!(matches!(error_end(410, String::new()), End::Expired));
+        assert!(matches!(error_end(410, String::new()), End::Expired(_)));
         assert!(matches!(error_end(500, "x".into()), End::Failed(_)));
     }
 
