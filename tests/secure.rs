@@ -1546,7 +1546,10 @@ async fn certificates_paths_and_discovery_are_checked_as_kube_apiserver_checks_t
     next.issue("rotated", "rotated-admin", Some("system:masters"), false);
     let rotated = cert_args(&next, "rotated");
     let rotated: Vec<&str> = rotated.iter().map(String::as_str).collect();
-    assert_ne!(curl_code(&pki, &base, "/readyz", &rotated), "200");
+    assert_ne!(
+        curl_code(&pki, &base, "/api/v1/namespaces/ns1/pods", &rotated),
+        "200"
+    );
     std::fs::copy(next.path("ca.crt"), pki.path("client-ca.crt")).unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
@@ -1733,5 +1736,63 @@ async fn an_open_watch_is_checked_again_only_when_an_rbac_change_concerns_its_us
     for child in [&mut alice, &mut carol] {
         let _ = child.kill();
         let _ = child.wait();
+    }
+}
+
+/// Health probes depend on nothing they report on (`--authorization-always-allow-paths`,
+/// as kube-controller-manager's): with TLS, tokens and RBAC, and no RBAC object at all,
+/// `/healthz`, `/readyz` and `/livez` answer without credentials and for a user RBAC
+/// grants nothing; other paths still need both; a path of the API's resources cannot be
+/// exempted; the flag replaces the default list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_paths_need_neither_credentials_nor_rbac() {
+    let pki = Pki::new();
+    pki.issue("admin", "root", Some("system:masters"), false);
+    std::fs::write(pki.path("tokens.csv"), "n-token,nobody,uid-n\n").unwrap();
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    put_object_text(&mut kv, "/registry/pods/ns1/p1", &pod("ns1", "p1")).await;
+    let start = |extra: &[&str]| {
+        let mut args = vec![
+            pki.arg("tls-cert-file", "server.crt"),
+            pki.arg("tls-private-key-file", "server.key"),
+            pki.arg("client-ca-file", "ca.crt"),
+            pki.arg("token-auth-file", "tokens.csv"),
+            "--authorization-mode=RBAC".to_string(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        Watchd::start_with_probe(&etcd.client_url(), &args, Some(admin_probe(&pki)))
+    };
+    let watchd = start(&[]);
+    let base = format!("https://127.0.0.1:{}", watchd.http_addr().port());
+    let nobody = ["-H", "Authorization: Bearer n-token"];
+    for path in ["/healthz", "/readyz", "/livez", "/readyz?verbose"] {
+        assert_eq!(curl_code(&pki, &base, path, &[]), "200", "{path} anonymous");
+        assert_eq!(
+            curl_code(&pki, &base, path, &nobody),
+            "200",
+            "{path} nobody"
+        );
+    }
+    // Exact paths: a named check is not exempt, nor is anything else.
+    for path in ["/readyz/shutdown", "/metrics", "/api/v1/pods", "/version"] {
+        assert_eq!(curl_code(&pki, &base, path, &[]), "401", "{path} anonymous");
+        assert_eq!(
+            curl_code(&pki, &base, path, &nobody),
+            "403",
+            "{path} nobody"
+        );
+    }
+    drop(watchd);
+
+    // The flag replaces the list; a prefix exempts its subpaths; resources never are.
+    let watchd = start(&["--authorization-always-allow-paths=/readyz*,/metrics,/api/*"]);
+    let base = format!("https://127.0.0.1:{}", watchd.http_addr().port());
+    for path in ["/readyz", "/readyz/shutdown", "/metrics"] {
+        assert_eq!(curl_code(&pki, &base, path, &[]), "200", "{path}");
+    }
+    for path in ["/livez", "/api/v1/pods", "/api/v1/namespaces/ns1/pods/p1"] {
+        assert_eq!(curl_code(&pki, &base, path, &[]), "401", "{path}");
     }
 }

@@ -103,8 +103,25 @@ pub struct Security {
     pub authenticator: authn::Authenticator,
     /// May they.
     pub authorizer: authz::Authorizer,
+    /// Paths answered without authentication or authorization
+    /// (`--authorization-always-allow-paths`; a trailing `*` matches a prefix).
+    pub always_allow_paths: Vec<String>,
     /// Per-user limits of open watches and lists in flight.
     pub limits: Arc<limits::UserLimits>,
+}
+
+impl Security {
+    /// Whether `path` is answered without authentication or authorization: one of
+    /// `--authorization-always-allow-paths`, exactly or, for one ending in `*`, by prefix.
+    /// The caller exempts only paths outside the API's resources.
+    pub fn always_allows(&self, path: &str) -> bool {
+        self.always_allow_paths
+            .iter()
+            .any(|p| match p.strip_suffix('*') {
+                Some(prefix) => path.starts_with(prefix),
+                None => path == p,
+            })
+    }
 }
 
 impl Attributes {

@@ -80,6 +80,13 @@ pub struct SecureArgs {
     /// system:unauthenticated) instead of answering 401.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     pub anonymous_auth: bool,
+    /// Paths answered without authentication or authorization, as
+    /// kube-controller-manager's flag of that name (a trailing `*` matches a prefix): the
+    /// health endpoints by default, so that a probe depends neither on the credentials
+    /// of whoever probes nor on RBAC objects, token or authorization webhooks (the
+    /// apiserver) that watchd reports on. Paths of the API's resources are never exempt.
+    #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz,/livez")]
+    pub authorization_always_allow_paths: Vec<String>,
     /// Authorizers in order: AlwaysAllow, AlwaysDeny, RBAC (RBAC reads Roles and
     /// bindings from the cache), Webhook. Default: RBAC when any authenticator is
     /// configured.
@@ -218,6 +225,7 @@ pub fn configure(
         Some(Arc::new(Security {
             authenticator,
             authorizer,
+            always_allow_paths: args.authorization_always_allow_paths.clone(),
             limits: super::limits::UserLimits::new(
                 args.max_watches_per_user,
                 args.max_inflight_lists_per_user,

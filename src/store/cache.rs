@@ -121,6 +121,9 @@ pub struct Cache {
     /// The server is shutting down: readiness fails (`/readyz`'s `shutdown` check, gRPC
     /// health) while it goes on serving.
     shutting_down: watch::Sender<bool>,
+    /// Synced, the source's watch up, and not shutting down: the one readiness state
+    /// that `/readyz` and gRPC health both report ([`Cache::watch_ready`]).
+    ready: watch::Sender<bool>,
     /// When open watches began to be ended at shutdown, and over how long
     /// ([`Cache::drain_watches`]).
     watch_drain: std::sync::OnceLock<(tokio::time::Instant, Duration)>,
@@ -171,6 +174,7 @@ impl Cache {
             synced: AtomicBool::new(false),
             watch_live: AtomicBool::new(false),
             shutting_down: watch::Sender::new(false),
+            ready: watch::Sender::new(false),
             watch_drain: std::sync::OnceLock::new(),
             source_behind: tokio::sync::Notify::new(),
         };
@@ -306,6 +310,7 @@ impl Cache {
     /// Marks the initial sync done (or a re-list in progress).
     pub fn set_synced(&self, synced: bool) {
         let was = self.synced.swap(synced, Ordering::AcqRel);
+        self.refresh_ready();
         if synced && !was {
             release_free_heap();
         }
@@ -319,6 +324,7 @@ impl Cache {
     /// Marks whether the etcd watch is currently established.
     pub fn set_watch_live(&self, live: bool) {
         self.watch_live.store(live, Ordering::Release);
+        self.refresh_ready();
     }
 
     /// Whether the etcd watch is established.
@@ -330,6 +336,29 @@ impl Cache {
     /// that load balancers and clients move elsewhere, while it still serves.
     pub fn begin_shutdown(&self) {
         self.shutting_down.send_replace(true);
+        self.refresh_ready();
+    }
+
+    /// Whether the server is ready: synced, its source's watch up, not shutting down.
+    pub fn is_ready(&self) -> bool {
+        *self.ready.borrow()
+    }
+
+    /// Changes of [`Cache::is_ready`], as they happen: what gRPC health reports, so that
+    /// it never lags `/readyz`.
+    pub fn watch_ready(&self) -> watch::Receiver<bool> {
+        self.ready.subscribe()
+    }
+
+    /// Recomputes readiness after one of its parts changed. Computed under the channel's
+    /// lock, so that two changes at once cannot publish a stale answer.
+    fn refresh_ready(&self) {
+        self.ready.send_if_modified(|r| {
+            let ready = self.is_synced() && self.is_watch_live() && !self.is_shutting_down();
+            let changed = *r != ready;
+            *r = ready;
+            changed
+        });
     }
 
     /// Whether the server is shutting down ([`Cache::begin_shutdown`]).
@@ -378,11 +407,6 @@ impl Cache {
         // The golden ratio's fraction: consecutive watches land far apart.
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         ((n * 618) % u64::from(DRAIN_SPREAD)) as u16
-    }
-
-    /// Changes of [`Cache::is_shutting_down`], for whoever reports readiness.
-    pub fn watch_shutdown(&self) -> watch::Receiver<bool> {
-        self.shutting_down.subscribe()
     }
 
     /// Tells ingestion that a read found the source's current revision below the applied

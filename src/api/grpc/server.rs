@@ -18,11 +18,9 @@ use crate::api::read::ReadContext;
 use crate::auth::Security;
 use crate::tls::TlsServing;
 
-/// How often the health service looks at the cache's readiness.
-const HEALTH_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
-
 /// Keeps the health service's statuses (the server's, "", and the API's) equal to the
-/// cache's readiness until `shutdown`; then NOT_SERVING.
+/// cache's readiness ([`crate::store::Cache::watch_ready`], the state `/readyz` reports)
+/// as it changes, until `shutdown`; then NOT_SERVING.
 async fn report_health(
     reporter: tonic_health::server::HealthReporter,
     cache: Arc<crate::store::Cache>,
@@ -30,12 +28,9 @@ async fn report_health(
 ) {
     use tonic_health::ServingStatus;
     let mut last = None;
-    let mut draining = cache.watch_shutdown();
+    let mut readiness = cache.watch_ready();
     loop {
-        let ready = !*shutdown.borrow()
-            && !cache.is_shutting_down()
-            && cache.is_synced()
-            && cache.is_watch_live();
+        let ready = !*shutdown.borrow() && *readiness.borrow_and_update();
         if last != Some(ready) {
             let status = if ready {
                 ServingStatus::Serving
@@ -54,10 +49,8 @@ async fn report_health(
             return;
         }
         tokio::select! {
-            _ = tokio::time::sleep(HEALTH_EVERY) => {}
             _ = shutdown.changed() => {}
-            // NOT_SERVING from the moment shutdown begins, not at the next look.
-            _ = draining.changed() => {}
+            _ = readiness.changed() => {}
         }
     }
 }
