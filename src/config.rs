@@ -36,10 +36,17 @@ pub const ETCD_MAX_MESSAGE: usize = 256 * 1024 * 1024;
 /// before the connections left are aborted.
 pub const STOP_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// First and largest delay between etcd reconnect attempts.
-pub const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(100);
+/// The first delay before a source is followed again after a failure, as client-go's
+/// reflector (800 ms, doubling to [`RECONNECT_BACKOFF_MAX`], each wait jittered up to
+/// twice its length), so that replicas and tiers that lost their source together do not
+/// come back, and re-list, in lockstep.
+pub const RECONNECT_BACKOFF_MIN: Duration = Duration::from_millis(800);
 /// Largest delay between etcd reconnect attempts.
-pub const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(5);
+pub const RECONNECT_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// An attempt that followed its source this long without failing resets the backoff
+/// (client-go's reflector: two minutes).
+pub const RECONNECT_BACKOFF_RESET: Duration = Duration::from_secs(120);
 
 /// How long before a watch's `timeoutSeconds` ends its last bookmark is sent.
 pub const BOOKMARK_BEFORE_TIMEOUT: Duration = Duration::from_secs(2);

@@ -1,8 +1,10 @@
 //! The one list → watch → resume loop, as client-go's reflector: a [`Follow`] makes one
 //! attempt (a list when there is nothing to resume from, then a watch), the attempt
 //! ends with an [`End`], and the loop decides from it alone what comes next: resume at
-//! once, list again, give up, or retry after a backoff that doubles up to
-//! [`config::RECONNECT_BACKOFF_MAX`]. Two sources implement it: etcd (`etcd.rs`: one
+//! once, list again, give up, or retry after a backoff as client-go's reflector's: from
+//! [`config::RECONNECT_BACKOFF_MIN`], doubling up to [`config::RECONNECT_BACKOFF_MAX`],
+//! each wait jittered up to twice its length (sources that failed together do not come
+//! back together), reset by an attempt that lasted [`config::RECONNECT_BACKOFF_RESET`]. Two sources implement it: etcd (`etcd.rs`: one
 //! watch of the whole keyspace) and each resource of an upstream API server
 //! (`upstream/`).
 
@@ -87,11 +89,15 @@ pub async fn reflect<F: Follow>(mut source: F, mut shutdown: watch::Receiver<boo
         if *shutdown.borrow() {
             return;
         }
+        let started = tokio::time::Instant::now();
         let end = tokio::select! {
             end = source.attempt(&mut resume) => end,
             _ = shutdown.changed() => End::Shutdown,
         };
         source.lost();
+        if started.elapsed() >= config::RECONNECT_BACKOFF_RESET {
+            backoff = config::RECONNECT_BACKOFF_MIN;
+        }
         match &end {
             End::Shutdown => return,
             End::Closed | End::Recheck => {
@@ -118,14 +124,24 @@ pub async fn reflect<F: Follow>(mut source: F, mut shutdown: watch::Receiver<boo
             }
             End::Failed(_) => {}
         }
-        source.retrying(&end, resume, backoff);
+        let wait = jittered(backoff);
+        source.retrying(&end, resume, wait);
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(wait) => {}
             _ = shutdown.changed() => return,
             _ = source.retry_now() => {}
         }
         backoff = (backoff * 2).min(config::RECONNECT_BACKOFF_MAX);
     }
+}
+
+/// `base` and up to as much again, at random (client-go's `wait.Jitter(base, 1.0)`).
+fn jittered(base: std::time::Duration) -> std::time::Duration {
+    use std::hash::BuildHasher;
+    // A fresh RandomState is seeded from the OS once per thread, then stepped: enough
+    // to spread processes and followers apart.
+    let r = std::collections::hash_map::RandomState::new().hash_one(std::time::Instant::now());
+    base + base.mul_f64((r >> 11) as f64 / (1u64 << 53) as f64)
 }
 
 #[cfg(test)]
@@ -139,6 +155,7 @@ mod tests {
     struct Script {
         ends: VecDeque<End>,
         log: Arc<Mutex<Vec<String>>>,
+        waits: Arc<Mutex<Vec<std::time::Duration>>>,
     }
 
     impl Follow for Script {
@@ -158,8 +175,14 @@ mod tests {
         fn relisting(&mut self, _: &End, _: Option<Revision>) {
             self.log.lock().unwrap().push("relist".into());
         }
-        fn retrying(&mut self, _: &End, _: Option<Revision>, backoff: std::time::Duration) {
-            self.log.lock().unwrap().push(format!("retry {backoff:?}"));
+        fn retrying(&mut self, end: &End, _: Option<Revision>, wait: std::time::Duration) {
+            let now = if matches!(end, End::Recheck) {
+                "recheck"
+            } else {
+                "retry"
+            };
+            self.log.lock().unwrap().push(now.into());
+            self.waits.lock().unwrap().push(wait);
         }
         fn not_served(&mut self, code: u16, _: &str) -> bool {
             code == 404
@@ -169,6 +192,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn each_end_leads_where_it_should() {
         let log = Arc::new(Mutex::new(Vec::new()));
+        let waits = Arc::new(Mutex::new(Vec::new()));
         let ends = VecDeque::from([
             End::Closed,
             End::Failed(SourceError::WatchEnded),
@@ -179,31 +203,41 @@ mod tests {
             End::NotServed(404, "no".into()),
         ]);
         let (_tx, rx) = watch::channel(false);
-        reflect(
-            Script {
-                ends,
-                log: log.clone(),
-            },
-            rx,
-        )
-        .await;
-        let ms = |n| format!("retry {:?}", config::RECONNECT_BACKOFF_MIN * n);
+        let script = Script {
+            ends,
+            log: log.clone(),
+            waits: waits.clone(),
+        };
+        reflect(script, rx).await;
         assert_eq!(
             *log.lock().unwrap(),
             [
-                "list".to_string(),
-                "resume".into(), // Closed: at once
-                ms(1),           // Failed: after the first backoff
-                "resume".into(),
-                ms(2), // doubled
-                "resume".into(),
-                "relist".into(), // Expired: a list, at once
-                "list".into(),
-                ms(1), // NotServed 403: retried, the backoff reset by the re-list
-                "resume".into(),
-                "retry 0ns".into(), // Recheck: at once
-                "resume".into(),    // NotServed 404: stops
+                "list", "resume", // Closed: at once
+                "retry", "resume", // Failed: after a backoff
+                "retry", "resume", // Failed: after a longer one
+                "relist", "list", // Expired: a list, at once
+                "retry", "resume", // NotServed 403: retried
+                "recheck",
+                "resume", // Recheck: at once
+                          // NotServed 404: stops
             ]
         );
+        // The waits: jittered within [base, 2 × base), the base doubling, reset by the
+        // re-list; none for the recheck.
+        let min = config::RECONNECT_BACKOFF_MIN;
+        let waits = waits.lock().unwrap().clone();
+        let within = |w: std::time::Duration, base: std::time::Duration| w >= base && w < base * 2;
+        assert!(within(waits[0], min), "{waits:?}");
+        assert!(within(waits[1], min * 2), "{waits:?}");
+        assert!(within(waits[2], min), "{waits:?}");
+        assert_eq!(waits[3], std::time::Duration::ZERO);
+    }
+
+    #[test]
+    fn jitter_spreads_waits() {
+        let base = std::time::Duration::from_secs(1);
+        let waits: std::collections::BTreeSet<_> = (0..50).map(|_| jittered(base)).collect();
+        assert!(waits.iter().all(|w| *w >= base && *w < base * 2));
+        assert!(waits.len() > 40, "{} distinct waits of 50", waits.len());
     }
 }
