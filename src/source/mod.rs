@@ -128,8 +128,10 @@ pub enum SourceError {
     /// One of `--etcd-certfile` and `--etcd-keyfile` without the other.
     #[error("--etcd-certfile and --etcd-keyfile go together")]
     EtcdKeyPair,
-    /// etcd could not be reached, or answered an error, at step `during`.
-    #[error("{during}: {source}")]
+    /// etcd could not be reached, or answered an error, at step `during`. Its text goes
+    /// down the error's causes (etcd-client's transport error alone says only
+    /// "transport error").
+    #[error("{during}: {}", etcd_causes(source))]
     Etcd {
         /// What watchd was doing: `connect`, `list`, `resume`, `watch`, `range read`.
         during: &'static str,
@@ -204,6 +206,33 @@ pub enum SourceError {
     EventTooLarge(usize),
 }
 
+/// An error's text and its causes', each said once: `a: b: c`. A cause whose text its
+/// error already says is left out.
+pub(crate) fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        next = cause.source();
+    }
+    text
+}
+
+/// An etcd-client error's text with its causes: etcd-client's error does not expose its
+/// cause (`source()`), so the transport and IO errors it wraps are read themselves.
+fn etcd_causes(e: &etcd_client::Error) -> String {
+    match e {
+        // Its text is "transport error: " and tonic's, which is "transport error".
+        etcd_client::Error::TransportError(t) => causes(t),
+        etcd_client::Error::IoError(io) => format!("io error: {}", causes(io)),
+        other => other.to_string(),
+    }
+}
+
 /// The [`SourceError`] of an etcd call failing at step `during`.
 pub(crate) fn failed(during: &'static str) -> impl FnOnce(etcd_client::Error) -> SourceError {
     move |e| SourceError::Etcd {
@@ -227,6 +256,61 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An error that says only its kind, as tonic's transport error does.
+    #[derive(Debug)]
+    struct Kind(
+        &'static str,
+        Option<Box<dyn std::error::Error + Send + Sync>>,
+    );
+
+    impl std::fmt::Display for Kind {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Kind {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|e| e as _)
+        }
+    }
+
+    /// etcd-client's "transport error: transport error" (its error, then tonic's, which
+    /// says only its kind) now goes on to the cause.
+    #[test]
+    fn an_etcd_error_says_its_causes_once_each() {
+        let refused =
+            std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "connection refused");
+        let tonic_like = Kind("transport error", Some(Box::new(refused)));
+        let etcd_like = etcd_client::Error::IoError(std::io::Error::other(tonic_like));
+        let text = failed("connect")(etcd_like).to_string();
+        assert_eq!(
+            text,
+            "connect: io error: transport error: connection refused"
+        );
+    }
+
+    /// Against a port where nothing listens, the error names the refusal.
+    #[tokio::test]
+    async fn a_refused_etcd_connection_is_named() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let config = EtcdConfig {
+            endpoints: vec![format!("http://127.0.0.1:{port}")],
+            ..Default::default()
+        };
+        let text = match config.connect().await {
+            Ok(mut c) => match current_revision(&mut c).await {
+                Err(e) => failed("list")(e).to_string(),
+                Ok(r) => panic!("nothing listens there, yet revision {r}"),
+            },
+            Err(e) => e.to_string(),
+        };
+        assert!(text.to_lowercase().contains("connection refused"), "{text}");
+    }
 
     #[test]
     fn prefix_end_is_the_first_key_after_the_prefix() {
