@@ -376,6 +376,7 @@ async fn serve(args: ServeArgs) -> Result<(), StartError> {
     }
     let prometheus = metrics::install()?;
     metrics::spawn_upkeep(prometheus.clone());
+    ::metrics::gauge!("watchd_build_info", "version" => env!("CARGO_PKG_VERSION")).set(1.0);
     let etcd = EtcdConfig {
         endpoints: args.etcd_servers.clone(),
         ca_file: args.etcd_cafile.clone(),

@@ -36,7 +36,11 @@ pub fn install() -> Result<PrometheusHandle, MetricsError> {
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(
             metrics_exporter_prometheus::Matcher::Suffix("_seconds".into()),
-            &[0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0],
+            // Up to a minute: a list of a large resource, a consistent read waiting for
+            // a slow source, a webhook timing out.
+            &[
+                0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0,
+            ],
         )
         .map_err(MetricsError::Buckets)?
         .install_recorder()
@@ -224,6 +228,23 @@ fn describe() {
         "Upgraded connections (exec, attach, port-forward) being carried to the upstream."
     );
     describe_gauge!("watchd_cached_objects", "Objects cached, per resource.");
+    describe_gauge!(
+        "watchd_history_events",
+        "Events held in a resource's history (what watches resume from), per resource."
+    );
+    describe_gauge!(
+        "watchd_history_oldest_revision",
+        "The oldest revision a watch of the resource can resume from, per resource."
+    );
+    describe_histogram!(
+        "watchd_consistent_read_wait_seconds",
+        Unit::Seconds,
+        "How long consistent reads (resourceVersion unset) waited for the cache to reach the source's current revision, asking it included, per resource."
+    );
+    describe_gauge!(
+        "watchd_build_info",
+        "Always 1; its labels say which watchd runs (version)."
+    );
     describe_gauge!(
         "watchd_cached_bytes",
         Unit::Bytes,

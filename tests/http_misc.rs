@@ -401,6 +401,26 @@ async fn metrics_expose_the_applied_revision() {
         applied >= last as f64,
         "applied {applied} < last write {last}"
     );
+    // What operators of kube-apiserver's cache look at: the history per resource, how
+    // long consistent reads waited (the list above was one), which build runs.
+    let pods = ["resource=\"pods\""];
+    let held = metric(&text, "watchd_history_events", &pods).unwrap_or_else(|| panic!("{text}"));
+    assert!(held >= 1.0, "the pod's event is in the history: {held}");
+    let oldest =
+        metric(&text, "watchd_history_oldest_revision", &pods).unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        oldest > 0.0 && oldest < last as f64,
+        "oldest {oldest}, last {last}"
+    );
+    let waited = metric(&text, "watchd_consistent_read_wait_seconds_count", &pods)
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(waited >= 1.0, "{waited}");
+    assert!(
+        text.contains("watchd_consistent_read_wait_seconds_bucket{resource=\"pods\",le=\"60\"}"),
+        "buckets up to a minute"
+    );
+    let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
+    assert_eq!(metric(&text, "watchd_build_info", &[&version]), Some(1.0));
 }
 
 /// The count of values of `resource` skipped for `reason`, from `/metrics`.

@@ -109,10 +109,12 @@ pub async fn wait_fresh(
     store: &ResourceStore,
     rv: RvParam,
 ) -> Result<Revision, ApiError> {
+    let mut consistent_since = None;
     let target = match rv {
         RvParam::Any => return Ok(state.cache.progress().of(store)),
         RvParam::At(n) => n,
         RvParam::Unset => {
+            consistent_since = Some(std::time::Instant::now());
             let current = state
                 .source
                 .current_revision(store, config::CONSISTENT_READ_TIMEOUT)
@@ -141,6 +143,10 @@ pub async fn wait_fresh(
             target.0,
             config::RESOURCE_VERSION_WAIT,
         ));
+    }
+    if let Some(started) = consistent_since {
+        metrics::histogram!("watchd_consistent_read_wait_seconds", "resource" => store.info.qualified_name())
+            .record(started.elapsed().as_secs_f64());
     }
     Ok(state.cache.progress().of(store))
 }

@@ -89,6 +89,8 @@ pub struct ResourceStore {
     ingested: metrics::Counter,
     objects_gauge: metrics::Gauge,
     bytes_gauge: metrics::Gauge,
+    history_events: metrics::Gauge,
+    history_oldest: metrics::Gauge,
     /// Per-resource sources: the newest revision of this resource fully applied (the
     /// cache's applied revision stands for every resource otherwise).
     progress: watch::Sender<Revision>,
@@ -131,7 +133,9 @@ impl ResourceStore {
             ring: Mutex::new(VecDeque::from([(Instant::now(), snapshot)])),
             ingested: metrics::counter!("watchd_events_ingested_total", "resource" => metric_name.clone()),
             objects_gauge: metrics::gauge!("watchd_cached_objects", "resource" => metric_name.clone()),
-            bytes_gauge: metrics::gauge!("watchd_cached_bytes", "resource" => metric_name),
+            bytes_gauge: metrics::gauge!("watchd_cached_bytes", "resource" => metric_name.clone()),
+            history_events: metrics::gauge!("watchd_history_events", "resource" => metric_name.clone()),
+            history_oldest: metrics::gauge!("watchd_history_oldest_revision", "resource" => metric_name),
             progress: watch::channel(revision).0,
             wanted: watch::channel(Revision::ZERO).0,
         }
@@ -287,6 +291,8 @@ impl ResourceStore {
             return transition;
         }
         self.ingested.increment(appended as u64);
+        self.history_events.set(log.len() as f64);
+        self.history_oldest.set(log.oldest_revision().0 as f64);
         let epoch = cur.epoch;
         let snap = Arc::new(Snapshot::new(
             revision,
@@ -320,6 +326,8 @@ impl ResourceStore {
             self.config.history_window,
         )));
         old_log.close();
+        self.history_events.set(0.0);
+        self.history_oldest.set(revision.0 as f64);
         let snap = Arc::new(Snapshot::new(
             revision,
             epoch,
