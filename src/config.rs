@@ -125,51 +125,78 @@ pub const USER_LIMIT_RETRY_AFTER: u64 = 1;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DurationError {
     /// Nothing but whitespace.
-    #[error("empty duration (write one as Go does: 300s, 5m, 1h30m, 250ms)")]
+    #[error("empty duration (write one as Go does: 300s, 5m, 1h30m, 1.5h, 250ms)")]
     Empty,
-    /// A unit without a number before it, or a number too large to read.
-    #[error("invalid duration {0:?} (write one as Go does: 300s, 5m, 1h30m, 250ms)")]
+    /// Not a sequence of numbers each with its unit, or a number too large to read.
+    #[error("invalid duration {0:?} (write one as Go does: 300s, 5m, 1h30m, 1.5h, 250ms)")]
     Invalid(String),
-    /// A number followed by something other than `ms`, `s`, `m` or `h`.
-    #[error("invalid unit {unit:?} in duration {input:?} (use ms, s, m, h)")]
+    /// A number without a unit after it.
+    #[error("missing unit in duration {0:?} (use ns, us, ms, s, m, h)")]
+    MissingUnit(String),
+    /// A number followed by something other than a unit.
+    #[error("invalid unit {unit:?} in duration {input:?} (use ns, us, ms, s, m, h)")]
     Unit {
         /// The unit as written.
         unit: String,
         /// The whole duration.
         input: String,
     },
+    /// Below zero: no flag takes a negative duration.
+    #[error("duration {0:?} is negative")]
+    Negative(String),
     /// Longer than a `Duration` holds.
     #[error("duration {0:?} is too long")]
     TooLong(String),
 }
 
-/// Parses Go-style durations: `300s`, `5m`, `1h30m`, `250ms`.
+/// Parses durations as Go's `time.ParseDuration` reads them (kube-apiserver's flags
+/// take them): numbers, each with a fraction if wanted and a unit (`ns`, `us` or `µs`,
+/// `ms`, `s`, `m`, `h`), one after another: `300s`, `5m`, `1h30m`, `1.5h`, `250ms`, `.5s`;
+/// `0` alone. A leading `+` is allowed; a negative duration is refused.
 pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
-    let mut total = Duration::ZERO;
-    let mut rest = s.trim();
+    let input = s.trim();
+    let invalid = || DurationError::Invalid(s.to_owned());
+    let too_long = || DurationError::TooLong(s.to_owned());
+    let mut rest = match input.strip_prefix('-') {
+        Some("0") => return Ok(Duration::ZERO),
+        Some(_) => return Err(DurationError::Negative(s.to_owned())),
+        None => input.strip_prefix('+').unwrap_or(input),
+    };
     if rest.is_empty() {
-        return Err(DurationError::Empty);
+        return Err(if input.is_empty() {
+            DurationError::Empty
+        } else {
+            invalid()
+        });
     }
     if rest == "0" {
         return Ok(Duration::ZERO);
     }
-    let too_long = || DurationError::TooLong(s.to_owned());
+    let mut total: u128 = 0;
     while !rest.is_empty() {
-        let digits = rest
+        let whole_len = rest
             .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(rest.len());
-        let n: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| DurationError::Invalid(s.to_owned()))?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let seconds_per = match &rest[..unit_len] {
-            "ms" => None,
-            "s" => Some(1),
-            "m" => Some(60),
-            "h" => Some(3600),
+        let (whole, after) = rest.split_at(whole_len);
+        let (fraction, after) = match after.strip_prefix('.') {
+            Some(f) => f.split_at(f.find(|c: char| !c.is_ascii_digit()).unwrap_or(f.len())),
+            None => ("", after),
+        };
+        if whole.is_empty() && fraction.is_empty() {
+            return Err(invalid());
+        }
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, after) = after.split_at(unit_len);
+        let nanos_per: u128 = match unit {
+            "ns" => 1,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            "" => return Err(DurationError::MissingUnit(s.to_owned())),
             u => {
                 return Err(DurationError::Unit {
                     unit: u.to_owned(),
@@ -177,14 +204,27 @@ pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
                 })
             }
         };
-        let unit = match seconds_per {
-            None => Duration::from_millis(n),
-            Some(k) => Duration::from_secs(n.checked_mul(k).ok_or_else(too_long)?),
+        let whole: u128 = if whole.is_empty() {
+            0
+        } else {
+            whole.parse().map_err(|_| too_long())?
         };
-        total = total.checked_add(unit).ok_or_else(too_long)?;
-        rest = &rest[unit_len..];
+        let mut nanos = whole.checked_mul(nanos_per).ok_or_else(too_long)?;
+        // The fraction, to the nanosecond (digits past what a nanosecond resolves are
+        // dropped, as Go drops them).
+        let mut scale = nanos_per;
+        for d in fraction.bytes() {
+            scale /= 10;
+            if scale == 0 {
+                break;
+            }
+            nanos += u128::from(d - b'0') * scale;
+        }
+        total = total.checked_add(nanos).ok_or_else(too_long)?;
+        rest = after;
     }
-    Ok(total)
+    let secs = u64::try_from(total / 1_000_000_000).map_err(|_| too_long())?;
+    Ok(Duration::new(secs, (total % 1_000_000_000) as u32))
 }
 
 /// Largest upstream `/apis` answer merged with the cache's groups (a cluster with
@@ -230,8 +270,41 @@ mod tests {
         assert!(parse_duration("").is_err());
         assert_eq!(
             parse_duration("99999999999999999999h"),
-            Err(DurationError::Invalid("99999999999999999999h".into()))
+            Err(DurationError::TooLong("99999999999999999999h".into()))
         );
+        // Go's grammar: fractions, every unit, a sign.
+        let ms = Duration::from_millis;
+        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration(".5s"), Ok(ms(500)));
+        assert_eq!(parse_duration("5.s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("1.004s"), Ok(ms(1004)));
+        assert_eq!(parse_duration("100.00100s"), Ok(ms(100_001)));
+        assert_eq!(parse_duration("300us"), Ok(Duration::from_micros(300)));
+        assert_eq!(parse_duration("3\u{b5}s"), Ok(Duration::from_micros(3)));
+        assert_eq!(parse_duration("3\u{3bc}s"), Ok(Duration::from_micros(3)));
+        assert_eq!(parse_duration("100ns"), Ok(Duration::from_nanos(100)));
+        assert_eq!(parse_duration("1h1m1s1ms"), Ok(ms(3_661_001)));
+        assert_eq!(parse_duration("+5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("-0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("0.1ns"), Ok(Duration::ZERO));
+        assert_eq!(
+            parse_duration("-5s"),
+            Err(DurationError::Negative("-5s".into()))
+        );
+        assert_eq!(
+            parse_duration("5"),
+            Err(DurationError::MissingUnit("5".into()))
+        );
+        assert_eq!(
+            parse_duration("3d"),
+            Err(DurationError::Unit {
+                unit: "d".into(),
+                input: "3d".into()
+            })
+        );
+        for bad in [".s", "1h-5m", "s", "+", "1..5s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
         assert_eq!(
             parse_duration("9999999999999999h"),
             Err(DurationError::TooLong("9999999999999999h".into()))

@@ -22,7 +22,7 @@ use watchd::{config, metrics};
 
 /// A read-path cache for Kubernetes: serves get, list and watch from etcd to many clients.
 #[derive(Parser)]
-#[command(name = "watchd", version, about, long_about = None)]
+#[command(name = "watchd", version, about, long_about = None, max_term_width = 100)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -49,10 +49,12 @@ struct ServeArgs {
     /// (`etcd-servers: [https://127.0.0.1:2379]`, `http-address: 127.0.0.1:8080`); a flag
     /// given on the command line overrides the file's. See examples/watchd.yaml.
     #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "General")]
     config: Option<std::path::PathBuf>,
     /// etcd endpoints, comma separated (as kube-apiserver's flag): the data source.
     /// Without them, the upstream API server is the data source.
     #[arg(long, value_delimiter = ',')]
+    #[arg(help_heading = "Source")]
     etcd_servers: Vec<String>,
     /// The Kubernetes API server watchd stands in front of (kube-apiserver, or another
     /// watchd for a tier): requests the cache does not answer pass through to it, and
@@ -60,76 +62,95 @@ struct ServeArgs {
     /// verified with the system's CAs); use --upstream-kubeconfig for a CA and
     /// credentials.
     #[arg(long, value_name = "URL", conflicts_with = "upstream_kubeconfig")]
+    #[arg(help_heading = "Source")]
     upstream_url: Option<String>,
     /// A kubeconfig for the upstream, read as client-go reads it: its current context's
     /// server, CA, client certificate or token (watchd's own identity upstream).
     #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Source")]
     upstream_kubeconfig: Option<std::path::PathBuf>,
     /// Pass requests the cache does not answer (writes, subresources, exec, logs, APIs
     /// it does not cache) through to the upstream; false answers them 405 or 404.
     #[arg(long, value_name = "BOOL", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    #[arg(help_heading = "Source")]
     proxy: bool,
     /// Key prefix kube-apiserver stores objects under.
     #[arg(long, default_value = "/registry")]
+    #[arg(help_heading = "Source")]
     etcd_prefix: String,
     /// CA file to verify etcd's certificate.
     #[arg(long)]
+    #[arg(help_heading = "Source")]
     etcd_cafile: Option<String>,
     /// Client certificate for etcd.
     #[arg(long)]
+    #[arg(help_heading = "Source")]
     etcd_certfile: Option<String>,
     /// Client key for etcd.
     #[arg(long)]
+    #[arg(help_heading = "Source")]
     etcd_keyfile: Option<String>,
     /// kube-apiserver's EncryptionConfiguration file (the same file): values it encrypted
     /// at rest (aescbc, aesgcm, secretbox) are decrypted with its keys. kms providers
     /// are not supported.
     #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Source")]
     encryption_provider_config: Option<std::path::PathBuf>,
     /// Address of the Kubernetes HTTP API (loopback unless told otherwise).
     #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(help_heading = "Serving")]
     http_address: SocketAddr,
     /// Address of watchd's gRPC API (loopback unless told otherwise).
     #[arg(long, default_value = "127.0.0.1:9090")]
+    #[arg(help_heading = "Serving")]
     grpc_address: SocketAddr,
     /// Largest gRPC message: List and Snapshot pages end early (with a continue token)
     /// to stay under it, watch messages close at half of it, a single object larger than
     /// it fails its call (ResourceExhausted), and larger requests are refused. The
     /// default is what gRPC clients accept.
     #[arg(long, value_name = "BYTES", default_value_t = grpc::DEFAULT_MAX_MESSAGE_BYTES, value_parser = parse_message_bytes)]
+    #[arg(help_heading = "Serving")]
     grpc_max_message_bytes: usize,
     /// Most gRPC calls (watches) one connection carries at once; more wait for one to
     /// end (as the HTTP/2 API's limit per connection).
     #[arg(long, value_name = "N", default_value_t = config::HTTP2_MAX_STREAMS, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(help_heading = "Serving")]
     grpc_max_concurrent_streams: u32,
     /// How far back watches can resume (e.g. 300s, 5m, 1h).
     #[arg(long, default_value = "5m", value_parser = watchd::config::parse_duration)]
+    #[arg(help_heading = "Cache and watches")]
     history_window: Duration,
     /// Most events kept per resource for resuming watches.
     #[arg(long, default_value_t = config::DEFAULT_HISTORY_MAX_EVENTS)]
+    #[arg(help_heading = "Cache and watches")]
     history_max_events: usize,
     /// Most past snapshots kept per resource for exact and paginated lists.
     #[arg(long, default_value_t = config::DEFAULT_SNAPSHOT_RING)]
+    #[arg(help_heading = "Cache and watches")]
     snapshot_ring: usize,
     /// A resource's selectable field whose exact values index its watchers, so that one
     /// selecting a value (`spec.nodeName=node-1`) is woken by those objects' events only:
     /// RESOURCE:FIELD, RESOURCE as kubectl names it (`pods`, `jobs.batch`); repeatable,
     /// one field per resource. Default: pods:spec.nodeName; giving any replaces it.
     #[arg(long, value_name = "RESOURCE:FIELD", value_delimiter = ',')]
+    #[arg(help_heading = "Cache and watches")]
     index_field: Vec<IndexField>,
     /// How often watches that allow bookmarks get one (kube-apiserver: about a minute).
     #[arg(long, default_value = "60s", value_parser = watchd::config::parse_duration)]
+    #[arg(help_heading = "Cache and watches")]
     bookmark_interval: Duration,
     /// Hold a watch's first ready event up to this long so that events arriving meanwhile
     /// leave in the same write (fewer syscalls per delivery, at most this much added
     /// latency; e.g. 5ms). 0: every event is written as soon as it is applied.
     #[arg(long, default_value = "0", value_parser = parse_batch_window)]
+    #[arg(help_heading = "Cache and watches")]
     watch_batch_window: Duration,
     /// Threads that run watchers' wake passes (and write plain HTTP/1.1 watch frames),
     /// as many shards of connections. One runs them all until the passes keep it busy;
     /// more join as the load needs them and leave when it passes. 0: one per core. At
     /// most 64.
     #[arg(long, default_value_t = 0)]
+    #[arg(help_heading = "Cache and watches")]
     dispatch_threads: usize,
     /// The memory limit watchd defends: past 85 % of it, new full lists and new watches
     /// are answered 429 with Retry-After (gRPC: RESOURCE_EXHAUSTED) until the resident
@@ -137,6 +158,7 @@ struct ServeArgs {
     /// with a suffix (Ki, Mi, Gi, or K, M, G); 0: none. Default: the cgroup's limit
     /// when one is set, else none.
     #[arg(long, value_name = "BYTES", value_parser = parse_memory_bytes)]
+    #[arg(help_heading = "Memory")]
     memory_limit: Option<u64>,
     /// The JSON of protobuf-stored objects, rendered on a JSON read and kept for later
     /// readers, is kept up to this many bytes in all: past it, the renderings made
@@ -145,22 +167,26 @@ struct ServeArgs {
     /// as --memory-limit; 0: none kept. Default: a quarter of the memory limit when there
     /// is one, else no bound.
     #[arg(long, value_name = "BYTES", value_parser = parse_memory_bytes)]
+    #[arg(help_heading = "Memory")]
     rendered_json_bytes: Option<u64>,
     /// Close a connection whose peer has read nothing of what was written for this long
     /// (a watch whose client stopped reading; 0: never).
     #[arg(long, default_value = "60s", value_parser = watchd::config::parse_duration)]
+    #[arg(help_heading = "Serving")]
     write_timeout: Duration,
     /// After SIGTERM (or Ctrl-C), how long to go on serving while reporting not ready
     /// (`/readyz` fails its `shutdown` check, gRPC health says NOT_SERVING), so that load
     /// balancers and clients move to another replica before the connections end; as
     /// kube-apiserver's flag of that name. 0: stop at once. A second signal stops at once.
     #[arg(long, default_value = "0s", value_parser = watchd::config::parse_duration)]
+    #[arg(help_heading = "Shutdown")]
     shutdown_delay_duration: Duration,
     /// After the shutdown delay, end the open watches gradually over this period (each
     /// at its own instant, as a timeout ends it), so their clients watch again elsewhere
     /// over that time rather than all at once; then stop. As kube-apiserver's flag of
     /// that name. 0: the watches end when the server stops.
     #[arg(long, default_value = "0s", value_parser = watchd::config::parse_duration)]
+    #[arg(help_heading = "Shutdown")]
     shutdown_watch_termination_grace_period: Duration,
     /// How often each resource's cache is compared with etcd at one revision (the
     /// (key, mod_revision) of every object, etcd read keys only), as kube-apiserver's
@@ -168,9 +194,11 @@ struct ServeArgs {
     /// watchd_storage_consistency_checks_total and re-listed. 0: never. The etcd source
     /// only.
     #[arg(long, default_value = "5m", value_parser = watchd::config::parse_duration)]
+    #[arg(help_heading = "Source")]
     consistency_check_interval: Duration,
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    #[arg(help_heading = "General")]
     log_format: LogFormat,
     #[command(flatten)]
     secure: watchd::auth::setup::SecureArgs,
@@ -674,6 +702,41 @@ fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `serve --help` reads on a terminal: wrapped at 100 columns, flags grouped under
+    /// headings, every flag under one.
+    #[test]
+    fn serve_help_is_wrapped_and_grouped() {
+        let mut command = Cli::command();
+        command.build();
+        let serve = command.find_subcommand_mut("serve").unwrap();
+        let help = serve.render_long_help().to_string();
+        let widest = help.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+        assert!(widest <= 100, "a line of {widest} columns");
+        for heading in [
+            "General:",
+            "Source:",
+            "Serving:",
+            "Cache and watches:",
+            "Memory:",
+            "Shutdown:",
+            "Authentication:",
+            "Authorization and limits:",
+            "Audit:",
+        ] {
+            assert!(help.lines().any(|l| l == heading), "no {heading}");
+        }
+        let ungrouped: Vec<_> = serve
+            .get_arguments()
+            .filter(|a| a.get_long().is_some_and(|l| l != "help"))
+            .filter(|a| a.get_help_heading().is_none())
+            .map(|a| a.get_id().to_string())
+            .collect();
+        assert!(
+            ungrouped.is_empty(),
+            "flags under no heading: {ungrouped:?}"
+        );
+    }
 
     /// The documented example is a configuration `watchd serve` takes: every key one of
     /// its flags, every value one the flag reads.

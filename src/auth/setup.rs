@@ -28,57 +28,73 @@ pub struct SecureArgs {
     /// Serving certificate (PEM, with its chain). With it both addresses speak TLS only
     /// (HTTP/2 and HTTP/1.1 by ALPN); the files are re-read when they change.
     #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
+    #[arg(help_heading = "Serving")]
     pub tls_cert_file: Option<PathBuf>,
     /// The serving certificate's private key (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    #[arg(help_heading = "Serving")]
     pub tls_private_key_file: Option<PathBuf>,
     /// CA bundle: a client certificate signed by it authenticates its common name as the
     /// user and its organizations as the groups.
     #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    #[arg(help_heading = "Authentication")]
     pub client_ca_file: Option<PathBuf>,
     /// CA bundle of the front proxy (aggregation layer): only a client certificate
     /// signed by it may assert the user in the request headers below.
     #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    #[arg(help_heading = "Authentication")]
     pub requestheader_client_ca_file: Option<PathBuf>,
     /// Common names the front proxy's certificate may have (empty: any).
     #[arg(long, value_delimiter = ',')]
+    #[arg(help_heading = "Authentication")]
     pub requestheader_allowed_names: Vec<String>,
     /// Headers naming the user, first present wins (`X-Remote-User` is common; none by
     /// default, as kube-apiserver).
     #[arg(long, value_delimiter = ',')]
+    #[arg(help_heading = "Authentication")]
     pub requestheader_username_headers: Vec<String>,
     /// Headers naming the groups (`X-Remote-Group` is common).
     #[arg(long, value_delimiter = ',')]
+    #[arg(help_heading = "Authentication")]
     pub requestheader_group_headers: Vec<String>,
     /// Prefixes of headers carrying extra user attributes (`X-Remote-Extra-` is common).
     #[arg(long, value_delimiter = ',')]
+    #[arg(help_heading = "Authentication")]
     pub requestheader_extra_headers_prefix: Vec<String>,
     /// Static bearer tokens, kube-apiserver's CSV format: token,user,uid,"group1,group2".
     #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Authentication")]
     pub token_auth_file: Option<PathBuf>,
     /// Public keys (PEM) verifying ServiceAccount tokens; repeatable.
     #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Authentication")]
     pub service_account_key_file: Vec<PathBuf>,
     /// Issuers of ServiceAccount tokens accepted; repeatable.
     #[arg(long)]
+    #[arg(help_heading = "Authentication")]
     pub service_account_issuer: Vec<String>,
     /// Audiences a bound ServiceAccount token must name one of (default: the first
     /// issuer, as kube-apiserver).
     #[arg(long, value_delimiter = ',')]
+    #[arg(help_heading = "Authentication")]
     pub api_audiences: Vec<String>,
     /// kubeconfig of a TokenReview service that authenticates bearer tokens no other
     /// authenticator knows.
     #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Authentication")]
     pub authentication_token_webhook_config_file: Option<PathBuf>,
     /// How long the TokenReview service's answers are cached (0: not at all).
     #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    #[arg(help_heading = "Authentication")]
     pub authentication_token_webhook_cache_ttl: Duration,
     /// The authentication.k8s.io TokenReview version sent: v1 or v1beta1.
     #[arg(long, default_value = "v1beta1")]
+    #[arg(help_heading = "Authentication")]
     pub authentication_token_webhook_version: String,
     /// Serve requests without credentials as system:anonymous (group
     /// system:unauthenticated) instead of answering 401.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    #[arg(help_heading = "Authentication")]
     pub anonymous_auth: bool,
     /// Paths answered without authentication or authorization, as
     /// kube-controller-manager's flag of that name (a trailing `*` matches a prefix): the
@@ -86,46 +102,58 @@ pub struct SecureArgs {
     /// of whoever probes nor on RBAC objects, token or authorization webhooks (the
     /// apiserver) that watchd reports on. Paths of the API's resources are never exempt.
     #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz,/livez")]
+    #[arg(help_heading = "Authorization and limits")]
     pub authorization_always_allow_paths: Vec<String>,
     /// Authorizers in order: AlwaysAllow, AlwaysDeny, RBAC (RBAC reads Roles and
     /// bindings from the cache), Webhook. Default: RBAC when any authenticator is
     /// configured.
     #[arg(long)]
+    #[arg(help_heading = "Authorization and limits")]
     pub authorization_mode: Option<String>,
     /// kubeconfig of the SubjectAccessReview service of the Webhook mode.
     #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Authorization and limits")]
     pub authorization_webhook_config_file: Option<PathBuf>,
     /// The authorization.k8s.io SubjectAccessReview version sent: v1 or v1beta1.
     #[arg(long, default_value = "v1beta1")]
+    #[arg(help_heading = "Authorization and limits")]
     pub authorization_webhook_version: String,
     /// How long the Webhook mode's "allowed" answers are cached.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    #[arg(help_heading = "Authorization and limits")]
     pub authorization_webhook_cache_authorized_ttl: Duration,
     /// How long the Webhook mode's other answers are cached.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    #[arg(help_heading = "Authorization and limits")]
     pub authorization_webhook_cache_unauthorized_ttl: Duration,
     /// Most watches one user may have open at once (0: no limit); more are answered 429.
     #[arg(long, default_value_t = 0)]
+    #[arg(help_heading = "Authorization and limits")]
     pub max_watches_per_user: usize,
     /// Most lists one user may have in flight at once (0: no limit); more are answered 429.
     #[arg(long, default_value_t = 0)]
+    #[arg(help_heading = "Authorization and limits")]
     pub max_inflight_lists_per_user: usize,
     /// Append one JSON line per request (audit.k8s.io/v1 Event, Metadata level) to this
     /// file.
     #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Audit")]
     pub audit_log_path: Option<PathBuf>,
     /// What a request does when the audit log's queue is full: `blocking` (the default,
     /// kube-apiserver's) waits until its line is queued, so no line is lost; `batch` goes
     /// on and drops the line (counted in watchd_audit_events_dropped_total).
     #[arg(long, value_enum, value_name = "MODE", default_value_t = super::audit::AuditMode::Blocking)]
+    #[arg(help_heading = "Audit")]
     pub audit_log_mode: super::audit::AuditMode,
     /// Audit lines queued for the file's writer (at least 1): past it a request waits
     /// (blocking mode) or its line is dropped (batch mode).
     #[arg(long, value_name = "LINES", default_value_t = crate::config::AUDIT_BUFFER_SIZE)]
+    #[arg(help_heading = "Audit")]
     pub audit_log_batch_buffer_size: usize,
     /// Allow a non-loopback address without TLS and an authenticator (a lab only: every
     /// object, Secrets included, is served to anyone who reaches the port).
     #[arg(long, default_value_t = false)]
+    #[arg(help_heading = "Serving")]
     pub insecure_allow_any_address: bool,
 }
 
