@@ -245,6 +245,38 @@ fn describe() {
         "watchd_build_info",
         "Always 1; its labels say which watchd runs (version)."
     );
+    describe_counter!(
+        "watchd_storage_consistency_checks_total",
+        "Consistency checks of a resource's cache against etcd (--consistency-check-interval), per resource and result: match, mismatch (logged, and the resource re-listed), error (etcd did not answer)."
+    );
+    describe_gauge!(
+        "watchd_storage_consistency_check_seconds",
+        "How long the last consistency check of every resource took, seconds."
+    );
+    describe_counter!(
+        "watchd_dispatch_passes_total",
+        "Wake passes run, per dispatch thread."
+    );
+    describe_counter!(
+        "watchd_dispatch_wakes_total",
+        "Watchers woken by wake passes, per dispatch thread (with an indexed field, only those an event concerns)."
+    );
+    describe_gauge!(
+        "watchd_dispatch_threads_active",
+        "Dispatch threads running wake passes now (they join as the load needs them)."
+    );
+    describe_counter!(
+        "watchd_etcd_watch_fragments_total",
+        "Fragments of etcd watch responses received (a response over etcd's request limit, sent in parts)."
+    );
+    describe_gauge!(
+        "watchd_rendered_json_budget_bytes",
+        "The budget of rendered JSON kept (--rendered-json-bytes, or a quarter of the memory limit)."
+    );
+    describe_counter!(
+        "watchd_rendered_json_evictions_total",
+        "Rendered JSON given up to stay within its budget (rendered again when read)."
+    );
     describe_gauge!(
         "watchd_cached_bytes",
         Unit::Bytes,
@@ -345,4 +377,90 @@ fn describe() {
         Unit::Seconds,
         "Latency of HTTP requests until the response head (watches: until the stream starts)."
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// Every metric name in the source, and every one the alert rules and the dashboard
+    /// in deploy/ name.
+    fn names_in(text: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut rest = text;
+        while let Some(at) = rest.find("watchd_") {
+            let tail = &rest[at..];
+            let len = tail
+                .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+                .unwrap_or(tail.len());
+            names.push(tail[..len].trim_end_matches('_').to_string());
+            rest = &tail[len..];
+        }
+        names
+    }
+
+    fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    /// A metric a histogram exports under: its name, or its name less `_bucket`,
+    /// `_count` or `_sum`.
+    fn base(name: &str) -> &str {
+        ["_bucket", "_count", "_sum"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s))
+            .unwrap_or(name)
+    }
+
+    /// Every metric watchd records is described (so /metrics says what it is), and every
+    /// one the shipped alerts and dashboard read is one watchd records.
+    #[test]
+    fn every_metric_is_described_and_the_alerts_read_real_ones() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let described = std::fs::read_to_string(root.join("src/metrics.rs")).unwrap();
+        let described: std::collections::BTreeSet<String> = described
+            .split("describe_")
+            .skip(1)
+            .flat_map(|d| names_in(d).into_iter().take(1))
+            .collect();
+        let mut files = Vec::new();
+        rust_files(&root.join("src"), &mut files);
+        let mut recorded = std::collections::BTreeSet::new();
+        for file in files.iter().filter(|f| !f.ends_with("metrics.rs")) {
+            let text = std::fs::read_to_string(file).unwrap();
+            for (i, _) in text.match_indices("metrics::") {
+                let call = &text[i..text.len().min(i + 160)];
+                if let Some(name) = ["counter!(", "gauge!(", "histogram!("]
+                    .iter()
+                    .find_map(|m| call.find(m).filter(|at| *at < 20))
+                    .and_then(|_| names_in(call).into_iter().next())
+                {
+                    recorded.insert(name);
+                }
+            }
+        }
+        let undescribed: Vec<_> = recorded.difference(&described).collect();
+        assert!(
+            undescribed.is_empty(),
+            "recorded, not described: {undescribed:?}"
+        );
+        for shipped in ["deploy/alerts.yaml", "deploy/dashboard.json"] {
+            let text = std::fs::read_to_string(root.join(shipped)).unwrap();
+            let unknown: Vec<_> = names_in(&text)
+                .into_iter()
+                .filter(|n| !described.contains(base(n)))
+                .collect();
+            assert!(
+                unknown.is_empty(),
+                "{shipped} names metrics watchd does not export: {unknown:?}"
+            );
+        }
+    }
 }
