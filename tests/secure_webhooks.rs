@@ -169,7 +169,6 @@ async fn kubectl_reads_with_a_webhook_token_as_the_webhook_authorizer_decides() 
         pki.arg("tls-private-key-file", "server.key"),
         pki.arg("client-ca-file", "ca.crt"),
         format!("--authentication-token-webhook-config-file={authn}"),
-        "--authentication-token-webhook-version=v1".to_string(),
         "--authorization-mode=Webhook".to_string(),
         format!("--authorization-webhook-config-file={authz}"),
     ];
@@ -210,7 +209,8 @@ async fn kubectl_reads_with_a_webhook_token_as_the_webhook_authorizer_decides() 
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("secrets are not for reading here"), "{err}");
 
-    // What watchd sent: v1 TokenReviews, v1beta1 reviews (the default) with `group`.
+    // What watchd sent by default: v1 TokenReviews and SubjectAccessReviews (with
+    // `groups`), the versions kube-apiserver serves (v1beta1 is gone since 1.22).
     {
         let asked = asked.lock().unwrap();
         let (_, tr) = asked.iter().find(|(p, _)| p == "/authenticate").unwrap();
@@ -221,12 +221,12 @@ async fn kubectl_reads_with_a_webhook_token_as_the_webhook_authorizer_decides() 
             .map(|(_, v)| v)
             .find(|v| v["spec"]["resourceAttributes"]["namespace"] == "ns2")
             .unwrap();
-        assert_eq!(sar["apiVersion"], "authorization.k8s.io/v1beta1");
+        assert_eq!(sar["apiVersion"], "authorization.k8s.io/v1");
         assert_eq!(
             sar["spec"],
             json!({"resourceAttributes": {"namespace": "ns2", "verb": "list", "version": "v1",
                 "resource": "pods"}, "user": "jane", "uid": "j-1",
-                "group": ["dev", "system:authenticated"]})
+                "groups": ["dev", "system:authenticated"]})
         );
     }
 

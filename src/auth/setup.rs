@@ -87,8 +87,9 @@ pub struct SecureArgs {
     #[arg(long, default_value = "2m", value_parser = parse_duration)]
     #[arg(help_heading = "Authentication")]
     pub authentication_token_webhook_cache_ttl: Duration,
-    /// The authentication.k8s.io TokenReview version sent: v1 or v1beta1.
-    #[arg(long, default_value = "v1beta1")]
+    /// The authentication.k8s.io TokenReview version sent: v1 (kube-apiserver has served
+    /// only v1 since 1.22) or v1beta1.
+    #[arg(long, default_value = "v1")]
     #[arg(help_heading = "Authentication")]
     pub authentication_token_webhook_version: String,
     /// Serve requests without credentials as system:anonymous (group
@@ -114,8 +115,9 @@ pub struct SecureArgs {
     #[arg(long, value_name = "FILE")]
     #[arg(help_heading = "Authorization and limits")]
     pub authorization_webhook_config_file: Option<PathBuf>,
-    /// The authorization.k8s.io SubjectAccessReview version sent: v1 or v1beta1.
-    #[arg(long, default_value = "v1beta1")]
+    /// The authorization.k8s.io SubjectAccessReview version sent: v1 (kube-apiserver has
+    /// served only v1 since 1.22) or v1beta1.
+    #[arg(long, default_value = "v1")]
     #[arg(help_heading = "Authorization and limits")]
     pub authorization_webhook_version: String,
     /// How long the Webhook mode's "allowed" answers are cached.
