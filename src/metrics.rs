@@ -19,6 +19,64 @@ pub fn spawn_upkeep(handle: PrometheusHandle) {
     });
 }
 
+/// Records the standard process metrics (as Prometheus's client libraries name them),
+/// read from `/proc/self` when `/metrics` is rendered: CPU seconds (whole seconds, as a
+/// counter holds them), resident and virtual memory, open and allowed file descriptors,
+/// and the start time.
+pub fn record_process() {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return;
+    };
+    // The fields after the command, which is in parentheses and may hold spaces.
+    let Some(fields) = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect::<Vec<_>>())
+    else {
+        return;
+    };
+    // SAFETY: sysconf has no preconditions; it reads constants of the system.
+    let (ticks, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_CLK_TCK),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    let ticks = ticks.max(1) as f64;
+    // Field numbers as proc(5) counts them, less the two before the fields read here.
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<f64>().ok());
+    if let (Some(utime), Some(stime)) = (field(14), field(15)) {
+        metrics::counter!("process_cpu_seconds_total").absolute(((utime + stime) / ticks) as u64);
+    }
+    if let Some(vsize) = field(23) {
+        metrics::gauge!("process_virtual_memory_bytes").set(vsize);
+    }
+    if let Some(rss) = field(24) {
+        metrics::gauge!("process_resident_memory_bytes").set(rss * page.max(1) as f64);
+    }
+    if let (Some(start), Some(boot)) = (field(22), boot_time()) {
+        metrics::gauge!("process_start_time_seconds").set(boot + start / ticks);
+    }
+    if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+        metrics::gauge!("process_open_fds").set(fds.count() as f64);
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the limit into the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        metrics::gauge!("process_max_fds").set(limit.rlim_cur as f64);
+    }
+}
+
+/// When the machine booted, seconds since the epoch (`btime` in `/proc/stat`).
+fn boot_time() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    stat.lines()
+        .find_map(|l| l.strip_prefix("btime "))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// Why the metrics recorder could not be installed.
 #[derive(Debug, thiserror::Error)]
 pub enum MetricsError {
@@ -244,6 +302,33 @@ fn describe() {
     describe_gauge!(
         "watchd_build_info",
         "Always 1; its labels say which watchd runs (version)."
+    );
+    describe_counter!(
+        "process_cpu_seconds_total",
+        Unit::Seconds,
+        "User and system CPU time the process used, whole seconds."
+    );
+    describe_gauge!(
+        "process_resident_memory_bytes",
+        Unit::Bytes,
+        "Resident memory."
+    );
+    describe_gauge!(
+        "process_virtual_memory_bytes",
+        Unit::Bytes,
+        "Virtual memory."
+    );
+    describe_gauge!("process_open_fds", "Open file descriptors.");
+    describe_gauge!("process_max_fds", "The open file descriptor limit.");
+    describe_gauge!(
+        "process_start_time_seconds",
+        Unit::Seconds,
+        "When the process started, seconds since the epoch."
+    );
+    describe_gauge!(
+        "watchd_resource_init_seconds",
+        Unit::Seconds,
+        "Seconds from the start until a resource was first loaded and served from the cache, per resource."
     );
     describe_counter!(
         "watchd_storage_consistency_checks_total",

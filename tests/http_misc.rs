@@ -421,6 +421,24 @@ async fn metrics_expose_the_applied_revision() {
     );
     let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
     assert_eq!(metric(&text, "watchd_build_info", &[&version]), Some(1.0));
+    let init =
+        metric(&text, "watchd_resource_init_seconds", &pods).unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        init > 0.0 && init < 60.0,
+        "pods loaded {init} s after the start"
+    );
+    // The process metrics Prometheus's client libraries export.
+    for (name, floor) in [
+        ("process_resident_memory_bytes", 1e6),
+        ("process_virtual_memory_bytes", 1e6),
+        ("process_open_fds", 3.0),
+        ("process_max_fds", 3.0),
+        ("process_start_time_seconds", 1.7e9),
+    ] {
+        let v = metric(&text, name, &[]).unwrap_or_else(|| panic!("no {name}"));
+        assert!(v >= floor, "{name} {v}");
+    }
+    assert!(metric(&text, "process_cpu_seconds_total", &[]).is_some());
 }
 
 /// The count of values of `resource` skipped for `reason`, from `/metrics`.

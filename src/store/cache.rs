@@ -127,6 +127,8 @@ pub struct Cache {
     /// When open watches began to be ended at shutdown, and over how long
     /// ([`Cache::drain_watches`]).
     watch_drain: std::sync::OnceLock<(tokio::time::Instant, Duration)>,
+    /// When the cache was made (the daemon's start).
+    created: std::time::Instant,
     /// Raised by the read path when the source's current revision is below the applied
     /// one (see [`Cache::report_source_behind`]).
     source_behind: tokio::sync::Notify,
@@ -177,11 +179,17 @@ impl Cache {
             ready: watch::Sender::new(false),
             watch_drain: std::sync::OnceLock::new(),
             source_behind: tokio::sync::Notify::new(),
+            created: std::time::Instant::now(),
         };
         for info in builtin::builtin_resources() {
             cache.register(info, Revision::ZERO);
         }
         Arc::new(cache)
+    }
+
+    /// How long ago the cache was made (the daemon's start).
+    pub fn age(&self) -> Duration {
+        self.created.elapsed()
     }
 
     /// The etcd key prefix, without a trailing slash.

@@ -223,9 +223,11 @@ impl Ingestor {
             }
         }
         let epoch = self.cache.next_epoch();
+        let age = self.cache.age();
         for ((store, objects), bad) in stores.iter().zip(maps).zip(unreadable) {
             store.reset(revision, epoch, objects);
             store.health.loaded(bad);
+            store.loaded_after(age);
         }
         self.cache.progress().reset_applied(revision);
         metrics::gauge!("watchd_epoch").set(epoch as f64);
@@ -348,6 +350,7 @@ impl Ingestor {
         let count = map.len();
         store.reset(revision, epoch, map);
         store.health.loaded(bad);
+        store.loaded_after(self.cache.age());
         self.cache.progress().set_applied(revision);
         tracing::info!(resource = %store.info.qualified_name(), %revision, epoch, objects = count, "resource loaded");
     }

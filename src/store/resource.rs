@@ -96,6 +96,8 @@ pub struct ResourceStore {
     progress: watch::Sender<Revision>,
     /// Per-resource sources: the newest revision a reader waits for.
     wanted: watch::Sender<Revision>,
+    /// Whether it was loaded once ([`ResourceStore::loaded_after`]).
+    initialized: std::sync::atomic::AtomicBool,
 }
 
 impl ResourceStore {
@@ -138,6 +140,19 @@ impl ResourceStore {
             history_oldest: metrics::gauge!("watchd_history_oldest_revision", "resource" => metric_name),
             progress: watch::channel(revision).0,
             wanted: watch::channel(Revision::ZERO).0,
+            initialized: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Records, the first time only, that the resource was loaded `after` the daemon
+    /// started (`watchd_resource_init_seconds`).
+    pub fn loaded_after(&self, after: Duration) {
+        if !self
+            .initialized
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            metrics::gauge!("watchd_resource_init_seconds", "resource" => self.info.qualified_name())
+                .set(after.as_secs_f64());
         }
     }
 

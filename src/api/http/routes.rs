@@ -215,7 +215,10 @@ async fn route_request<B>(
             state
                 .metrics
                 .as_ref()
-                .map(|m| m.render())
+                .map(|m| {
+                    crate::metrics::record_process();
+                    m.render()
+                })
                 .unwrap_or_default(),
         )),
         Route::Unknown => Err(ApiError::PathNotFound(format!(
