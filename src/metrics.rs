@@ -304,6 +304,10 @@ fn describe() {
         "Always 1; its labels say which watchd runs (version)."
     );
     describe_counter!(
+        "watchd_grpc_calls_total",
+        "gRPC calls ended, by method (/package.Service/Method) and status code (OK, NOT_FOUND, ...)."
+    );
+    describe_counter!(
         "process_cpu_seconds_total",
         Unit::Seconds,
         "User and system CPU time the process used, whole seconds."

@@ -181,6 +181,43 @@ async fn grpc_errors_carry_the_kubernetes_status() {
         .await
         .expect_err("bad selector");
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
+
+    // Every call is counted by method and code: a unary one by its trailers, a Watch
+    // when it ends.
+    c.list(ListRequest {
+        collection: configmaps(""),
+        ..Default::default()
+    })
+    .await
+    .expect("an empty list");
+    let mut stream = c
+        .watch(WatchRequest {
+            collection: configmaps(""),
+            timeout_seconds: 1,
+            ..Default::default()
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+    while tokio::time::timeout(Duration::from_secs(10), stream.message())
+        .await
+        .expect("the watch ends by its timeout")
+        .expect("ends with OK")
+        .is_some()
+    {}
+    let text = support::http::get(&format!("{}/metrics", watchd.base_url()), &[])
+        .await
+        .text();
+    let calls = |method: &str, code: &str| {
+        let method = format!("method=\"/watchd.v1.Watchd/{method}\"");
+        let code = format!("code=\"{code}\"");
+        support::kube::metric(&text, "watchd_grpc_calls_total", &[&method, &code])
+    };
+    assert_eq!(calls("Get", "NOT_FOUND"), Some(1.0), "{text}");
+    assert_eq!(calls("Watch", "INVALID_ARGUMENT"), Some(1.0), "{text}");
+    assert_eq!(calls("List", "INVALID_ARGUMENT"), Some(1.0), "{text}");
+    assert_eq!(calls("Watch", "OK"), Some(1.0), "{text}");
+    assert_eq!(calls("List", "OK"), Some(1.0), "{text}");
 }
 
 async fn grpc_watch_streams_initial_state_then_changes_in_order() {

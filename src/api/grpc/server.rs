@@ -71,20 +71,72 @@ impl Service for GrpcService {
         let slot = WatchSlot::default();
         req.extensions_mut().insert(slot.clone());
         req.extensions_mut().insert(conn.clone());
+        let method: Arc<str> = Arc::from(req.uri().path());
         let mut routes = self.routes.clone();
         let response = match tower_service::Service::call(&mut routes, req).await {
             Ok(r) => r,
             Err(never) => match never {},
         };
         let (head, body) = response.into_parts();
+        // A call is counted once, by the status it ends with: in the headers of a
+        // trailers-only answer (an error), else in its trailers.
+        if let Some(status) = head.headers.get("grpc-status") {
+            count_call(&method, Some(status));
+        }
+        let counted = head.headers.contains_key("grpc-status");
         let reply = match slot.take() {
-            Some((watch, end)) => Reply::Watch(watch, end),
+            Some((watch, end)) => Reply::Watch(
+                watch,
+                Box::new(move || {
+                    let trailers = end();
+                    count_call(&method, trailers.get("grpc-status"));
+                    trailers
+                }),
+            ),
             None => Reply::Trailed(
-                http_body_util::BodyExt::map_err(body, |e| Box::new(e) as BoxError).boxed_unsync(),
+                body.map_frame(move |frame| {
+                    if let (Some(trailers), false) = (frame.trailers_ref(), counted) {
+                        count_call(&method, trailers.get("grpc-status"));
+                    }
+                    frame
+                })
+                .map_err(|e| Box::new(e) as BoxError)
+                .boxed_unsync(),
             ),
         };
         http::Response::from_parts(head, reply)
     }
+}
+
+/// Counts a gRPC call in `watchd_grpc_calls_total` by its method (`/package.Service/Method`)
+/// and the code of its `grpc-status` (as gRPC names it: OK, NOT_FOUND, ...).
+fn count_call(method: &str, status: Option<&http::HeaderValue>) {
+    const CODES: [&str; 17] = [
+        "OK",
+        "CANCELLED",
+        "UNKNOWN",
+        "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED",
+        "NOT_FOUND",
+        "ALREADY_EXISTS",
+        "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION",
+        "ABORTED",
+        "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
+        "INTERNAL",
+        "UNAVAILABLE",
+        "DATA_LOSS",
+        "UNAUTHENTICATED",
+    ];
+    let code = status
+        .and_then(|s| s.to_str().ok())
+        .and_then(|s| s.parse::<usize>().ok())
+        .and_then(|n| CODES.get(n).copied())
+        .unwrap_or("UNKNOWN");
+    metrics::counter!("watchd_grpc_calls_total", "method" => method.to_string(), "code" => code)
+        .increment(1);
 }
 
 /// Serves the gRPC API on `listener` until `shutdown` turns true: over TLS when `tls` is
