@@ -1,0 +1,208 @@
+//! The manifests in deploy/ (issue #25, item 3), read as Kubernetes reads them: every
+//! object is one of its kind to `k8s-openapi` (the 1.37 schema) with no field it does not
+//! know (each is read into the typed object and written back, and nothing may be lost: a
+//! misspelt or misplaced field would be), and every pod meets Pod Security's
+//! "restricted" level where the deployment allows it, with probes, a disruption budget
+//! and the shutdown flags a fleet needs. No cluster runs here: what a cluster alone
+//! checks (admission, the image) is not checked.
+
+use std::path::Path;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+fn deploy(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The YAML documents of a file, as JSON values.
+fn documents(text: &str) -> Vec<Value> {
+    text.split("\n---")
+        .map(|doc| serde_saphyr::from_str::<Value>(doc).expect("a YAML document"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// Every member of `written` is in `read` with the same value: what a typed read kept.
+fn lost(written: &Value, read: &Value, at: &str, out: &mut Vec<String>) {
+    match (written, read) {
+        (Value::Object(w), Value::Object(r)) => {
+            for (k, v) in w {
+                match r.get(k) {
+                    Some(rv) => lost(v, rv, &format!("{at}.{k}"), out),
+                    None => out.push(format!("{at}.{k}")),
+                }
+            }
+        }
+        (Value::Array(w), Value::Array(r)) if w.len() == r.len() => {
+            for (i, (a, b)) in w.iter().zip(r).enumerate() {
+                lost(a, b, &format!("{at}[{i}]"), out);
+            }
+        }
+        (Value::Number(a), Value::Number(b)) if a.as_f64() == b.as_f64() => {}
+        (a, b) if a == b => {}
+        (a, b) => out.push(format!("{at}: {a} read as {b}")),
+    }
+}
+
+/// `doc` read as a `T` and written back loses nothing.
+fn typed<T: DeserializeOwned + Serialize>(doc: &Value, what: &str) -> T {
+    let object: T = serde_json::from_value(doc.clone())
+        .unwrap_or_else(|e| panic!("{what}: not a valid object of its kind: {e}"));
+    let back = serde_json::to_value(&object).expect("serializes");
+    let mut missing = Vec::new();
+    lost(doc, &back, "", &mut missing);
+    assert!(
+        missing.is_empty(),
+        "{what}: fields the schema does not know: {missing:?}"
+    );
+    object
+}
+
+/// Reads every object of a manifest file by its kind; the Deployments.
+fn read_all(file: &str) -> Vec<Deployment> {
+    let mut deployments = Vec::new();
+    for doc in documents(&deploy(file)) {
+        let kind = doc["kind"].as_str().unwrap_or_default().to_string();
+        let what = format!("{file}: {kind} {}", doc["metadata"]["name"]);
+        match kind.as_str() {
+            "Deployment" => deployments.push(typed::<Deployment>(&doc, &what)),
+            "Service" => drop(typed::<Service>(&doc, &what)),
+            "ServiceAccount" => drop(typed::<ServiceAccount>(&doc, &what)),
+            "ConfigMap" => drop(typed::<ConfigMap>(&doc, &what)),
+            "ClusterRole" => drop(typed::<ClusterRole>(&doc, &what)),
+            "ClusterRoleBinding" => drop(typed::<ClusterRoleBinding>(&doc, &what)),
+            "PodDisruptionBudget" => drop(typed::<PodDisruptionBudget>(&doc, &what)),
+            "NetworkPolicy" => drop(typed::<NetworkPolicy>(&doc, &what)),
+            other => panic!("{what}: a kind this test does not read: {other}"),
+        }
+    }
+    deployments
+}
+
+fn kinds(file: &str) -> Vec<String> {
+    documents(&deploy(file))
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// A container as Pod Security's "restricted" level asks, with the probes and flags a
+/// replica in a fleet needs.
+fn check_container(c: &Container, what: &str) {
+    let sc = c.security_context.as_ref().expect("a securityContext");
+    assert_eq!(sc.allow_privilege_escalation, Some(false), "{what}");
+    assert_eq!(sc.read_only_root_filesystem, Some(true), "{what}");
+    let drop = sc.capabilities.as_ref().and_then(|c| c.drop.clone());
+    assert_eq!(drop, Some(vec!["ALL".to_string()]), "{what}: capabilities");
+    for (probe, path) in [
+        (&c.liveness_probe, "/livez"),
+        (&c.readiness_probe, "/readyz"),
+    ] {
+        let get = probe
+            .as_ref()
+            .and_then(|p| p.http_get.as_ref())
+            .unwrap_or_else(|| panic!("{what}: a probe of {path}"));
+        assert_eq!(get.path.as_deref(), Some(path), "{what}");
+    }
+}
+
+fn check_deployment(d: &Deployment, what: &str, token: bool) {
+    let pod = d.spec.template.spec.as_ref().expect("a pod spec");
+    let sc = pod
+        .security_context
+        .as_ref()
+        .expect("a pod securityContext");
+    assert_eq!(sc.run_as_non_root, Some(true), "{what}");
+    let seccomp = sc.seccomp_profile.as_ref().map(|p| p.type_.as_str());
+    assert_eq!(seccomp, Some("RuntimeDefault"), "{what}");
+    assert_eq!(
+        pod.automount_service_account_token,
+        (!token).then_some(false),
+        "{what}: a token only where it is the identity upstream"
+    );
+    assert!(pod.topology_spread_constraints.is_some(), "{what}: spread");
+    let grace = pod.termination_grace_period_seconds.unwrap_or(30);
+    for c in &pod.containers {
+        check_container(c, what);
+        assert!(c.startup_probe.is_some(), "{what}: a startup probe");
+        let args = c.args.clone().unwrap_or_default();
+        let secs = |flag: &str| {
+            args.iter()
+                .find_map(|a| a.strip_prefix(&format!("--{flag}=")))
+                .and_then(|v| v.strip_suffix('s'))
+                .and_then(|v| v.parse::<i64>().ok())
+                .unwrap_or_else(|| panic!("{what}: --{flag}"))
+        };
+        let stop =
+            secs("shutdown-delay-duration") + secs("shutdown-watch-termination-grace-period");
+        assert!(
+            grace > stop,
+            "{what}: terminationGracePeriodSeconds {grace} ≤ {stop}"
+        );
+        assert!(
+            !args.iter().any(|a| a.starts_with("--anonymous-auth=true")),
+            "{what}: the probes need no anonymous access"
+        );
+    }
+}
+
+#[test]
+fn standalone_is_restricted_fenced_and_kept_available() {
+    let deployments = read_all("standalone.yaml");
+    assert_eq!(deployments.len(), 1);
+    check_deployment(&deployments[0], "standalone.yaml", false);
+    let kinds = kinds("standalone.yaml");
+    for kind in ["PodDisruptionBudget", "NetworkPolicy", "Service"] {
+        assert!(
+            kinds.iter().any(|k| k == kind),
+            "standalone.yaml: no {kind}"
+        );
+    }
+}
+
+#[test]
+fn upstream_is_restricted_and_kept_available() {
+    let deployments = read_all("upstream.yaml");
+    assert_eq!(deployments.len(), 1);
+    check_deployment(&deployments[0], "upstream.yaml", true);
+    assert!(kinds("upstream.yaml")
+        .iter()
+        .any(|k| k == "PodDisruptionBudget"));
+}
+
+/// The sidecar is a container for the kube-apiserver static Pod (root: the kubeadm key
+/// files are root-only), as the Pod's spec.containers lists it.
+#[test]
+fn sidecar_is_a_container_that_knows_its_fields() {
+    let docs = documents(&deploy("sidecar.yaml"));
+    assert_eq!(docs.len(), 1);
+    let containers: Vec<Container> = typed(&docs[0], "sidecar.yaml");
+    assert_eq!(containers.len(), 1);
+    check_container(&containers[0], "sidecar.yaml");
+    let args = containers[0].args.clone().unwrap_or_default();
+    assert!(!args.iter().any(|a| a.starts_with("--anonymous-auth=true")));
+}
+
+/// The check itself: a misspelt field is caught, not dropped silently.
+#[test]
+fn a_misspelt_field_is_caught() {
+    let doc = documents(&deploy("standalone.yaml"))
+        .into_iter()
+        .find(|d| d["kind"] == "Service")
+        .expect("a Service");
+    let mut bad = doc.clone();
+    bad["spec"]["selectr"] = bad["spec"]["selector"].clone();
+    let caught = std::panic::catch_unwind(|| typed::<Service>(&bad, "bad"));
+    assert!(caught.is_err(), "a misspelt field passed");
+    typed::<Service>(&doc, "good");
+}
