@@ -1,7 +1,8 @@
-//! The manifests in deploy/ (issue #25, item 3), read as Kubernetes reads them: every
-//! object is one of its kind to `k8s-openapi` (the 1.37 schema) with no field it does not
-//! know (each is read into the typed object and written back, and nothing may be lost: a
-//! misspelt or misplaced field would be), and every pod meets Pod Security's
+//! The manifests in deploy/ (issue #25, items 1 and 3): each Kustomize overlay rendered
+//! by kubectl's own kustomize, and the static Pod, read as Kubernetes reads them: every
+//! object is one of its kind to `k8s-openapi` (the 1.37 schema) with no field it does
+//! not know (each is read into the typed object and written back, and nothing may be
+//! lost: a misspelt or misplaced field would be), and every pod meets Pod Security's
 //! "restricted" level where the deployment allows it, with probes, a disruption budget
 //! and the shutdown flags a fleet needs. No cluster runs here: what a cluster alone
 //! checks (admission, the image) is not checked.
@@ -9,7 +10,7 @@
 use std::path::Path;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Container, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Pod, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -17,11 +18,32 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+mod support;
+
 fn deploy(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("deploy")
         .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `kubectl kustomize deploy/overlays/<overlay>`: what `kubectl apply -k` would apply.
+fn render(overlay: &str) -> String {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy/overlays")
+        .join(overlay);
+    let out = std::process::Command::new(support::pki::KUBECTL)
+        .arg("kustomize")
+        .arg(&dir)
+        .output()
+        .expect("run kubectl kustomize");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
 }
 
 /// The YAML documents of a file, as JSON values.
@@ -68,10 +90,10 @@ fn typed<T: DeserializeOwned + Serialize>(doc: &Value, what: &str) -> T {
     object
 }
 
-/// Reads every object of a manifest file by its kind; the Deployments.
-fn read_all(file: &str) -> Vec<Deployment> {
+/// Reads every object of a rendered overlay by its kind; the Deployments.
+fn read_all(file: &str, text: &str) -> Vec<Deployment> {
     let mut deployments = Vec::new();
-    for doc in documents(&deploy(file)) {
+    for doc in documents(text) {
         let kind = doc["kind"].as_str().unwrap_or_default().to_string();
         let what = format!("{file}: {kind} {}", doc["metadata"]["name"]);
         match kind.as_str() {
@@ -83,14 +105,15 @@ fn read_all(file: &str) -> Vec<Deployment> {
             "ClusterRoleBinding" => drop(typed::<ClusterRoleBinding>(&doc, &what)),
             "PodDisruptionBudget" => drop(typed::<PodDisruptionBudget>(&doc, &what)),
             "NetworkPolicy" => drop(typed::<NetworkPolicy>(&doc, &what)),
+            "Pod" => drop(typed::<Pod>(&doc, &what)),
             other => panic!("{what}: a kind this test does not read: {other}"),
         }
     }
     deployments
 }
 
-fn kinds(file: &str) -> Vec<String> {
-    documents(&deploy(file))
+fn kinds(text: &str) -> Vec<String> {
+    documents(text)
         .iter()
         .map(|d| d["kind"].as_str().unwrap_or_default().to_string())
         .collect()
@@ -158,45 +181,67 @@ fn check_deployment(d: &Deployment, what: &str, token: bool) {
 
 #[test]
 fn standalone_is_restricted_fenced_and_kept_available() {
-    let deployments = read_all("standalone.yaml");
+    let text = render("standalone");
+    let deployments = read_all("standalone", &text);
     assert_eq!(deployments.len(), 1);
-    check_deployment(&deployments[0], "standalone.yaml", false);
-    let kinds = kinds("standalone.yaml");
-    for kind in ["PodDisruptionBudget", "NetworkPolicy", "Service"] {
-        assert!(
-            kinds.iter().any(|k| k == kind),
-            "standalone.yaml: no {kind}"
-        );
+    check_deployment(&deployments[0], "standalone", false);
+    let kinds = kinds(&text);
+    for kind in [
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+        "Service",
+        "ServiceAccount",
+    ] {
+        assert!(kinds.iter().any(|k| k == kind), "standalone: no {kind}");
+    }
+    for doc in documents(&text) {
+        assert_eq!(doc["metadata"]["namespace"], "kube-system", "{doc}");
     }
 }
 
 #[test]
 fn upstream_is_restricted_and_kept_available() {
-    let deployments = read_all("upstream.yaml");
+    let text = render("upstream");
+    let deployments = read_all("upstream", &text);
     assert_eq!(deployments.len(), 1);
-    check_deployment(&deployments[0], "upstream.yaml", true);
-    assert!(kinds("upstream.yaml")
-        .iter()
-        .any(|k| k == "PodDisruptionBudget"));
+    check_deployment(&deployments[0], "upstream", true);
+    let kinds = kinds(&text);
+    for kind in [
+        "PodDisruptionBudget",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+    ] {
+        assert!(kinds.iter().any(|k| k == kind), "upstream: no {kind}");
+    }
 }
 
-/// The sidecar is a container for the kube-apiserver static Pod (root: the kubeadm key
-/// files are root-only), as the Pod's spec.containers lists it.
+/// The static Pod beside kube-apiserver is a file of its own (kubeadm upgrade rewrites
+/// kube-apiserver.yaml, not it); root, as the kubeadm key files are root-only.
 #[test]
-fn sidecar_is_a_container_that_knows_its_fields() {
-    let docs = documents(&deploy("sidecar.yaml"));
+fn the_static_pod_knows_its_fields() {
+    let text = deploy("static-pod.yaml");
+    let docs = documents(&text);
     assert_eq!(docs.len(), 1);
-    let containers: Vec<Container> = typed(&docs[0], "sidecar.yaml");
-    assert_eq!(containers.len(), 1);
-    check_container(&containers[0], "sidecar.yaml");
-    let args = containers[0].args.clone().unwrap_or_default();
+    let pod: Pod = typed(&docs[0], "static-pod.yaml");
+    let spec = pod.spec.expect("a spec");
+    assert_eq!(spec.host_network, Some(true));
+    let seccomp = spec
+        .security_context
+        .and_then(|s| s.seccomp_profile)
+        .map(|p| p.type_);
+    assert_eq!(seccomp.as_deref(), Some("RuntimeDefault"));
+    assert_eq!(spec.containers.len(), 1);
+    check_container(&spec.containers[0], "static-pod.yaml");
+    assert!(spec.containers[0].startup_probe.is_some());
+    let args = spec.containers[0].args.clone().unwrap_or_default();
     assert!(!args.iter().any(|a| a.starts_with("--anonymous-auth=true")));
 }
 
 /// The check itself: a misspelt field is caught, not dropped silently.
 #[test]
 fn a_misspelt_field_is_caught() {
-    let doc = documents(&deploy("standalone.yaml"))
+    let doc = documents(&render("standalone"))
         .into_iter()
         .find(|d| d["kind"] == "Service")
         .expect("a Service");
