@@ -304,6 +304,20 @@ fn describe() {
         "Always 1; its labels say which watchd runs (version)."
     );
     describe_counter!(
+        "watchd_list_objects_total",
+        "Objects sent in HTTP list responses whose body was written to its end, per resource."
+    );
+    describe_counter!(
+        "watchd_list_bytes_total",
+        Unit::Bytes,
+        "Bytes of HTTP list responses written to their end (before any gzip), per resource."
+    );
+    describe_histogram!(
+        "watchd_list_duration_seconds",
+        Unit::Seconds,
+        "From a list page's making to the end of its body as the client took it, per resource."
+    );
+    describe_counter!(
         "watchd_grpc_calls_total",
         "gRPC calls ended, by method (/package.Service/Method) and status code (OK, NOT_FOUND, ...)."
     );

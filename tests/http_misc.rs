@@ -421,6 +421,15 @@ async fn metrics_expose_the_applied_revision() {
     );
     let version = format!("version=\"{}\"", env!("CARGO_PKG_VERSION"));
     assert_eq!(metric(&text, "watchd_build_info", &[&version]), Some(1.0));
+    // The list above, counted once its body ended.
+    let listed =
+        metric(&text, "watchd_list_objects_total", &pods).unwrap_or_else(|| panic!("{text}"));
+    assert!(listed >= 1.0, "{listed}");
+    let bytes = metric(&text, "watchd_list_bytes_total", &pods).unwrap_or_else(|| panic!("{text}"));
+    assert!(bytes > 100.0, "{bytes}");
+    let lists = metric(&text, "watchd_list_duration_seconds_count", &pods)
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(lists >= 1.0, "{lists}");
     let init =
         metric(&text, "watchd_resource_init_seconds", &pods).unwrap_or_else(|| panic!("{text}"));
     assert!(

@@ -42,6 +42,52 @@ pub struct ListPage {
     pub remaining_item_count: Option<usize>,
     /// The request's shard selector, normalized: `metadata.shardInfo.selector`.
     pub shard_info: Option<String>,
+    /// What the response's body counts as it is written.
+    pub meter: ListMeter,
+}
+
+/// Counts what a list response sends, and records it when its body ends:
+/// `watchd_list_objects_total`, `watchd_list_bytes_total` and
+/// `watchd_list_duration_seconds` (from the page's making to the end of its body, as the
+/// client took it), per resource. A response its client abandons is not recorded.
+pub struct ListMeter(Box<Meter>);
+
+/// What a [`ListMeter`] counts (boxed: a list page stays small).
+struct Meter {
+    resource: String,
+    started: std::time::Instant,
+    objects: u64,
+    bytes: u64,
+}
+
+impl ListMeter {
+    /// A meter of a list of `store`, started now.
+    pub fn new(store: &ResourceStore) -> ListMeter {
+        ListMeter(Box::new(Meter {
+            resource: store.info.qualified_name(),
+            started: std::time::Instant::now(),
+            objects: 0,
+            bytes: 0,
+        }))
+    }
+
+    /// One more frame of `objects` objects in `bytes` bytes.
+    pub fn add(&mut self, objects: usize, bytes: usize) {
+        self.0.objects += objects as u64;
+        self.0.bytes += bytes as u64;
+    }
+
+    /// The body ended: records the list.
+    pub fn done(&self) {
+        let m = &self.0;
+        let resource = m.resource.clone();
+        metrics::counter!("watchd_list_objects_total", "resource" => resource.clone())
+            .increment(m.objects);
+        metrics::counter!("watchd_list_bytes_total", "resource" => resource.clone())
+            .increment(m.bytes);
+        metrics::histogram!("watchd_list_duration_seconds", "resource" => resource)
+            .record(m.started.elapsed().as_secs_f64());
+    }
 }
 
 /// The objects of a list: a bounded page collected while the page was cut, or every
@@ -367,6 +413,7 @@ pub async fn list_page(
             continue_token: None,
             remaining_item_count: None,
             shard_info: shard_info(&q.selectors),
+            meter: ListMeter::new(store),
         });
     }
     let mut items = Vec::new();
@@ -404,6 +451,7 @@ pub async fn list_page(
         continue_token,
         remaining_item_count,
         shard_info: shard_info(&q.selectors),
+        meter: ListMeter::new(store),
     })
 }
 
@@ -583,5 +631,6 @@ async fn list_from_etcd(
         continue_token,
         remaining_item_count,
         shard_info: shard_info(&q.selectors),
+        meter: ListMeter::new(store),
     })
 }

@@ -11,7 +11,7 @@ use bytes::{Buf, Bytes};
 use futures_util::Stream;
 use http_body::{Frame, SizeHint};
 
-use crate::api::read::ListItems;
+use crate::api::read::{ListItems, ListMeter};
 use crate::api::watch::SteppedWatch;
 use crate::store::ObjectRef;
 
@@ -161,7 +161,13 @@ pub const LIST_BATCH: usize = 128;
 /// the socket took the one before (HTTP/1.1) or the stream has window (HTTP/2), so a
 /// response holds its snapshot and one batch, whatever the list's size. A list that ends
 /// within its first batch is sent whole, with its length.
-pub fn list<W>(head: Bytes, items: ListItems, tail: &'static [u8], write: W) -> Body
+pub fn list<W>(
+    head: Bytes,
+    items: ListItems,
+    tail: &'static [u8],
+    meter: ListMeter,
+    write: W,
+) -> Body
 where
     W: FnMut(&mut BufList, &[ObjectRef], bool) + Send + 'static,
 {
@@ -169,6 +175,7 @@ where
         head: Some(head),
         items,
         tail: Some(tail),
+        meter,
         write,
     };
     let first = frames.next().unwrap_or_default();
@@ -203,6 +210,7 @@ struct ListFrames<W> {
     items: ListItems,
     /// The list's tail, until the last frame took it (then the list has ended).
     tail: Option<&'static [u8]>,
+    meter: ListMeter,
     write: W,
 }
 
@@ -223,9 +231,14 @@ impl<W: FnMut(&mut BufList, &[ObjectRef], bool)> Iterator for ListFrames<W> {
         if !batch.is_empty() {
             (self.write)(&mut out, &batch, first);
         }
-        if batch.len() < LIST_BATCH {
+        let ended = batch.len() < LIST_BATCH;
+        if ended {
             out.push_static(tail);
             self.tail = None;
+        }
+        self.meter.add(batch.len(), out.remaining());
+        if ended {
+            self.meter.done();
         }
         Some(out)
     }

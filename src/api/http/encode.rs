@@ -20,9 +20,13 @@ pub fn list_body(info: &ResourceInfo, page: ListPage) -> Body {
         info.list_kind(),
         info.api_version()
     );
-    super::body::list(Bytes::from(head), page.items, b"]}", |out, batch, first| {
-        comma_separated(out, batch, first, |out, obj| out.push(obj.json()))
-    })
+    super::body::list(
+        Bytes::from(head),
+        page.items,
+        b"]}",
+        page.meter,
+        |out, batch, first| comma_separated(out, batch, first, |out, obj| out.push(obj.json())),
+    )
 }
 
 /// The bytes that start a JSON watch frame of type `t`, up to the object.
@@ -241,6 +245,7 @@ pub fn partial_metadata_list_body(version: &'static str, page: ListPage) -> Body
         Bytes::from(head),
         page.items,
         b"]}",
+        page.meter,
         move |out, batch, first| {
             comma_separated(out, batch, first, |out, obj| {
                 push_partial_metadata(out, version, obj)

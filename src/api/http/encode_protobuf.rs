@@ -91,6 +91,7 @@ pub fn list_body(info: &ResourceInfo, page: ListPage) -> Result<Body, ListPage> 
         Bytes::from(head),
         page.items,
         envelope::TAIL,
+        page.meter,
         |out, batch, _| {
             // Every item's field header, in one buffer sliced per item.
             let raws: Vec<Bytes> = batch

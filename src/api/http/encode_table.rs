@@ -136,9 +136,13 @@ pub fn list_table(
 ) -> Body {
     let head = table_head(info, version, &super::encode::list_meta(&page), true);
     let info = info.clone();
-    super::body::list(head, page.items, b"]}", move |out, batch, first| {
-        push_rows(out, &info, version, include, batch, first)
-    })
+    super::body::list(
+        head,
+        page.items,
+        b"]}",
+        page.meter,
+        move |out, batch, first| push_rows(out, &info, version, include, batch, first),
+    )
 }
 
 /// A one-row Table of a get.
