@@ -116,14 +116,16 @@ async fn an_etcd_of_another_cluster_is_noticed_by_its_cluster_id() {
 /// An etcd with ConfigMaps a and b, backed up (the snapshot's file), then changed under
 /// a watchd that serves it (a changed, b deleted, d created); and the revision of a at
 /// the backup.
-async fn backed_up_then_changed() -> (Etcd, Watchd, tempfile::NamedTempFile, i64) {
+async fn backed_up_then_changed(
+    env: &[(&str, &str)],
+) -> (Etcd, Watchd, tempfile::NamedTempFile, i64) {
     let etcd = Etcd::start();
     let mut kv = etcd.client().await;
     let ra = put_json(&mut kv, &key("a"), &configmap("default", "a", "1")).await;
     put_json(&mut kv, &key("b"), &configmap("default", "b", "1")).await;
     let snapshot = tempfile::NamedTempFile::new().expect("temp file");
     tokio::task::block_in_place(|| etcd.snapshot_save(snapshot.path()));
-    let watchd = Watchd::start(&etcd.client_url(), &[]);
+    let watchd = Watchd::start_with_env(&etcd.client_url(), &[], env);
     put_json(&mut kv, &key("a"), &configmap("default", "a", "2")).await;
     support::kube::delete_key(&mut kv, &key("b")).await;
     put_json(&mut kv, &key("d"), &configmap("default", "d", "1")).await;
@@ -160,7 +162,7 @@ async fn an_etcd_replaced_by_an_empty_one_ends_watches_and_is_served_as_it_is() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_etcd_restored_from_an_older_snapshot_is_served_as_restored() {
-    let (mut etcd, watchd, snapshot, ra) = backed_up_then_changed().await;
+    let (mut etcd, watchd, snapshot, ra) = backed_up_then_changed(&[]).await;
     let base = watchd.base_url();
     let mut watch = open_watch(&base).await;
 
@@ -220,7 +222,11 @@ async fn an_etcd_restored_and_written_past_the_applied_revision_is_noticed() {
 /// reads reach the restored etcd before ingestion does; the first such read wakes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consistent_reads_never_serve_the_old_state_after_a_restore() {
-    let (mut etcd, watchd, snapshot, _) = backed_up_then_changed().await;
+    // Ingestion waits 20 s between reconnects (a test hook; its jittered backoff would
+    // put it anywhere): it is asleep when etcd comes back, so the first read gets there
+    // first, whatever the timing.
+    let (mut etcd, watchd, snapshot, _) =
+        backed_up_then_changed(&[("WATCHD_TEST_RECONNECT_BACKOFF", "20s")]).await;
     let base = watchd.base_url();
 
     tokio::task::block_in_place(|| etcd.restore_after(snapshot.path(), Duration::from_secs(7)));
@@ -251,7 +257,7 @@ async fn consistent_reads_never_serve_the_old_state_after_a_restore() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // etcd was down for 7 s, so ingestion's backoff had grown to seconds: the first read
+    // etcd was down for 7 s and ingestion sleeps 20 s between attempts: the first read
     // after the restart reaches the restored etcd before ingestion does, and must be
     // refused. A read that waited for the re-list instead of refusing, or that ingestion
     // always beat, would leave this at 0.

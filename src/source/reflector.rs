@@ -137,6 +137,10 @@ pub async fn reflect<F: Follow>(mut source: F, mut shutdown: watch::Receiver<boo
 
 /// `base` and up to as much again, at random (client-go's `wait.Jitter(base, 1.0)`).
 fn jittered(base: std::time::Duration) -> std::time::Duration {
+    #[cfg(feature = "test-hooks")]
+    if let Some(fixed) = super::test_hooks::reconnect_backoff() {
+        return fixed;
+    }
     use std::hash::BuildHasher;
     // A fresh RandomState is seeded from the OS once per thread, then stepped: enough
     // to spread processes and followers apart.

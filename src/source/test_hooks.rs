@@ -29,3 +29,14 @@ pub(crate) fn drop_event(changes: &mut Vec<KvChange>) {
     tracing::warn!(key = %String::from_utf8_lossy(&dropped.key), revision = %dropped.revision,
         "test hook: watch event dropped (WATCHD_TEST_DROP_EVENT)");
 }
+
+/// `WATCHD_TEST_RECONNECT_BACKOFF=DURATION`: every reconnect waits this long, without
+/// jitter, so that a test knows ingestion is asleep when its source comes back.
+pub(crate) fn reconnect_backoff() -> Option<std::time::Duration> {
+    static FIXED: OnceLock<Option<std::time::Duration>> = OnceLock::new();
+    *FIXED.get_or_init(|| {
+        std::env::var("WATCHD_TEST_RECONNECT_BACKOFF")
+            .ok()
+            .and_then(|v| crate::config::parse_duration(&v).ok())
+    })
+}
