@@ -183,24 +183,30 @@ impl Ingestor {
             .is_some_and(|k| k.starts_with('/'))
     }
 
-    /// Replaces the whole cache with the state at `revision` (a new epoch): the initial
-    /// sync, or a re-list after etcd compacted past the resume revision.
-    pub fn load_epoch(&mut self, revision: Revision, kvs: Vec<(Vec<u8>, Vec<u8>, Revision)>) {
-        for (key, value, rev) in &kvs {
+    /// Serves the resources the CustomResourceDefinitions among `kvs` define, before the
+    /// keys are routed (their directories must be known by then).
+    fn register_crds(&mut self, kvs: &[(Vec<u8>, Vec<u8>, Revision)]) {
+        for (key, value, rev) in kvs {
             if std::str::from_utf8(key).is_ok_and(|k| self.is_crd_key(k)) {
                 self.register_crd(key, value, *rev);
             }
         }
+    }
+
+    /// Decodes `kvs` into a state for each of `stores`, in their order: its objects and
+    /// its unreadable values. Keys of a directory none of them reads are skipped.
+    fn decode_states(
+        &mut self,
+        stores: &[Arc<ResourceStore>],
+        kvs: Vec<(Vec<u8>, Vec<u8>, Revision)>,
+    ) -> Vec<(ObjectMap, imbl::OrdMap<Arc<str>, Unreadable>)> {
         let index = self.cache.resources();
-        let stores = index.stores();
-        let mut maps: Vec<ObjectMap> = vec![ObjectMap::new(); stores.len()];
-        let mut unreadable: Vec<imbl::OrdMap<Arc<str>, Unreadable>> =
-            vec![imbl::OrdMap::new(); stores.len()];
         let at: HashMap<*const ResourceStore, usize> = stores
             .iter()
             .enumerate()
             .map(|(i, s)| (Arc::as_ptr(s), i))
             .collect();
+        let mut states = vec![(ObjectMap::new(), imbl::OrdMap::new()); stores.len()];
         let prefix = self.cache.prefix().to_string();
         for (key, value, rev) in kvs {
             let Ok(key_str) = std::str::from_utf8(&key) else {
@@ -210,21 +216,34 @@ impl Ingestor {
                 continue;
             };
             for store in index.by_dir(route.etcd_dir) {
-                let i = at[&Arc::as_ptr(store)];
+                let Some(&i) = at.get(&Arc::as_ptr(store)) else {
+                    continue;
+                };
+                let (objects, unreadable) = &mut states[i];
                 match self.decode(store, route.object_key, &key, &value, rev) {
                     Decoded::Object(obj) => {
-                        maps[i].insert(obj.key().clone(), obj);
+                        objects.insert(obj.key().clone(), obj);
                     }
                     Decoded::Unreadable(u) => {
-                        unreadable[i].insert(Arc::from(route.object_key), u);
+                        unreadable.insert(Arc::from(route.object_key), u);
                     }
                     Decoded::NotAnObject => {}
                 }
             }
         }
+        states
+    }
+
+    /// Replaces the whole cache with the state at `revision` (a new epoch): the initial
+    /// sync, or a re-list after etcd compacted past the resume revision.
+    pub fn load_epoch(&mut self, revision: Revision, kvs: Vec<(Vec<u8>, Vec<u8>, Revision)>) {
+        self.register_crds(&kvs);
+        let index = self.cache.resources();
+        let stores = index.stores();
+        let states = self.decode_states(stores, kvs);
         let epoch = self.cache.next_epoch();
         let age = self.cache.age();
-        for ((store, objects), bad) in stores.iter().zip(maps).zip(unreadable) {
+        for (store, (objects, bad)) in stores.iter().zip(states) {
             store.reset(revision, epoch, objects);
             store.health.loaded(bad);
             store.loaded_after(age);
@@ -248,40 +267,12 @@ impl Ingestor {
         revision: Revision,
         kvs: Vec<(Vec<u8>, Vec<u8>, Revision)>,
     ) {
-        let crds = dir == crd::CRD_DIR;
-        let index = self.cache.resources();
-        let stores: Vec<Arc<ResourceStore>> = index.by_dir(dir).cloned().collect();
-        let mut maps: Vec<ObjectMap> = vec![ObjectMap::new(); stores.len()];
-        let mut unreadable: Vec<imbl::OrdMap<Arc<str>, Unreadable>> =
-            vec![imbl::OrdMap::new(); stores.len()];
-        let prefix = self.cache.prefix().to_string();
-        for (key, value, rev) in kvs {
-            let Ok(key_str) = std::str::from_utf8(&key) else {
-                continue;
-            };
-            if crds {
-                self.register_crd(&key, &value, rev);
-            }
-            let Some(route) = registry::route_key(&prefix, key_str, |d| index.has_dir(d)) else {
-                continue;
-            };
-            if route.etcd_dir != dir {
-                continue;
-            }
-            for (i, store) in stores.iter().enumerate() {
-                match self.decode(store, route.object_key, &key, &value, rev) {
-                    Decoded::Object(obj) => {
-                        maps[i].insert(obj.key().clone(), obj);
-                    }
-                    Decoded::Unreadable(u) => {
-                        unreadable[i].insert(Arc::from(route.object_key), u);
-                    }
-                    Decoded::NotAnObject => {}
-                }
-            }
-        }
+        self.register_crds(&kvs);
+        let stores: Vec<Arc<ResourceStore>> =
+            self.cache.resources().by_dir(dir).cloned().collect();
+        let states = self.decode_states(&stores, kvs);
         let epoch = self.cache.next_epoch();
-        for ((store, objects), bad) in stores.iter().zip(maps).zip(unreadable) {
+        for (store, (objects, bad)) in stores.iter().zip(states) {
             let count = objects.len();
             store.reset(revision, epoch, objects);
             store.health.loaded(bad);
