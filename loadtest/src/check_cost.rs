@@ -8,13 +8,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, GetOptions};
+use etcd_client::Client;
 use serde_json::json;
 
 use crate::demo::Storage;
-use crate::objects::Rng;
+use crate::s3::etcd::read_all;
 use crate::scenario::fill::{fill, FillCounters};
-use crate::scenario::pods::{namespace_name, node_name, stamped_pod};
+use crate::scenario::pods::pod_items;
 use crate::scenario::prom;
 use crate::scenario::report::{Figure, MachineStart, Report};
 use crate::scenario::servers::{CpuMark, CpuUse, ServerSetup, Servers};
@@ -23,8 +23,6 @@ use crate::scenario::servers::{CpuMark, CpuUse, ServerSetup, Servers};
 const CHECK_PAGE: i64 = 10_000;
 /// Keys per page of a full read (watchd's `INITIAL_LIST_PAGE`).
 const LIST_PAGE: i64 = 1_000;
-/// Largest etcd response accepted.
-const MAX_MESSAGE: usize = 256 << 20;
 
 /// Settings of a run.
 #[derive(Clone, Debug)]
@@ -59,45 +57,6 @@ pub struct Reads {
     pub etcd_cpu_ms: Option<f64>,
 }
 
-/// Reads every key under `prefix` at one revision, in pages of `page`, keys only or with
-/// values: (keys, bytes received).
-async fn read(
-    client: &Client,
-    prefix: &str,
-    page: i64,
-    keys_only: bool,
-) -> Result<(u64, u64), String> {
-    let mut kv = client.kv_client().max_decoding_message_size(MAX_MESSAGE);
-    let end = watchd::source::prefix_end(prefix.as_bytes());
-    let mut start = prefix.as_bytes().to_vec();
-    let (mut keys, mut bytes, mut revision) = (0u64, 0u64, 0i64);
-    loop {
-        let mut opts = GetOptions::new().with_range(end.clone()).with_limit(page);
-        if keys_only {
-            opts = opts.with_keys_only();
-        }
-        if revision > 0 {
-            opts = opts.with_revision(revision);
-        }
-        let resp = kv
-            .get(start.clone(), Some(opts))
-            .await
-            .map_err(|e| format!("etcd range: {e}"))?;
-        revision = resp.header().map_or(revision, |h| h.revision());
-        for kv in resp.kvs() {
-            keys += 1;
-            bytes += (kv.key().len() + kv.value().len()) as u64;
-        }
-        match resp.kvs().last() {
-            Some(last) if resp.more() => {
-                start = last.key().to_vec();
-                start.push(0);
-            }
-            _ => return Ok((keys, bytes)),
-        }
-    }
-}
-
 async fn reads(
     client: &Client,
     n: usize,
@@ -109,7 +68,7 @@ async fn reads(
     let started = Instant::now();
     let (mut keys, mut bytes) = (0, 0);
     for _ in 0..n {
-        (keys, bytes) = read(client, "/registry/pods/", page, keys_only).await?;
+        (keys, bytes) = read_all(client.clone(), "/registry/pods/", page, keys_only).await?;
     }
     let used = mark.until(&CpuMark::now(None, etcd_pid));
     let per = |s: f64| s * 1000.0 / n.max(1) as f64;
@@ -158,20 +117,7 @@ pub async fn run(cfg: &CheckCostConfig) -> Result<Report, String> {
     let machine = MachineStart::now();
     let mut servers = Servers::etcd(&cfg.setup).await?;
     let client = servers.etcd_client().await?;
-    let mut rng = Rng::new(5);
-    let mut items = Vec::with_capacity(cfg.pods);
-    for i in 0..cfg.pods {
-        let v = stamped_pod(
-            "/registry",
-            i,
-            &namespace_name(i % 50),
-            &node_name(i % 500),
-            Storage::Protobuf,
-            cfg.pod_bytes,
-            &mut rng,
-        )?;
-        items.push((v.key.clone(), v.with_stamp(0)));
-    }
+    let items = pod_items(cfg.pods, Storage::Protobuf, cfg.pod_bytes, 5)?;
     let filled = fill(
         &client,
         items.into_iter(),

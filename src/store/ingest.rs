@@ -268,8 +268,7 @@ impl Ingestor {
         kvs: Vec<(Vec<u8>, Vec<u8>, Revision)>,
     ) {
         self.register_crds(&kvs);
-        let stores: Vec<Arc<ResourceStore>> =
-            self.cache.resources().by_dir(dir).cloned().collect();
+        let stores: Vec<Arc<ResourceStore>> = self.cache.resources().by_dir(dir).cloned().collect();
         let states = self.decode_states(&stores, kvs);
         let epoch = self.cache.next_epoch();
         for (store, (objects, bad)) in stores.iter().zip(states) {

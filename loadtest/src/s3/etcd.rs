@@ -22,12 +22,13 @@ const MAX_MESSAGE: usize = 256 << 20;
 /// Longest one full read may take.
 const READ_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Reads every key under `prefix` in pages of `page`: (keys, bytes of keys
-/// and values).
+/// Reads every key under `prefix` in pages of `page`, at the first page's revision, with
+/// values or `keys_only`: (keys, bytes of keys and values received).
 pub(crate) async fn read_all(
     client: Client,
     prefix: &str,
     page: i64,
+    keys_only: bool,
 ) -> Result<(u64, u64), String> {
     let mut kv = client.kv_client().max_decoding_message_size(MAX_MESSAGE);
     let end = {
@@ -42,6 +43,9 @@ pub(crate) async fn read_all(
     let mut revision = 0;
     loop {
         let mut opts = GetOptions::new().with_range(end.clone()).with_limit(page);
+        if keys_only {
+            opts = opts.with_keys_only();
+        }
         if revision > 0 {
             opts = opts.with_revision(revision);
         }
@@ -91,7 +95,7 @@ pub async fn storm(
         let (prefix, lat) = (prefix.to_string(), latency.clone());
         tasks.spawn(async move {
             let t = Instant::now();
-            let r = tokio::time::timeout(READ_TIMEOUT, read_all(client, &prefix, page))
+            let r = tokio::time::timeout(READ_TIMEOUT, read_all(client, &prefix, page, false))
                 .await
                 .unwrap_or_else(|_| Err(format!("not done after {READ_TIMEOUT:?}")))?;
             lat.record(t.elapsed().as_micros() as u64);

@@ -14,7 +14,7 @@
 //! the peak RSS growth over the RSS just before it, against the cache size
 //! (`watchd_cached_bytes`).
 
-mod etcd;
+pub(crate) mod etcd;
 pub mod storm;
 
 use std::sync::Arc;
@@ -27,9 +27,8 @@ use serde_json::json;
 use crate::demo::Storage;
 use crate::endpoint::{Endpoint, Protocol};
 use crate::http::Accept;
-use crate::objects::Rng;
 use crate::scenario::fill::{fill, FillCounters};
-use crate::scenario::pods::{namespace_name, node_name, stamped_pod};
+use crate::scenario::pods::pod_items;
 use crate::scenario::progress::{mib, Progress};
 use crate::scenario::prom;
 use crate::scenario::report::{Figure, MachineStart, Report};
@@ -144,7 +143,9 @@ pub async fn read_pods(endpoints: &[String], page: i64) -> Result<u64, String> {
     let client = etcd_client::Client::connect(endpoints, Some(crate::launch::etcd_options()))
         .await
         .map_err(|e| format!("etcd connect: {e}"))?;
-    Ok(etcd::read_all(client, "/registry/pods/", page).await?.0)
+    Ok(etcd::read_all(client, "/registry/pods/", page, false)
+        .await?
+        .0)
 }
 
 /// Runs S3 and builds the report.
@@ -156,20 +157,7 @@ pub async fn run(cfg: &S3Config) -> Result<Report, String> {
     let machine = MachineStart::now();
     let mut servers = Servers::etcd(&cfg.setup).await?;
     let client = servers.etcd_client().await?;
-    let mut rng = Rng::new(3);
-    let mut items = Vec::with_capacity(cfg.pods);
-    for i in 0..cfg.pods {
-        let v = stamped_pod(
-            "/registry",
-            i,
-            &namespace_name(i % 50),
-            &node_name(i % 500),
-            cfg.storage,
-            cfg.pod_bytes,
-            &mut rng,
-        )?;
-        items.push((v.key.clone(), v.with_stamp(0)));
-    }
+    let items = pod_items(cfg.pods, cfg.storage, cfg.pod_bytes, 3)?;
     let counters = Arc::new(FillCounters::default());
     let filled = {
         let c = counters.clone();

@@ -177,6 +177,32 @@ pub fn stamped_pod(
     stamped_pod_with(prefix, i, ns, node, storage, bytes, rng, |_| {})
 }
 
+/// `n` pods of about `bytes` bytes (0: as built) stored as `storage`, spread over 50
+/// namespaces and 500 nodes, as (key, value with a zero stamp), drawn from `seed`: the
+/// cache the list and check scenarios load.
+pub fn pod_items(
+    n: usize,
+    storage: Storage,
+    bytes: usize,
+    seed: u64,
+) -> Result<Vec<(String, Vec<u8>)>, String> {
+    let mut rng = Rng::new(seed);
+    (0..n)
+        .map(|i| {
+            let v = stamped_pod(
+                "/registry",
+                i,
+                &namespace_name(i % 50),
+                &node_name(i % 500),
+                storage,
+                bytes,
+                &mut rng,
+            )?;
+            Ok((v.key.clone(), v.with_stamp(0)))
+        })
+        .collect()
+}
+
 /// [`stamped_pod`], the pod changed by `edit` before it is encoded.
 #[allow(clippy::too_many_arguments)]
 pub fn stamped_pod_with(
