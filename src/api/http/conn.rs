@@ -81,7 +81,7 @@ pub(super) async fn serve_connection<I>(
 
 /// Runs a hyper HTTP/1.1 connection; once `drain` resolves, it ends after the response
 /// in flight (at once if idle).
-pub(super) async fn drained<I, S>(
+async fn drained<I, S>(
     served: hyper::server::conn::http1::UpgradeableConnection<I, S>,
     drain: tokio::sync::oneshot::Receiver<()>,
 ) -> hyper::Result<()>

@@ -15,7 +15,6 @@
 //! While a response streams, the socket's readability is watched too: a client that
 //! closes its end is noticed at once, not at the next event.
 
-use std::convert::Infallible;
 use std::io::{self, IoSlice};
 use std::pin::Pin;
 use std::sync::Arc;
@@ -23,8 +22,6 @@ use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::{header, HeaderMap, HeaderName, HeaderValue, Method, Request, Response, Version};
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
 use super::body::Body;
@@ -95,7 +92,8 @@ pub async fn serve(
             }
             Head::Hyper => {
                 let io = Rewind::new(buf.freeze(), io);
-                return Box::pin(hyper_h1(io, state, conn, drain)).await;
+                return Box::pin(serve_connection(io, false, state, (*conn).clone(), drain))
+                    .await;
             }
         };
         buf.advance(len);
@@ -300,30 +298,6 @@ async fn stream(
             .chain(Bytes::from_static(b"\r\n"));
         // A list's frame is a batch of objects: hundreds of segments.
         write_buf::<BODY_IOV>(io, &mut out).await?;
-    }
-}
-
-/// The rest of the connection, through hyper's HTTP/1.1.
-async fn hyper_h1(
-    io: Rewind<Io>,
-    state: Arc<ApiState>,
-    conn: Arc<Connection>,
-    drain: tokio::sync::oneshot::Receiver<()>,
-) {
-    let peer = conn.peer;
-    let svc = service_fn(move |req| {
-        let state = state.clone();
-        let conn = conn.clone();
-        async move { Ok::<_, Infallible>(handle(&state, req, &conn).await) }
-    });
-    let served = hyper::server::conn::http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(crate::config::HTTP1_IDLE_TIMEOUT)
-        .max_buf_size(crate::config::MAX_REQUEST_HEAD)
-        .serve_connection(TokioIo::new(io), svc)
-        .with_upgrades();
-    if let Err(e) = super::conn::drained(served, drain).await {
-        tracing::debug!(error = %e, %peer, "connection ended with an error");
     }
 }
 
