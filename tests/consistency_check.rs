@@ -12,9 +12,10 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-use support::http::{self, WatchStream};
-use support::kube::{configmap, delete_key, get_json, item_names, metric, put_json, rv};
+use support::http;
+use support::kube::{
+    configmap, delete_key, expect_410, get_json, item_names, metric, put_json, rv,
+};
 use support::{Etcd, Watchd};
 
 const WAIT: Duration = Duration::from_secs(40);
@@ -51,24 +52,6 @@ async fn wait_metrics(base: &str, what: &str, done: impl Fn(&str) -> bool) -> St
             "{what}: not seen in {WAIT:?}: {text}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// Reads a watch until its ERROR event (bounded), which must be 410 Expired.
-async fn expect_410(stream: &mut WatchStream) {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = stream
-            .next_line(left)
-            .await
-            .expect("the open watch ends with an ERROR event in time");
-        let event: Value = serde_json::from_slice(&line).expect("a JSON line");
-        if event["type"] == "ERROR" {
-            assert_eq!(event["object"]["code"], 410, "{event}");
-            assert_eq!(event["object"]["reason"], "Expired", "{event}");
-            return;
-        }
     }
 }
 

@@ -11,31 +11,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::http::{self, WatchStream};
-use support::kube::{configmap, get_json, item_names, metric, put_json, rv};
+use support::kube::{configmap, expect_410, get_json, item_names, metric, put_json, rv};
 use support::{Etcd, Watchd};
 
 const WAIT: Duration = Duration::from_secs(40);
 
 fn key(name: &str) -> String {
     format!("/registry/configmaps/default/{name}")
-}
-
-/// Reads a watch until its ERROR event (bounded), which must be 410 Expired.
-async fn expect_410(stream: &mut WatchStream) {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = stream
-            .next_line(left)
-            .await
-            .expect("the open watch ends with an ERROR event in time");
-        let event: Value = serde_json::from_slice(&line).expect("a JSON line");
-        if event["type"] == "ERROR" {
-            assert_eq!(event["object"]["code"], 410, "{event}");
-            assert_eq!(event["object"]["reason"], "Expired", "{event}");
-            return;
-        }
-    }
 }
 
 /// Polls the ConfigMaps of `default` until their names are `want` (bounded). Between a

@@ -325,6 +325,25 @@ pub async fn get_status(url: &str, code: u16, reason: &str) -> Value {
     status
 }
 
+/// Reads a watch until its ERROR event (within 40 s), which must be 410 Expired: the
+/// end of every watch of an epoch that a re-list replaced.
+pub async fn expect_410(stream: &mut WatchStream) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let line = stream
+            .next_line(left)
+            .await
+            .expect("the open watch ends with an ERROR event in time");
+        let event: Value = serde_json::from_slice(&line).expect("a JSON line");
+        if event["type"] == "ERROR" {
+            assert_eq!(event["object"]["code"], 410, "{event}");
+            assert_eq!(event["object"]["reason"], "Expired", "{event}");
+            return;
+        }
+    }
+}
+
 /// Opens a watch, asserting HTTP 200 and a JSON content type.
 pub async fn open_watch(url: &str) -> WatchStream {
     let stream = http::watch(url, &[]).await;

@@ -92,8 +92,7 @@ pub async fn serve(
             }
             Head::Hyper => {
                 let io = Rewind::new(buf.freeze(), io);
-                return Box::pin(serve_connection(io, false, state, (*conn).clone(), drain))
-                    .await;
+                return Box::pin(serve_connection(io, false, state, (*conn).clone(), drain)).await;
             }
         };
         buf.advance(len);
