@@ -190,7 +190,6 @@ pub fn locate_resource_version(b: &[u8]) -> Option<RvPlace> {
 
 /// Renders `b` with `metadata.resourceVersion` = `rv` at `place`.
 pub fn render_with_resource_version(b: &[u8], place: &RvPlace, rv: &str) -> (Vec<u8>, RvSpan) {
-    let mut out = Vec::with_capacity(b.len() + rv.len() + 48);
     let (cut, insert_prefix, insert_suffix): (Range<usize>, &[u8], &[u8]) = match place {
         RvPlace::Replace(range) => (range.clone(), b"\"", b"\""),
         RvPlace::InMetadata { at, empty } => (
@@ -204,7 +203,13 @@ pub fn render_with_resource_version(b: &[u8], place: &RvPlace, rv: &str) -> (Vec
             if *empty { b"\"}" } else { b"\"}," },
         ),
     };
-    out.extend_from_slice(&b[..cut.start.min(b.len())]);
+    let head = &b[..cut.start.min(b.len())];
+    let tail = b.get(cut.end..).unwrap_or_default();
+    // Exactly its size: the cache keeps this buffer as the object's bytes, and `Bytes`
+    // takes a vector whose length is its capacity without an allocation of its own.
+    let len = head.len() + insert_prefix.len() + rv.len() + insert_suffix.len() + tail.len();
+    let mut out = Vec::with_capacity(len);
+    out.extend_from_slice(head);
     out.extend_from_slice(insert_prefix);
     let span = RvSpan {
         at: out.len() as u32,
@@ -212,7 +217,8 @@ pub fn render_with_resource_version(b: &[u8], place: &RvPlace, rv: &str) -> (Vec
     };
     out.extend_from_slice(rv.as_bytes());
     out.extend_from_slice(insert_suffix);
-    out.extend_from_slice(b.get(cut.end..).unwrap_or_default());
+    out.extend_from_slice(tail);
+    debug_assert_eq!(out.len(), out.capacity());
     (out, span)
 }
 
@@ -249,6 +255,8 @@ mod tests {
         };
         let place = locate_resource_version(b).expect("locatable");
         let (out, span) = render_with_resource_version(b, &place, rv);
+        // Kept as the object's bytes: no spare capacity (and no allocation for `Bytes`).
+        assert_eq!(out.len(), out.capacity());
         let s = String::from_utf8(out).unwrap();
         assert_eq!(&s[span.at as usize..(span.at + span.len) as usize], rv);
         s

@@ -1,33 +1,50 @@
 //! A few short strings kept in one buffer: what each cached object holds for selectors
-//! (its labels, its selectable field values). Two allocations however many strings,
-//! instead of one per string plus a slice of pointers.
+//! (its labels, its selectable field values). One allocation however many strings (none
+//! for none), instead of one per string plus a slice of pointers.
 
-/// Strings back to back in `text`; `ends[i]` is where the i-th ends.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+use std::fmt;
+
+/// The strings' count, where each ends, then the strings back to back, in one buffer:
+/// `n` (u32), `ends[0..n]` (u32 each, offsets into the text), the text. No strings: an
+/// empty buffer, which allocates nothing.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Packed {
-    text: Box<str>,
-    ends: Box<[u32]>,
+    buf: Box<[u8]>,
 }
 
+const WORD: usize = std::mem::size_of::<u32>();
+
 impl Packed {
+    fn word(&self, i: usize) -> Option<usize> {
+        let b = self.buf.get(i * WORD..(i + 1) * WORD)?;
+        Some(u32::from_le_bytes(b.try_into().ok()?) as usize)
+    }
+
+    fn text(&self) -> &[u8] {
+        self.buf.get((1 + self.len()) * WORD..).unwrap_or_default()
+    }
+
     /// The `i`-th string.
     pub fn get(&self, i: usize) -> Option<&str> {
-        let end = *self.ends.get(i)? as usize;
+        if i >= self.len() {
+            return None;
+        }
+        let end = self.word(1 + i)?;
         let start = match i {
             0 => 0,
-            _ => self.ends[i - 1] as usize,
+            _ => self.word(i)?,
         };
-        self.text.get(start..end)
+        std::str::from_utf8(self.text().get(start..end)?).ok()
     }
 
     /// Number of strings.
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.word(0).unwrap_or(0)
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.buf.is_empty()
     }
 
     /// The strings in order.
@@ -35,9 +52,15 @@ impl Packed {
         (0..self.len()).filter_map(|i| self.get(i))
     }
 
-    /// Heap bytes held.
+    /// Heap bytes held, for the cache-size metric.
     pub fn heap_bytes(&self) -> usize {
-        self.text.len() + self.ends.len() * std::mem::size_of::<u32>()
+        self.buf.len()
+    }
+}
+
+impl fmt::Debug for Packed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
     }
 }
 
@@ -51,37 +74,44 @@ impl<'a> FromIterator<&'a str> for Packed {
     }
 }
 
-/// Builds a [`Packed`] one string at a time.
+/// Builds a [`Packed`].
 #[derive(Debug, Default)]
 pub struct PackedBuilder {
-    text: String,
+    text: Vec<u8>,
     ends: Vec<u32>,
 }
 
 impl PackedBuilder {
-    /// A builder for `strings` strings of `bytes` bytes in all (a hint).
+    /// Room for `strings` strings of `bytes` bytes in all.
     pub fn with_capacity(strings: usize, bytes: usize) -> Self {
         PackedBuilder {
-            text: String::with_capacity(bytes),
+            text: Vec::with_capacity(bytes),
             ends: Vec::with_capacity(strings),
         }
     }
 
-    /// Appends `s`. Strings past 4 GiB in all are cut at that length (no label or field
-    /// value comes near it: etcd refuses values over 1.5 MiB).
+    /// Appends a string (an empty one past 4 GiB of text, which no label reaches).
     pub fn push(&mut self, s: &str) {
         if u32::try_from(self.text.len() + s.len()).is_ok() {
-            self.text.push_str(s);
+            self.text.extend_from_slice(s.as_bytes());
         }
         self.ends
             .push(u32::try_from(self.text.len()).unwrap_or(u32::MAX));
     }
 
-    /// The packed strings.
+    /// The strings in one buffer of exactly their size.
     pub fn finish(self) -> Packed {
+        if self.ends.is_empty() {
+            return Packed::default();
+        }
+        let mut buf = Vec::with_capacity((1 + self.ends.len()) * WORD + self.text.len());
+        buf.extend_from_slice(&(self.ends.len() as u32).to_le_bytes());
+        for e in &self.ends {
+            buf.extend_from_slice(&e.to_le_bytes());
+        }
+        buf.extend_from_slice(&self.text);
         Packed {
-            text: self.text.into_boxed_str(),
-            ends: self.ends.into_boxed_slice(),
+            buf: buf.into_boxed_slice(),
         }
     }
 }
@@ -101,10 +131,14 @@ mod tests {
         assert_eq!(p.get(1), Some(""));
         assert_eq!(p.get(4), Some("ü"));
         assert_eq!(p.get(5), None);
-        assert_eq!(p.heap_bytes(), 12 + 5 * 4);
+        assert_eq!(p.heap_bytes(), 4 + 5 * 4 + 12);
+        assert_eq!(format!("{p:?}"), r#"["app", "", "web", "tier", "ü"]"#);
         let empty = Packed::default();
         assert!(empty.is_empty());
         assert_eq!(empty.get(0), None);
         assert_eq!(empty.iter().count(), 0);
+        assert_eq!(empty.heap_bytes(), 0);
+        let one_empty: Packed = [""].into_iter().collect();
+        assert_eq!((one_empty.len(), one_empty.get(0)), (1, Some("")));
     }
 }

@@ -114,14 +114,16 @@ pub struct StoredProtobuf {
     /// The whole value: what a get returns.
     pub value: Bytes,
     /// Where the object's own message (the envelope's `raw`) is in `value`: what a list
-    /// item and a watch event embed.
-    pub raw: Range<usize>,
+    /// item and a watch event embed. Offsets of 32 bits: etcd's values are far smaller,
+    /// and every cached object holds one.
+    raw: Range<u32>,
 }
 
 impl StoredProtobuf {
     /// The object's own message.
     pub fn raw(&self) -> Bytes {
-        self.value.slice(self.raw.clone())
+        self.value
+            .slice(self.raw.start as usize..self.raw.end as usize)
     }
 }
 
@@ -129,27 +131,42 @@ impl StoredProtobuf {
 /// envelope's other fields are kept as stored.
 pub fn with_resource_version(stored: &[u8], rv: &str) -> Result<StoredProtobuf, WireError> {
     let body = stored.strip_prefix(MAGIC).ok_or(WireError::NoMagic)?;
-    let mut out = Vec::with_capacity(stored.len() + rv.len() + 8);
+    let fields = spans(body)?;
+    let is_raw = |s: &wire::Span| s.number == 2 && s.wire == BYTES;
+    // `raw` is a bytes field: the last one is the value (earlier ones are dropped). An
+    // envelope without it (an empty object) gets a raw of just the metadata.
+    let last_raw = fields.iter().rposition(is_raw);
+    let new_raw = match last_raw.map(|i| &fields[i]) {
+        Some(s) => rewrite_raw(&body[s.value.clone()], rv)?,
+        None => rewrite_raw(&[], rv)?,
+    };
+    // Exactly its size: the cache keeps this buffer as the object's bytes, and `Bytes`
+    // takes a vector whose length is its capacity without an allocation of its own.
+    let others: usize = fields
+        .iter()
+        .filter(|s| !is_raw(s))
+        .map(|s| s.field.len())
+        .sum();
+    let mut out = Vec::with_capacity(MAGIC.len() + others + wire::len_field_size(2, new_raw.len()));
     out.extend_from_slice(MAGIC);
     let mut raw_at = None;
-    for s in spans(body)? {
-        if s.number == 2 && s.wire == BYTES {
-            let raw = rewrite_raw(&body[s.value], rv)?;
-            put_len(&mut out, 2, &raw);
-            raw_at = Some(out.len() - raw.len()..out.len());
-        } else {
-            out.extend_from_slice(&body[s.field]);
+    for (i, s) in fields.iter().enumerate() {
+        if Some(i) == last_raw {
+            put_len(&mut out, 2, &new_raw);
+            raw_at = Some(out.len() - new_raw.len()..out.len());
+        } else if !is_raw(s) {
+            out.extend_from_slice(&body[s.field.clone()]);
         }
     }
-    // An envelope without `raw` (an empty object): a raw of just the metadata, appended.
     let raw = match raw_at {
         Some(r) => r,
         None => {
-            let raw = rewrite_raw(&[], rv)?;
-            put_len(&mut out, 2, &raw);
-            out.len() - raw.len()..out.len()
+            put_len(&mut out, 2, &new_raw);
+            out.len() - new_raw.len()..out.len()
         }
     };
+    let offset = |at: usize| u32::try_from(at).map_err(|_| WireError::TooLarge);
+    let raw = offset(raw.start)?..offset(raw.end)?;
     Ok(StoredProtobuf {
         value: Bytes::from(out),
         raw,
@@ -229,5 +246,28 @@ mod tests {
         assert_eq!(field(field(env.raw, 1).unwrap(), 6), Some(&b"42"[..]));
         assert_eq!(field(field(env.raw, 1).unwrap(), 1), Some(&b"a"[..]));
         assert_eq!(with_resource_version(b"{}", "1"), Err(WireError::NoMagic));
+
+        // `raw` is a bytes field: of two, the last is the object, and only it is kept.
+        let mut twice = stored.clone();
+        put_len(&mut twice, 2, b"\x0a\x03\x0a\x01b");
+        let out = with_resource_version(&twice, "43").unwrap();
+        let env = envelope::parse(&out.value).unwrap();
+        assert_eq!(field(field(env.raw, 1).unwrap(), 1), Some(&b"b"[..]));
+        assert_eq!(field(field(env.raw, 1).unwrap(), 6), Some(&b"43"[..]));
+        assert_eq!(env.raw, &out.raw()[..]);
+        let raws = wire::spans(&out.value[MAGIC.len()..])
+            .unwrap()
+            .iter()
+            .filter(|s| s.number == 2)
+            .count();
+        assert_eq!(raws, 1);
+
+        // An envelope without `raw`: one of just the metadata.
+        let mut bare = MAGIC.to_vec();
+        put_len(&mut bare, 1, b"\x0a\x02v1\x12\x03Pod");
+        let out = with_resource_version(&bare, "44").unwrap();
+        let env = envelope::parse(&out.value).unwrap();
+        assert_eq!(field(field(env.raw, 1).unwrap(), 6), Some(&b"44"[..]));
+        assert_eq!(env.raw, &out.raw()[..]);
     }
 }

@@ -32,6 +32,9 @@ pub enum WireError {
     /// A stored value without the `k8s\0` magic.
     #[error("missing k8s protobuf magic")]
     NoMagic,
+    /// A value of 4 GiB or more (etcd holds values of at most a few MiB).
+    #[error("protobuf value of 4 GiB or more")]
+    TooLarge,
 }
 
 /// Wire type 0.
