@@ -78,6 +78,10 @@ impl MemoryGuard {
         metrics::gauge!("watchd_memory_limit_bytes").set(limit as f64);
         metrics::gauge!("watchd_memory_soft_limit_bytes").set(soft as f64);
         metrics::gauge!("watchd_memory_pressure").set(0.0);
+        // Exported from the start, at zero: an alert on their increase sees the first one.
+        for what in [Admission::FullList, Admission::Watch] {
+            metrics::counter!("watchd_memory_refusals_total", "kind" => what.label()).increment(0);
+        }
         MemoryGuard {
             limit,
             soft,

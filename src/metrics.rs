@@ -104,6 +104,15 @@ pub fn install() -> Result<PrometheusHandle, MetricsError> {
         .install_recorder()
         .map_err(MetricsError::Install)?;
     describe();
+    // Exported from the start, at zero, rather than from their first change: a
+    // dashboard shows them and an alert on them sees the first one.
+    for name in [
+        "watchd_rendered_json_bytes",
+        "watchd_encoded_protobuf_bytes",
+    ] {
+        metrics::gauge!(name).increment(0.0);
+    }
+    metrics::counter!("watchd_rendered_json_evictions_total").increment(0);
     Ok(handle)
 }
 

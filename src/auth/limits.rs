@@ -45,6 +45,11 @@ impl UserLimits {
     /// Limits of `max_watches` open watches and `max_lists` lists in flight per user;
     /// 0 is no limit.
     pub fn new(max_watches: usize, max_lists: usize) -> Arc<UserLimits> {
+        // Exported from the start, at zero: an alert on their increase sees the first one.
+        for kind in [Kind::Watch, Kind::List] {
+            metrics::counter!("watchd_user_limit_rejections_total", "kind" => kind.label())
+                .increment(0);
+        }
         Arc::new(UserLimits {
             max_watches,
             max_lists,

@@ -108,6 +108,14 @@ pub async fn run(
     shutdown: watch::Receiver<bool>,
     relist: mpsc::Receiver<String>,
 ) {
+    // Exported from the start, at zero: an alert on their increase sees the first one.
+    for name in [
+        "watchd_etcd_reconnects_total",
+        "watchd_etcd_replaced_total",
+        "watchd_relists_total",
+    ] {
+        metrics::counter!(name).increment(0);
+    }
     let follow = EtcdFollow {
         ingestor: Ingestor::new(cache.clone()),
         config,

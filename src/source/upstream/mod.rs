@@ -276,6 +276,13 @@ impl Follower {
         // supervisor stops): a shutdown signal that never comes.
         let (_never, shutdown) = watch::channel(false);
         let path = collection_path(&self.store.info);
+        // Exported from the start, at zero: an alert on their increase sees the first one.
+        for name in [
+            "watchd_upstream_relists_total",
+            "watchd_upstream_reconnects_total",
+        ] {
+            metrics::counter!(name, "resource" => self.name()).increment(0);
+        }
         reflector::reflect(Reflecting { f: self, path }, shutdown).await;
     }
 
