@@ -251,3 +251,122 @@ fn a_misspelt_field_is_caught() {
     assert!(caught.is_err(), "a misspelt field passed");
     typed::<Service>(&doc, "good");
 }
+
+/// The least-privilege overlay: the upstream one with a ClusterRole that reads every
+/// built-in resource but Secrets and impersonates no one, and nothing passed through.
+#[test]
+fn upstream_least_privilege_reads_no_secret_and_impersonates_no_one() {
+    let text = render("upstream-least-privilege");
+    let deployments = read_all("upstream-least-privilege", &text);
+    assert_eq!(deployments.len(), 1);
+    check_deployment(&deployments[0], "upstream-least-privilege", true);
+    let pod = deployments[0].spec.template.spec.clone();
+    let args = pod.unwrap().containers[0].args.clone().unwrap_or_default();
+    assert!(args.iter().any(|a| a == "--proxy=false"), "{args:?}");
+    let role = least_privilege_role();
+    for rule in &role.rules.clone().unwrap_or_default() {
+        assert!(
+            !rule.verbs.iter().any(|v| v == "impersonate" || v == "*"),
+            "{rule:?}"
+        );
+        let groups = rule.api_groups.clone().unwrap_or_default();
+        let resources = rule.resources.clone().unwrap_or_default();
+        let core = groups.iter().any(|g| g.is_empty() || g == "*");
+        let secrets = resources.iter().any(|r| r == "secrets" || r == "*");
+        assert!(!(core && secrets), "a rule that reads Secrets: {rule:?}");
+    }
+}
+
+fn least_privilege_role() -> ClusterRole {
+    let text = render("upstream-least-privilege");
+    let doc = documents(&text)
+        .into_iter()
+        .find(|d| d["kind"] == "ClusterRole")
+        .expect("a ClusterRole");
+    typed(&doc, "upstream-least-privilege: ClusterRole")
+}
+
+/// The least-privilege ClusterRole as an API server applies it: a watchd authorizing
+/// with RBAC (its own, read from etcd) holds the role bound to watchd's user, and a
+/// second watchd fed by it as that user caches pods and every other resource it may
+/// read, but not Secrets (its list is refused: not served, nothing passed through).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_least_privilege_role_caches_all_but_secrets() {
+    use support::kube::{configmap, get_json, pod, put_json};
+    let mut role = serde_json::to_value(least_privilege_role()).unwrap();
+    role["apiVersion"] = "rbac.authorization.k8s.io/v1".into();
+    role["kind"] = "ClusterRole".into();
+    let binding = serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "watchd-upstream"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+            "name": "watchd-upstream"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+            "name": "watchd"}],
+    });
+    let secret = serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "token", "namespace": "default", "uid": "s-1"},
+        "data": {"k": "dg=="},
+    });
+    let etcd = support::Etcd::start();
+    let mut kv = etcd.client().await;
+    put_json(&mut kv, "/registry/clusterroles/watchd-upstream", &role).await;
+    put_json(
+        &mut kv,
+        "/registry/clusterrolebindings/watchd-upstream",
+        &binding,
+    )
+    .await;
+    put_json(
+        &mut kv,
+        "/registry/pods/default/web",
+        &pod("default", "web", &[]),
+    )
+    .await;
+    put_json(
+        &mut kv,
+        "/registry/configmaps/default/c",
+        &configmap("default", "c", "v"),
+    )
+    .await;
+    put_json(&mut kv, "/registry/secrets/default/token", &secret).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(
+        &tokens,
+        "watchd-token,watchd,uid-w\nadmin-token,admin,uid-a,system:masters\n",
+    )
+    .unwrap();
+    let tokens_arg = format!("--token-auth-file={}", tokens.display());
+    let apiserver = support::Watchd::start(
+        &etcd.client_url(),
+        &[tokens_arg.as_str(), "--authorization-mode=RBAC"],
+    );
+    let kubeconfig = dir.path().join("upstream.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: up\n  cluster:\n    server: {}\nusers:\n- name: watchd\n  user:\n    token: watchd-token\ncontexts:\n- name: c\n  context:\n    cluster: up\n    user: watchd\ncurrent-context: c\n",
+            apiserver.base_url()
+        ),
+    )
+    .unwrap();
+    let kubeconfig_arg = format!("--upstream-kubeconfig={}", kubeconfig.display());
+    let tier =
+        support::Watchd::start_with_probe("", &[kubeconfig_arg.as_str(), "--proxy=false"], None);
+    let base = tier.base_url();
+    let pods = get_json(&format!("{base}/api/v1/namespaces/default/pods")).await;
+    assert_eq!(support::kube::item_names(&pods), ["web"]);
+    let cms = get_json(&format!("{base}/api/v1/namespaces/default/configmaps")).await;
+    assert_eq!(support::kube::item_names(&cms), ["c"]);
+    let r = support::http::get(&format!("{base}/api/v1/namespaces/default/secrets"), &[]).await;
+    assert_eq!(r.status, 404, "Secrets are not served: {}", r.text());
+    assert!(
+        tier.log()
+            .contains("does not serve this resource to watchd"),
+        "the log says why: {}",
+        tier.log()
+    );
+}
