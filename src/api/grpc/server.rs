@@ -13,7 +13,7 @@ use tonic::service::Routes;
 use super::pb::{self, watchd_server::WatchdServer};
 use super::{GrpcApi, WatchSlot};
 use crate::api::http::h2_conn::{self, BoxError, Reply, RequestBody, Service};
-use crate::api::http::Connection;
+use crate::api::http::{Connection, Connections};
 use crate::api::read::ReadContext;
 use crate::auth::Security;
 use crate::tls::TlsServing;
@@ -200,9 +200,7 @@ pub async fn serve(
         .add_service(api);
     let service = Arc::new(GrpcService { routes });
     let tls = tls.map(Arc::new);
-    let mut connections = tokio::task::JoinSet::new();
-    // Each open connection's signal to drain, by its task.
-    let mut drains = std::collections::HashMap::new();
+    let mut connections = Connections::default();
     loop {
         let (tcp, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -214,24 +212,20 @@ pub async fn serve(
                 }
             },
             // Finished connections are reaped as they end.
-            Some(ended) = connections.join_next_with_id() => {
-                drains.remove(&ended.map_or_else(|e| e.id(), |(id, ())| id));
-                continue;
-            }
+            () = connections.reap() => continue,
             _ = shutdown.changed() => break,
         };
         // Without it, Nagle holds small watch messages for tens of milliseconds.
         let _ = tcp.set_nodelay(true);
         let shard = crate::api::watch::next_shard();
         let (service, tls) = (service.clone(), tls.clone());
-        let (drain, drained) = tokio::sync::oneshot::channel();
-        let settings = h2_conn::Settings {
-            max_streams,
-            drain: Some(drained),
-        };
         // Each connection shakes hands in its own task, so that a client that never
         // finishes its handshake holds up no other.
-        let task = connections.spawn(async move {
+        connections.spawn(|drained| async move {
+            let settings = h2_conn::Settings {
+                max_streams,
+                drain: Some(drained),
+            };
             let mut conn = Connection {
                 peer,
                 shard,
@@ -253,12 +247,11 @@ pub async fn serve(
                 }
             }
         });
-        drains.insert(task.id(), drain);
     }
     // As tonic's server shuts down: no new connections, a GOAWAY on each open one (so
     // clients start no new calls on it), its calls served until they end; the process
     // stops waiting for them after a while.
     drop(listener);
-    drop(drains);
-    while connections.join_next().await.is_some() {}
+    connections.drain();
+    connections.ended().await;
 }

@@ -39,6 +39,60 @@ impl Connection {
     }
 }
 
+/// A server's open connections, each a task told when to drain: the HTTP and the gRPC
+/// listeners keep theirs here. Each connection learns of the stop from a oneshot of its
+/// own, held here by its task: not a signal receiver polled with every poll of every
+/// connection, which would take the signal's lock, shared by all of them, on each.
+#[derive(Default)]
+pub(crate) struct Connections {
+    tasks: tokio::task::JoinSet<()>,
+    drains: std::collections::HashMap<tokio::task::Id, tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Connections {
+    /// Starts a connection's task: `serve` is given what resolves when it should drain.
+    pub(crate) fn spawn<F>(&mut self, serve: impl FnOnce(tokio::sync::oneshot::Receiver<()>) -> F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let (drain, drained) = tokio::sync::oneshot::channel();
+        let task = self.tasks.spawn(serve(drained));
+        self.drains.insert(task.id(), drain);
+    }
+
+    /// Waits for a connection to end and forgets it; pending while none is open.
+    pub(crate) async fn reap(&mut self) {
+        match self.tasks.join_next_with_id().await {
+            Some(ended) => {
+                self.drains
+                    .remove(&ended.map_or_else(|e| e.id(), |(id, ())| id));
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Tells every open connection to drain; how many there are.
+    pub(crate) fn drain(&mut self) -> usize {
+        self.drains.clear();
+        self.tasks.len()
+    }
+
+    /// Waits until every connection has ended.
+    pub(crate) async fn ended(&mut self) {
+        while self.tasks.join_next().await.is_some() {}
+    }
+
+    /// How many are still open.
+    pub(crate) fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Ends those still open at once.
+    pub(crate) fn abort(&mut self) {
+        self.tasks.abort_all();
+    }
+}
+
 /// The connection preface of HTTP/2 with prior knowledge (RFC 9113, 3.4).
 pub(super) const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 

@@ -33,6 +33,7 @@ use crate::api::read::ReadContext;
 use crate::auth::Security;
 
 pub use self::conn::Connection;
+pub(crate) use self::conn::Connections;
 pub use self::response::error_response;
 use self::routes::handle;
 pub use self::server::serve;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch as signal;
 
-use super::conn::{serve_connection, Connection};
+use super::conn::{serve_connection, Connection, Connections};
 use super::write_deadline::WriteDeadline;
 use super::ApiState;
 
@@ -19,18 +19,14 @@ use super::ApiState;
 /// before what is left is aborted. TLS when `tls` is given (HTTP/2 or HTTP/1.1 as ALPN
 /// chose), else plain HTTP/1.1 or HTTP/2 with prior knowledge (h2c).
 ///
-/// Each connection learns of the stop from a oneshot of its own, held here by its task:
-/// not a signal receiver polled with every poll of every connection, which would take
-/// the signal's lock, shared by all of them, on each.
+/// Each connection learns of the stop from a oneshot of its own ([`Connections`]).
 pub async fn serve(
     listener: TcpListener,
     state: Arc<ApiState>,
     tls: Option<crate::tls::TlsServing>,
     mut shutdown: signal::Receiver<bool>,
 ) {
-    let mut connections = tokio::task::JoinSet::new();
-    // Each open connection's signal to drain, by its task.
-    let mut drains = std::collections::HashMap::new();
+    let mut connections = Connections::default();
     loop {
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -42,10 +38,7 @@ pub async fn serve(
                 }
             },
             // Finished connections are reaped as they end.
-            Some(ended) = connections.join_next_with_id() => {
-                drains.remove(&ended.map_or_else(|e| e.id(), |(id, ())| id));
-                continue;
-            }
+            () = connections.reap() => continue,
             _ = shutdown.changed() => break,
         };
         let _ = stream.set_nodelay(true);
@@ -53,10 +46,9 @@ pub async fn serve(
         let write_timeout = state.write_timeout;
         let state = state.clone();
         let tls = tls.clone();
-        let (drain, drained) = tokio::sync::oneshot::channel();
         // Each path boxed apart: the task is sized by the path it takes, not by the
         // largest (it stays that size for as long as the connection's watches last).
-        let task = connections.spawn(async move {
+        connections.spawn(|drained| async move {
             let io = WriteDeadline::new(stream, write_timeout);
             match tls {
                 None => {
@@ -70,17 +62,13 @@ pub async fn serve(
                 Some(tls) => Box::pin(serve_tls(io, peer, shard, tls, state, drained)).await,
             }
         });
-        drains.insert(task.id(), drain);
     }
     drop(listener);
     // The watches still open end now (with a grace period they have ended already).
     state.read.cache.drain_watches(std::time::Duration::ZERO);
-    drop(drains);
-    let open = connections.len();
-    let drained = tokio::time::timeout(crate::config::STOP_DRAIN_TIMEOUT, async {
-        while connections.join_next().await.is_some() {}
-    })
-    .await;
+    let open = connections.drain();
+    let drained =
+        tokio::time::timeout(crate::config::STOP_DRAIN_TIMEOUT, connections.ended()).await;
     match drained {
         Ok(()) => tracing::info!(connections = open, "HTTP connections drained"),
         Err(_) => {
@@ -89,7 +77,7 @@ pub async fn serve(
                 timeout = ?crate::config::STOP_DRAIN_TIMEOUT,
                 "HTTP requests still in flight at the stop's end were aborted"
             );
-            connections.abort_all();
+            connections.abort();
         }
     }
 }
