@@ -92,8 +92,9 @@ impl std::fmt::Display for Difference {
 }
 
 /// The two sides of one resource, compared as etcd's keys arrive (in key order) against
-/// the cache's objects (in the same order).
-pub struct Comparison<I: Iterator<Item = (String, Revision)>> {
+/// the cache's objects (in the same order): their keys are shared, not copied; a key is
+/// copied only into the first difference.
+pub struct Comparison<I: Iterator<Item = (Arc<str>, Revision)>> {
     cached: std::iter::Peekable<I>,
     /// The cache's digest.
     pub cache: Digest,
@@ -103,7 +104,7 @@ pub struct Comparison<I: Iterator<Item = (String, Revision)>> {
     pub first: Option<Difference>,
 }
 
-impl<I: Iterator<Item = (String, Revision)>> Comparison<I> {
+impl<I: Iterator<Item = (Arc<str>, Revision)>> Comparison<I> {
     /// Compares against `cached`: the cache's (object key, mod_revision), in key order.
     pub fn new(cached: I) -> Self {
         Comparison {
@@ -123,16 +124,16 @@ impl<I: Iterator<Item = (String, Revision)>> Comparison<I> {
     /// The next object of etcd (keys come in increasing order).
     pub fn etcd(&mut self, key: &str, revision: Revision) {
         self.etcd.add(key, revision);
-        while let Some((k, r)) = self.cached.next_if(|(k, _)| k.as_str() < key) {
+        while let Some((k, r)) = self.cached.next_if(|(k, _)| &**k < key) {
             self.cache.add(&k, r);
-            self.differ(Difference::OnlyInCache(k, r));
+            self.differ(Difference::OnlyInCache(k.to_string(), r));
         }
-        match self.cached.next_if(|(k, _)| k == key) {
+        match self.cached.next_if(|(k, _)| &**k == key) {
             Some((k, r)) => {
                 self.cache.add(&k, r);
                 if r != revision {
                     self.differ(Difference::Revision {
-                        key: k,
+                        key: k.to_string(),
                         cache: r,
                         etcd: revision,
                     });
@@ -147,24 +148,16 @@ impl<I: Iterator<Item = (String, Revision)>> Comparison<I> {
     pub fn finish(&mut self) -> bool {
         while let Some((k, r)) = self.cached.next() {
             self.cache.add(&k, r);
-            self.differ(Difference::OnlyInCache(k, r));
+            self.differ(Difference::OnlyInCache(k.to_string(), r));
         }
         self.cache == self.etcd
     }
 }
 
-/// The cache's side: (object key, mod_revision) of a snapshot's objects, in key order.
-struct Cached<I>(I);
-
-impl<'a, I> Iterator for Cached<I>
-where
-    I: Iterator<Item = (&'a Arc<str>, &'a crate::store::object::ObjectRef)>,
-{
-    type Item = (String, Revision);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        self.0.next().map(|(k, o)| (k.to_string(), o.revision))
-    }
+/// The cache's side of an object: its key (shared) and mod_revision. A function, not a
+/// closure: the future that holds the iterator must be `Send` for any lifetime.
+fn cached((key, object): (&Arc<str>, &crate::store::object::ObjectRef)) -> (Arc<str>, Revision) {
+    (key.clone(), object.revision)
 }
 
 /// What one check of one resource found.
@@ -192,7 +185,7 @@ pub async fn check(
     let dir = &store.info.etcd_dir;
     let prefix = format!("{}/{dir}/", cache.prefix());
     let end = super::prefix_end(prefix.as_bytes());
-    let mut cmp = Comparison::new(Cached(view.snapshot.objects.iter()));
+    let mut cmp = Comparison::new(view.snapshot.objects.iter().map(cached));
     let mut start = prefix.as_bytes().to_vec();
     loop {
         let opts = GetOptions::new()
@@ -342,10 +335,10 @@ async fn round(
 mod tests {
     use super::*;
 
-    fn side(items: &[(&str, i64)]) -> Vec<(String, Revision)> {
+    fn side(items: &[(&str, i64)]) -> Vec<(Arc<str>, Revision)> {
         items
             .iter()
-            .map(|(k, r)| (k.to_string(), Revision(*r)))
+            .map(|(k, r)| (Arc::from(*k), Revision(*r)))
             .collect()
     }
 
