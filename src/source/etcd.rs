@@ -230,12 +230,11 @@ impl Follow for EtcdFollow {
         }
     }
 
-    fn retry_now(&self) -> Attempt<'_> {
+    fn retry_now(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
         // etcd is back, and a read found it behind the cache: check it now.
         Box::pin(async {
             self.cache.source_behind_reported().await;
             tracing::info!("a consistent read reached etcd first; reconnecting now");
-            End::Recheck
         })
     }
 }

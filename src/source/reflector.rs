@@ -76,7 +76,7 @@ pub trait Follow: Send {
     fn no_streaming_list(&mut self, _why: &SourceError) {}
 
     /// Resolves when a retry should not wait out its backoff.
-    fn retry_now(&self) -> Attempt<'_> {
+    fn retry_now(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(std::future::pending())
     }
 }
