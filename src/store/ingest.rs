@@ -240,16 +240,12 @@ impl Ingestor {
         self.register_crds(&kvs);
         let index = self.cache.resources();
         let stores = index.stores();
-        let states = self.decode_states(stores, kvs);
-        let epoch = self.cache.next_epoch();
+        let epoch = self.load_stores(stores, revision, kvs);
         let age = self.cache.age();
-        for (store, (objects, bad)) in stores.iter().zip(states) {
-            store.reset(revision, epoch, objects);
-            store.health.loaded(bad);
+        for store in stores {
             store.loaded_after(age);
         }
         self.cache.progress().reset_applied(revision);
-        metrics::gauge!("watchd_epoch").set(epoch as f64);
         tracing::info!(%revision, epoch, resources = stores.len(), "cache loaded");
         // A re-list; the first load's heap is given back once the cache is synced.
         if self.cache.is_synced() {
@@ -269,15 +265,29 @@ impl Ingestor {
     ) {
         self.register_crds(&kvs);
         let stores: Vec<Arc<ResourceStore>> = self.cache.resources().by_dir(dir).cloned().collect();
-        let states = self.decode_states(&stores, kvs);
+        let epoch = self.load_stores(&stores, revision, kvs);
+        for store in &stores {
+            let objects = store.snapshot().objects.len();
+            tracing::info!(resource = %store.info.qualified_name(), %revision, epoch, objects, "resource re-listed from etcd");
+        }
+    }
+
+    /// Loads `stores` with their keys among `kvs` at `revision`, in a new epoch; the
+    /// epoch.
+    fn load_stores(
+        &mut self,
+        stores: &[Arc<ResourceStore>],
+        revision: Revision,
+        kvs: Vec<(Vec<u8>, Vec<u8>, Revision)>,
+    ) -> u64 {
+        let states = self.decode_states(stores, kvs);
         let epoch = self.cache.next_epoch();
         for (store, (objects, bad)) in stores.iter().zip(states) {
-            let count = objects.len();
             store.reset(revision, epoch, objects);
             store.health.loaded(bad);
-            tracing::info!(resource = %store.info.qualified_name(), %revision, epoch, objects = count, "resource re-listed from etcd");
         }
         metrics::gauge!("watchd_epoch").set(epoch as f64);
+        epoch
     }
 
     /// The etcd key an object of `store` would have: what decoding and CRD routing read,
@@ -455,11 +465,13 @@ impl Ingestor {
         object_key: &str,
         change: &KvChange,
     ) -> Option<Change> {
-        let key: Arc<str> = Arc::from(object_key);
         match &change.value {
             Some(v) => match self.decode(store, object_key, &change.key, v, change.revision) {
                 Decoded::Object(o) => Some(Change::Put(o)),
-                Decoded::Unreadable(value) => Some(Change::Unreadable { key, value }),
+                Decoded::Unreadable(value) => Some(Change::Unreadable {
+                    key: Arc::from(object_key),
+                    value,
+                }),
                 Decoded::NotAnObject => None,
             },
             None => {
@@ -474,7 +486,10 @@ impl Ingestor {
                     }
                     None => None,
                 };
-                Some(Change::Delete { key, prev })
+                Some(Change::Delete {
+                    key: Arc::from(object_key),
+                    prev,
+                })
             }
         }
     }
