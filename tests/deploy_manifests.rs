@@ -345,14 +345,7 @@ async fn upstream_least_privilege_role_caches_all_but_secrets() {
         &[tokens_arg.as_str(), "--authorization-mode=RBAC"],
     );
     let kubeconfig = dir.path().join("upstream.kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: up\n  cluster:\n    server: {}\nusers:\n- name: watchd\n  user:\n    token: watchd-token\ncontexts:\n- name: c\n  context:\n    cluster: up\n    user: watchd\ncurrent-context: c\n",
-            apiserver.base_url()
-        ),
-    )
-    .unwrap();
+    support::pki::token_kubeconfig(&kubeconfig, &apiserver.base_url(), "watchd-token");
     let kubeconfig_arg = format!("--upstream-kubeconfig={}", kubeconfig.display());
     let tier =
         support::Watchd::start_with_probe("", &[kubeconfig_arg.as_str(), "--proxy=false"], None);

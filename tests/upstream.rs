@@ -408,14 +408,7 @@ async fn authenticated_users_are_impersonated_under_watchds_own_credentials() {
     let etcd = Etcd::start();
     let up = FakeUpstream::start(None).await;
     let upstream_kubeconfig = pki.path("upstream.kubeconfig");
-    std::fs::write(
-        &upstream_kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: up\n  cluster:\n    server: {}\nusers:\n- name: watchd\n  user:\n    token: watchds-own-token\ncontexts:\n- name: c\n  context:\n    cluster: up\n    user: watchd\ncurrent-context: c\n",
-            up.url()
-        ),
-    )
-    .unwrap();
+    pki::token_kubeconfig(&upstream_kubeconfig, &up.url(), "watchds-own-token");
     let args = [
         pki.arg("tls-cert-file", "server.crt"),
         pki.arg("tls-private-key-file", "server.key"),

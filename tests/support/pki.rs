@@ -123,6 +123,15 @@ impl Pki {
     }
 }
 
+/// Writes a kubeconfig at `path` for a plain-HTTP `server` (no CA), authenticating with
+/// `token`: what a watchd fed by another reads as `--upstream-kubeconfig`.
+pub fn token_kubeconfig(path: &Path, server: &str, token: &str) {
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: up\n  cluster:\n    server: {server}\nusers:\n- name: watchd\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context:\n    cluster: up\n    user: watchd\ncurrent-context: c\n"
+    );
+    std::fs::write(path, text).unwrap();
+}
+
 pub fn curl(args: &[&str]) -> Output {
     Command::new("curl")
         .args(["-sS", "--max-time", "10"])
