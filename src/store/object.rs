@@ -26,8 +26,6 @@ pub struct CachedObject {
     /// The `resourceVersion` it is served with (its etcd mod_revision, or the delete
     /// revision for the last state of a deleted object).
     pub revision: Revision,
-    /// How it was stored.
-    pub format: StorageFormat,
     /// The bytes as ingested: counted in `cached_bytes`.
     body: Body,
     /// A protobuf-stored object's JSON, rendered on a JSON read and kept under the
@@ -141,7 +139,6 @@ impl CachedObject {
             key,
             name_at,
             revision,
-            format: decoded.format,
             body: Body::new(decoded.json, decoded.protobuf),
             rendered: ArcSwapOption::empty(),
             recently_read: AtomicBool::new(false),
@@ -149,6 +146,14 @@ impl CachedObject {
             field_names,
             field_values: decoded.fields,
             derived: OnceLock::new(),
+        }
+    }
+
+    /// How it was stored: protobuf when its body holds the stored protobuf value.
+    pub fn format(&self) -> StorageFormat {
+        match self.body {
+            Body::Json(_) => StorageFormat::Json,
+            Body::Protobuf(_) | Body::Both(_) => StorageFormat::Protobuf,
         }
     }
 
@@ -314,7 +319,6 @@ impl CachedObject {
             key: self.key.clone(),
             name_at: self.name_at,
             revision,
-            format: self.format,
             // A JSON-stored object's protobuf is encoded again, lazily, from the new JSON.
             body: Body::new(json, protobuf),
             rendered: ArcSwapOption::empty(),
@@ -347,7 +351,6 @@ impl CachedObject {
             key: self.key.clone(),
             name_at: self.name_at,
             revision: self.revision,
-            format: self.format,
             body: self.body.clone(),
             rendered: ArcSwapOption::empty(),
             recently_read: AtomicBool::new(false),

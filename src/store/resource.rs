@@ -251,14 +251,14 @@ impl ResourceStore {
         let unheld = |p: &ObjectRef, bytes: &mut usize, json_objects: &mut usize| {
             *bytes = bytes.saturating_sub(p.cached_bytes());
             *json_objects =
-                json_objects.saturating_sub(usize::from(p.format == StorageFormat::Json));
+                json_objects.saturating_sub(usize::from(p.format() == StorageFormat::Json));
         };
         for change in changes {
             let mut event = match change {
                 Change::Put(obj) => {
                     self.health.clear(obj.key());
                     bytes += obj.cached_bytes();
-                    json_objects += usize::from(obj.format == StorageFormat::Json);
+                    json_objects += usize::from(obj.format() == StorageFormat::Json);
                     let prev = objects.insert(obj.key().clone(), obj.clone());
                     if let Some(p) = &prev {
                         unheld(p, &mut bytes, &mut json_objects);
@@ -331,7 +331,7 @@ impl ResourceStore {
         let bytes = objects.values().map(|o| o.cached_bytes()).sum();
         let json_objects = objects
             .values()
-            .filter(|o| o.format == StorageFormat::Json)
+            .filter(|o| o.format() == StorageFormat::Json)
             .count();
         let old_log = self.log();
         self.log.store(Arc::new(EventLog::new(
