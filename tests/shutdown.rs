@@ -37,22 +37,6 @@ async fn small_window(addr: std::net::SocketAddr) -> tokio::net::TcpStream {
     socket.connect(addr).await.expect("connect")
 }
 
-/// Undoes chunked transfer coding; None if the body ends before its last chunk.
-fn dechunk(mut body: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = body.windows(2).position(|w| w == b"\r\n")?;
-        let size_text = std::str::from_utf8(&body[..line_end]).ok()?;
-        let size = usize::from_str_radix(size_text.split(';').next()?.trim(), 16).ok()?;
-        body = body.get(line_end + 2..)?;
-        if size == 0 {
-            return Some(out);
-        }
-        out.extend_from_slice(body.get(..size)?);
-        body = body.get(size + 2..)?;
-    }
-}
-
 /// Sends `request`, reads a little of the answer, has `during` run (the stop), then
 /// reads the rest slowly until the server closes: the whole response.
 async fn read_across(
@@ -128,8 +112,9 @@ async fn a_list_in_flight_at_the_stop_is_served_whole() {
         let (head, body) = split_head(&response);
         assert!(head.contains(" 200 "), "{head}");
         let body = if head.to_lowercase().contains("transfer-encoding: chunked") {
-            dechunk(body)
-                .unwrap_or_else(|| panic!("the chunked list was cut after {} bytes", body.len()))
+            let (data, whole) = support::http::dechunk(body);
+            assert!(whole, "the chunked list was cut after {} bytes", body.len());
+            data
         } else {
             body.to_vec()
         };

@@ -295,30 +295,6 @@ async fn stalled_http1_watchers_are_closed_by_the_write_timeout_and_cost_the_oth
     );
 }
 
-/// Decodes a chunked body read so far: the chunks' data, and whether the last chunk came.
-fn dechunk(mut raw: &[u8]) -> (Vec<u8>, bool) {
-    let mut data = Vec::new();
-    while let Some(end) = raw.windows(2).position(|w| w == b"\r\n") {
-        let size = usize::from_str_radix(std::str::from_utf8(&raw[..end]).unwrap(), 16)
-            .unwrap_or_else(|_| panic!("a chunk size line: {:?}", &raw[..end]));
-        if size == 0 {
-            return (data, true);
-        }
-        let body = end + 2;
-        if raw.len() < body + size + 2 {
-            break;
-        }
-        assert_eq!(
-            &raw[body + size..body + size + 2],
-            b"\r\n",
-            "a chunk ends with CRLF"
-        );
-        data.extend_from_slice(&raw[body..body + size]);
-        raw = &raw[body + size + 2..];
-    }
-    (data, false)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_http1_watcher_gets_every_event_intact_once_it_reads_again() {
     let etcd = Etcd::start();
@@ -345,7 +321,7 @@ async fn a_slow_http1_watcher_gets_every_event_intact_once_it_reads_again() {
             Ok(Ok(k)) if k > 0 => raw.extend_from_slice(&buf[..k]),
             other => panic!("the watch stopped early: {other:?}"),
         }
-        let (data, _) = dechunk(&raw);
+        let (data, _) = support::http::dechunk(&raw);
         let lines = data.iter().filter(|&&b| b == b'\n').count();
         if lines >= BIG {
             break data;

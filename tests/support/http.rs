@@ -293,3 +293,29 @@ async fn send(
         }
     }
 }
+
+/// Decodes a chunked HTTP/1.1 body read so far (chunk extensions ignored): the chunks'
+/// data, and whether the last chunk came. Panics on a malformed chunk.
+pub fn dechunk(mut raw: &[u8]) -> (Vec<u8>, bool) {
+    let mut data = Vec::new();
+    while let Some(end) = raw.windows(2).position(|w| w == b"\r\n") {
+        let line = std::str::from_utf8(&raw[..end]).unwrap_or("");
+        let size = usize::from_str_radix(line.split(';').next().unwrap_or("").trim(), 16)
+            .unwrap_or_else(|_| panic!("a chunk size line: {:?}", &raw[..end]));
+        if size == 0 {
+            return (data, true);
+        }
+        let body = end + 2;
+        if raw.len() < body + size + 2 {
+            break;
+        }
+        assert_eq!(
+            &raw[body + size..body + size + 2],
+            b"\r\n",
+            "a chunk ends with CRLF"
+        );
+        data.extend_from_slice(&raw[body..body + size]);
+        raw = &raw[body + size + 2..];
+    }
+    (data, false)
+}
