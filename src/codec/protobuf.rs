@@ -125,6 +125,22 @@ impl StoredProtobuf {
         self.value
             .slice(self.raw.start as usize..self.raw.end as usize)
     }
+
+    /// An envelope of `api_version` and `kind` around `raw` (resourceVersion already set
+    /// in it), written as kube-apiserver writes one.
+    pub fn enveloped(api_version: &str, kind: &str, raw: &[u8]) -> Result<Self, WireError> {
+        let head = super::envelope::head(api_version, kind, raw.len());
+        let offset = |at: usize| u32::try_from(at).map_err(|_| WireError::TooLarge);
+        let raw_at = offset(head.len())?..offset(head.len() + raw.len())?;
+        let mut value = Vec::with_capacity(head.len() + raw.len() + super::envelope::TAIL.len());
+        value.extend_from_slice(&head);
+        value.extend_from_slice(raw);
+        value.extend_from_slice(super::envelope::TAIL);
+        Ok(StoredProtobuf {
+            value: Bytes::from(value),
+            raw: raw_at,
+        })
+    }
 }
 
 /// The stored value `stored` with the object's resourceVersion set to `rv`; the

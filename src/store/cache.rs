@@ -38,6 +38,10 @@ impl ResourceIndex {
             );
             by_api.insert(api, i);
         }
+        // Those serving values as stored first: the others may share their objects.
+        for feeds in by_dir.values_mut() {
+            feeds.sort_by_key(|&i| stores[i].decode.convert.is_some());
+        }
         ResourceIndex {
             stores,
             by_dir,
@@ -56,7 +60,7 @@ impl ResourceIndex {
     }
 
     /// The stores fed by an etcd directory such as `pods` or `services/specs` (empty if
-    /// none).
+    /// none), those that serve values as stored (no conversion) first.
     pub fn by_dir(&self, dir: &str) -> impl Iterator<Item = &Arc<ResourceStore>> + '_ {
         self.by_dir
             .get(dir)

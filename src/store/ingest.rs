@@ -15,6 +15,7 @@ use super::health::{Transition, Unreadable};
 use super::object::CachedObject;
 use super::resource::{Change, ResourceStore};
 use super::snapshot::ObjectMap;
+use crate::codec::convert::Conversion;
 use crate::codec::DecodeError;
 use crate::dispatch::WakeKey;
 use crate::registry::{self, crd};
@@ -98,24 +99,47 @@ impl Ingestor {
         }
     }
 
+    /// Decodes `value` (at `key`, `revision`) for `store`. `plain` carries the object a
+    /// store of the same directory that serves values as stored made of this value, if
+    /// one came first ([`ResourceIndex::by_dir`] puts them first): events.k8s.io events
+    /// are then the core Events' bytes, converted on read, not a second copy. A store
+    /// serving values as stored leaves its object there.
+    ///
+    /// [`ResourceIndex::by_dir`]: super::cache::ResourceIndex::by_dir
     fn decode(
         &mut self,
         store: &ResourceStore,
-        object_key: &str,
-        key: &[u8],
+        (object_key, key): (&str, &[u8]),
         value: &[u8],
         revision: Revision,
+        plain: &mut Option<Arc<CachedObject>>,
     ) -> Decoded {
         if registry::split_object_key(object_key, store.info.namespaced).is_none() {
             return Decoded::NotAnObject;
         }
+        let shared = match (&store.decode.convert, plain.as_ref()) {
+            (Some(c), Some(core)) if c.conversion == Conversion::EventsV1 => {
+                debug_assert!(&**core.key() == object_key && core.revision == revision);
+                CachedObject::event_v1_of(core, store.field_names.clone())
+            }
+            _ => None,
+        };
+        if let Some(view) = shared {
+            return Decoded::Object(Arc::new(view));
+        }
         match store.decode.decode(key, value, revision) {
-            Ok(decoded) => Decoded::Object(Arc::new(CachedObject::new(
-                Arc::from(object_key),
-                revision,
-                store.field_names.clone(),
-                decoded,
-            ))),
+            Ok(decoded) => {
+                let obj = Arc::new(CachedObject::new(
+                    Arc::from(object_key),
+                    revision,
+                    store.field_names.clone(),
+                    decoded,
+                ));
+                if store.decode.convert.is_none() {
+                    *plain = Some(obj.clone());
+                }
+                Decoded::Object(obj)
+            }
             Err(e) => {
                 self.report_unreadable(store, key, &e);
                 Decoded::Unreadable(Unreadable {
@@ -215,12 +239,14 @@ impl Ingestor {
             let Some(route) = registry::route_key(&prefix, key_str, |d| index.has_dir(d)) else {
                 continue;
             };
+            let mut plain = None;
             for store in index.by_dir(route.etcd_dir) {
                 let Some(&i) = at.get(&Arc::as_ptr(store)) else {
                     continue;
                 };
                 let (objects, unreadable) = &mut states[i];
-                match self.decode(store, route.object_key, &key, &value, rev) {
+                let whose = (route.object_key, &key[..]);
+                match self.decode(store, whose, &value, rev, &mut plain) {
                     Decoded::Object(obj) => {
                         objects.insert(obj.key().clone(), obj);
                     }
@@ -320,7 +346,8 @@ impl Ingestor {
                 self.register_crd(&key, &value, rev);
                 defined.insert(object_key.clone());
             }
-            match self.decode(store, &object_key, &key, &value, rev) {
+            let whose = (object_key.as_str(), &key[..]);
+            match self.decode(store, whose, &value, rev, &mut None) {
                 Decoded::Object(obj) => {
                     map.insert(obj.key().clone(), obj);
                 }
@@ -386,7 +413,7 @@ impl Ingestor {
                 prev_revision: change.revision,
                 prev_value: change.prev_value,
             };
-            if let Some(c) = self.change_for(store, &change.object_key, &kv) {
+            if let Some(c) = self.change_for(store, &change.object_key, &kv, &mut None) {
                 batch.push(c);
             }
         }
@@ -447,8 +474,9 @@ impl Ingestor {
         let Some(route) = registry::route_key(cache.prefix(), key_str, |d| index.has_dir(d)) else {
             return;
         };
+        let mut plain = None;
         for store in index.by_dir(route.etcd_dir) {
-            let Some(c) = self.change_for(store, route.object_key, &change) else {
+            let Some(c) = self.change_for(store, route.object_key, &change, &mut plain) else {
                 continue;
             };
             match per_store.iter_mut().find(|(s, _)| Arc::ptr_eq(s, store)) {
@@ -458,15 +486,17 @@ impl Ingestor {
         }
     }
 
-    /// What one etcd change is to one resource.
+    /// What one etcd change is to one resource (`plain` as [`Ingestor::decode`] takes it).
     fn change_for(
         &mut self,
         store: &ResourceStore,
         object_key: &str,
         change: &KvChange,
+        plain: &mut Option<Arc<CachedObject>>,
     ) -> Option<Change> {
+        let whose = (object_key, &change.key[..]);
         match &change.value {
-            Some(v) => match self.decode(store, object_key, &change.key, v, change.revision) {
+            Some(v) => match self.decode(store, whose, v, change.revision, plain) {
                 Decoded::Object(o) => Some(Change::Put(o)),
                 Decoded::Unreadable(value) => Some(Change::Unreadable {
                     key: Arc::from(object_key),
@@ -479,7 +509,7 @@ impl Ingestor {
                 let held = store.snapshot().objects.contains_key(object_key);
                 let prev = match change.prev_value.as_ref().filter(|_| !held) {
                     Some(v) => {
-                        match self.decode(store, object_key, &change.key, v, change.prev_revision) {
+                        match self.decode(store, whose, v, change.prev_revision, &mut None) {
                             Decoded::Object(o) => Some(o),
                             _ => None,
                         }
@@ -560,9 +590,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_replay_before_sync_keeps_its_events_but_only_the_newest_snapshot() {
-        let cache = Cache::new(
+    fn cache() -> Arc<Cache> {
+        Cache::new(
             "/registry",
             StoreConfig {
                 history_window: Duration::from_secs(300),
@@ -571,7 +600,94 @@ mod tests {
                 dispatch: crate::dispatch::Dispatch::inline(),
                 index_fields: Default::default(),
             },
-        );
+        )
+    }
+
+    /// The events.k8s.io/v1 object made from the core one serves what decoding the
+    /// stored value for events.k8s.io/v1 gives (the conversion at ingestion that it
+    /// replaces), field values included, and keeps no bytes of its own.
+    #[test]
+    fn events_v1_objects_are_the_core_events_converted_on_read() {
+        let cache = cache();
+        let mut ingestor = Ingestor::new(cache.clone());
+        ingestor.load_epoch(Revision(1), Vec::new());
+        let event = |name: &str, component: &str| {
+            serde_json::json!({"kind": "Event", "apiVersion": "v1",
+                "metadata": {"name": name, "namespace": "ns1", "labels": {"a": "b"}},
+                "involvedObject": {"kind": "Pod", "namespace": "ns1", "name": "web",
+                    "uid": "u-1", "apiVersion": "v1", "resourceVersion": "7",
+                    "fieldPath": "spec.containers{c}"},
+                "reason": "Pulled", "message": "pulled", "type": "Warning",
+                "source": {"component": component, "host": "n1"},
+                "reportingComponent": "kubelet-r", "reportingInstance": "n1"})
+        };
+        let (a, b) = (event("a", "kubelet-s"), event("b", ""));
+        let changes: Vec<KvChange> = [(&a, "a", 5), (&b, "b", 6)]
+            .into_iter()
+            .map(|(json, name, rev)| KvChange {
+                key: format!("/registry/events/ns1/{name}").into_bytes(),
+                value: Some(crate::codec::pbjson::encode_stored(json).unwrap()),
+                revision: Revision(rev),
+                prev_value: None,
+                prev_revision: Revision::ZERO,
+            })
+            .collect();
+        ingestor.apply(changes.clone());
+        let index = cache.resources();
+        let v1 = index.by_api("events.k8s.io", "v1", "events").unwrap();
+        let core = index.by_api("", "v1", "events").unwrap();
+        for change in &changes {
+            let key = String::from_utf8_lossy(&change.key).replace("/registry/events/", "");
+            let served = v1.snapshot().objects.get(key.as_str()).cloned().unwrap();
+            let decoded = v1
+                .decode
+                .decode(&change.key, change.value.as_ref().unwrap(), change.revision)
+                .unwrap();
+            let want = Arc::new(CachedObject::new(
+                Arc::from(key.as_str()),
+                change.revision,
+                v1.field_names.clone(),
+                decoded,
+            ));
+            assert_eq!(served.protobuf().unwrap(), want.protobuf().unwrap());
+            assert_eq!(served.json(), want.json());
+            assert_eq!(served.metadata_json(), want.metadata_json());
+            for name in v1.field_names.iter() {
+                assert_eq!(served.field(name), want.field(name), "{name}");
+            }
+            assert_eq!(
+                served.labels.iter().collect::<Vec<_>>(),
+                want.labels.iter().collect::<Vec<_>>()
+            );
+            let own = want.protobuf().unwrap().value.len();
+            assert_eq!(served.cached_bytes() + own, want.cached_bytes());
+            let theirs = core.snapshot().objects.get(key.as_str()).cloned().unwrap();
+            assert_eq!(served.key(), theirs.key());
+        }
+        let b = v1.snapshot().objects.get("ns1/b").cloned().unwrap();
+        assert_eq!(b.field("source"), Some("kubelet-r"), "the fallback field");
+        // A deleted event carries its last state, converted, at the delete revision.
+        ingestor.apply(vec![KvChange {
+            key: b"/registry/events/ns1/a".to_vec(),
+            value: None,
+            revision: Revision(8),
+            prev_value: None,
+            prev_revision: Revision::ZERO,
+        }]);
+        let log = v1.log();
+        let crate::store::event_log::Read::Event(gone) = log.read(log.head() - 1) else {
+            panic!("the deletion is in the log");
+        };
+        let last = gone.deleted_view().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&last.json()).unwrap();
+        assert_eq!(v["apiVersion"], "events.k8s.io/v1");
+        assert_eq!(v["regarding"]["name"], "web");
+        assert_eq!(v["metadata"]["resourceVersion"], "8");
+    }
+
+    #[test]
+    fn a_replay_before_sync_keeps_its_events_but_only_the_newest_snapshot() {
+        let cache = cache();
         let mut ingestor = Ingestor::new(cache.clone());
         ingestor.load_epoch(Revision(1), Vec::new());
         let store = cache

@@ -1,5 +1,6 @@
 //! One cached object revision: its encoded bytes and what selectors need, nothing decoded.
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -8,6 +9,7 @@ use arc_swap::ArcSwapOption;
 use bytes::Bytes;
 
 use super::rendered::RENDERED;
+use crate::codec::convert;
 use crate::codec::protobuf::{self, StoredProtobuf};
 use crate::codec::{json, Decoded, Json, Labels, Packed, StorageFormat};
 use crate::Revision;
@@ -54,6 +56,10 @@ enum Body {
     /// A protobuf kind newer than the schema: the stored value, and the JSON of its
     /// metadata alone (what is known of it).
     Both(Box<(StoredProtobuf, Json)>),
+    /// A core/v1 Event served as events.k8s.io/v1: the core resource's object's bytes
+    /// (shared, not copied), converted on each read (`codec::convert::event_v1`). kube-
+    /// apiserver stores both under one key, so one copy serves both.
+    EventV1(StoredProtobuf),
 }
 
 impl Body {
@@ -74,15 +80,32 @@ impl Body {
         match self {
             Body::Json(j) => Some(j),
             Body::Both(b) => Some(&b.1),
-            Body::Protobuf(_) => None,
+            Body::Protobuf(_) | Body::EventV1(_) => None,
         }
     }
 
+    /// The protobuf bytes held, as held (a converted Event's are the core Event's, whose
+    /// `metadata` is the same message).
     fn stored(&self) -> Option<&StoredProtobuf> {
         match self {
-            Body::Protobuf(pb) => Some(pb),
+            Body::Protobuf(pb) | Body::EventV1(pb) => Some(pb),
             Body::Both(b) => Some(&b.0),
             Body::Json(_) => None,
+        }
+    }
+
+    /// The protobuf value served: as held, or converted now.
+    fn served(&self) -> Option<Cow<'_, StoredProtobuf>> {
+        match self {
+            Body::EventV1(core) => match convert::event_v1(core) {
+                Ok(pb) => Some(Cow::Owned(pb)),
+                // The core object's bytes were read field by field when they were cached.
+                Err(e) => {
+                    tracing::debug!(error = %e, "cached core Event does not convert");
+                    None
+                }
+            },
+            _ => self.stored().map(Cow::Borrowed),
         }
     }
 }
@@ -153,13 +176,40 @@ impl CachedObject {
     pub fn format(&self) -> StorageFormat {
         match self.body {
             Body::Json(_) => StorageFormat::Json,
-            Body::Protobuf(_) | Body::Both(_) => StorageFormat::Protobuf,
+            Body::Protobuf(_) | Body::Both(_) | Body::EventV1(_) => StorageFormat::Protobuf,
         }
     }
 
-    /// The stored protobuf value (resourceVersion set) of a protobuf-stored object.
-    fn stored_protobuf(&self) -> Option<&StoredProtobuf> {
-        self.body.stored()
+    /// The served protobuf value (resourceVersion set) of a protobuf-stored object.
+    fn stored_protobuf(&self) -> Option<Cow<'_, StoredProtobuf>> {
+        self.body.served()
+    }
+
+    /// `core`, a core/v1 Event cached from a protobuf value, as the object of the
+    /// events.k8s.io/v1 resource whose selectable fields are `field_names`: its bytes,
+    /// labels and field values shared or copied, nothing decoded or converted now. The
+    /// field values are the core ones: the events.k8s.io fields are the same fields under
+    /// their new names, in the same order (`registry::builtin` tests it). None when `core`
+    /// is anything else (then the value is decoded for the resource as any other).
+    pub fn event_v1_of(core: &CachedObject, field_names: Arc<[String]>) -> Option<CachedObject> {
+        let Body::Protobuf(pb) = &core.body else {
+            return None;
+        };
+        if !convert::is_core_event(pb) || field_names.len() != core.field_names.len() {
+            return None;
+        }
+        Some(CachedObject {
+            key: core.key.clone(),
+            name_at: core.name_at,
+            revision: core.revision,
+            body: Body::EventV1(pb.clone()),
+            rendered: ArcSwapOption::empty(),
+            recently_read: AtomicBool::new(false),
+            labels: core.labels.clone(),
+            field_names,
+            field_values: core.field_values.clone(),
+            derived: OnceLock::new(),
+        })
     }
 
     fn derived(&self) -> &Derived {
@@ -170,9 +220,9 @@ impl CachedObject {
     /// stored bytes, or for a JSON-stored object its JSON encoded on the first call and
     /// kept. None for objects without a protobuf form (custom resources, JSON the kind's
     /// schema cannot read).
-    pub fn protobuf(&self) -> Option<&StoredProtobuf> {
-        if let Some(pb) = self.body.stored() {
-            return Some(pb);
+    pub fn protobuf(&self) -> Option<Cow<'_, StoredProtobuf>> {
+        if let Body::Protobuf(_) | Body::Both(_) | Body::EventV1(_) = self.body {
+            return self.body.served();
         }
         self.derived()
             .encoded
@@ -194,6 +244,7 @@ impl CachedObject {
                 }
             })
             .as_ref()
+            .map(Cow::Borrowed)
     }
 
     /// Compact single-line JSON with `metadata.resourceVersion` = `revision`: as ingested,
@@ -250,7 +301,7 @@ impl CachedObject {
     fn render(&self) -> Json {
         metrics::counter!("watchd_protobuf_json_renders_total").increment(1);
         match self.stored_protobuf() {
-            Some(pb) => crate::codec::render_json(pb, self.revision),
+            Some(pb) => crate::codec::render_json(&pb, self.revision),
             None => Json {
                 bytes: Bytes::from_static(b"{}"),
                 rv_span: Default::default(),
@@ -301,7 +352,7 @@ impl CachedObject {
         let rv = revision.to_resource_version();
         let protobuf = self.stored_protobuf().map(|pb| {
             // The bytes were rewritten once already, so they rewrite again.
-            protobuf::with_resource_version(&pb.value, &rv).unwrap_or_else(|_| pb.clone())
+            protobuf::with_resource_version(&pb.value, &rv).unwrap_or_else(|_| pb.into_owned())
         });
         let json = match (self.body.json(), &protobuf) {
             // Not rendered yet: the new state renders its own on first use.
@@ -338,7 +389,7 @@ impl CachedObject {
         specs: &[crate::codec::FieldSpec],
     ) -> CachedObject {
         let values = match self.stored_protobuf() {
-            Some(pb) => protobuf_field_values(pb, specs),
+            Some(pb) => protobuf_field_values(&pb, specs),
             None => crate::codec::extract::extract(
                 &self.json_unkept().bytes,
                 &crate::codec::FieldSpec::paths(specs),
@@ -364,9 +415,14 @@ impl CachedObject {
     /// Bytes this object keeps alive as ingested, for the cache-size metric. Constant for
     /// the object's life (the snapshot adds it on insert and subtracts it on removal), so
     /// JSON rendered later is left out: `watchd_rendered_json_bytes` has it.
+    /// A converted core Event counts none of its bytes: the core object holds them.
     pub fn cached_bytes(&self) -> usize {
+        let own = match &self.body {
+            Body::EventV1(_) => None,
+            body => body.stored(),
+        };
         self.body.json().map_or(0, |j| j.bytes.len())
-            + self.stored_protobuf().map_or(0, |p| p.value.len())
+            + own.map_or(0, |p| p.value.len())
             + self.labels.heap_bytes()
             + self.field_values.heap_bytes()
             + std::mem::size_of::<Self>()
@@ -377,30 +433,36 @@ impl CachedObject {
     /// whose JSON is not rendered, `metadata` alone rendered once (a metadata informer
     /// never pays for whole objects); `{}` if absent.
     pub fn metadata_json(&self) -> Bytes {
-        let (meta, _) = self.derived().metadata.get_or_init(|| {
-            match (self.body.json(), self.stored_protobuf()) {
-                (None, Some(pb)) => {
-                    let rv = self.revision.to_resource_version();
-                    let meta = crate::codec::envelope::parse(&pb.value)
-                        .map_err(crate::codec::pbjson::TranscodeError::from)
-                        .and_then(|e| {
-                            crate::codec::pbjson::render_metadata(e.api_version, e.kind, e.raw, &rv)
-                        })
-                        .map(|r| Bytes::from(r.json));
-                    match meta {
-                        Ok(meta) => {
-                            metrics::counter!("watchd_protobuf_metadata_renders_total")
-                                .increment(1);
-                            metrics::gauge!("watchd_rendered_json_bytes")
-                                .increment(meta.len() as f64);
-                            (meta, true)
+        let (meta, _) =
+            self.derived()
+                .metadata
+                .get_or_init(|| match (self.body.json(), self.body.stored()) {
+                    (None, Some(pb)) => {
+                        let rv = self.revision.to_resource_version();
+                        let meta = crate::codec::envelope::parse(&pb.value)
+                            .map_err(crate::codec::pbjson::TranscodeError::from)
+                            .and_then(|e| {
+                                crate::codec::pbjson::render_metadata(
+                                    e.api_version,
+                                    e.kind,
+                                    e.raw,
+                                    &rv,
+                                )
+                            })
+                            .map(|r| Bytes::from(r.json));
+                        match meta {
+                            Ok(meta) => {
+                                metrics::counter!("watchd_protobuf_metadata_renders_total")
+                                    .increment(1);
+                                metrics::gauge!("watchd_rendered_json_bytes")
+                                    .increment(meta.len() as f64);
+                                (meta, true)
+                            }
+                            Err(_) => (self.metadata_of_json(), false),
                         }
-                        Err(_) => (self.metadata_of_json(), false),
                     }
-                }
-                _ => (self.metadata_of_json(), false),
-            }
-        });
+                    _ => (self.metadata_of_json(), false),
+                });
         meta.clone()
     }
 
@@ -409,7 +471,7 @@ impl CachedObject {
     /// from the JSON's `metadata` (defaults for metadata that does not read).
     pub fn facts(&self) -> &MetaFacts {
         self.derived().facts.get_or_init(|| {
-            let from_wire = match (self.body.json(), self.stored_protobuf()) {
+            let from_wire = match (self.body.json(), self.body.stored()) {
                 (None, Some(pb)) => crate::codec::envelope::parse(&pb.value)
                     .ok()
                     .and_then(|e| protobuf::read_object_meta(e.raw).ok())

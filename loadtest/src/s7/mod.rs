@@ -86,7 +86,7 @@ pub struct Phase {
     /// `watchd_cached_bytes`, summed.
     pub cached_bytes: Option<f64>,
     /// `watchd_cached_objects`, summed (events count twice: core and
-    /// events.k8s.io each keep their own).
+    /// events.k8s.io each have an object, the second sharing the first's bytes).
     pub cached_objects: Option<f64>,
     /// Seconds from start to ready.
     pub ready_s: f64,
@@ -213,7 +213,7 @@ pub async fn run(cfg: &S7Config) -> Result<Report, String> {
     }
     let notes = vec![
         format!("{} objects: {}", cfg.objects, mix::MIX.iter().map(|(n, _, s)| format!("{s}% {n}")).collect::<Vec<_>>().join(", ")),
-        "raw bytes are the etcd values as written (keys excluded); RSS is VmRSS after ready and a settle; core/v1 and events.k8s.io/v1 Events are each cached from the same etcd values".into(),
+        "raw bytes are the etcd values as written (keys excluded); RSS is VmRSS after ready and a settle; core/v1 and events.k8s.io/v1 Events are cached once, events.k8s.io/v1 converted on read".into(),
         "kube-apiserver keeps decoded objects at about 5x their serialized size (the brief's figure, for context only)".into(),
     ];
     Ok(Report {

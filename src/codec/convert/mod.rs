@@ -24,6 +24,7 @@ use serde_json::Value;
 
 use super::envelope;
 use super::pbjson::{self, TranscodeError};
+use super::protobuf::StoredProtobuf;
 use super::wire::{self, WireError};
 
 /// How a resource's stored values become the served version.
@@ -121,6 +122,23 @@ impl Convert {
         };
         Ok(envelope::write(&self.to, &self.kind, &raw))
     }
+}
+
+/// The served version of a core/v1 Event read as events.k8s.io/v1.
+pub const EVENTS_V1: &str = "events.k8s.io/v1";
+
+/// Whether a cached protobuf value is a core/v1 Event: what [`Conversion::EventsV1`]
+/// converts (any other value is served as stored).
+pub fn is_core_event(stored: &StoredProtobuf) -> bool {
+    envelope::parse(&stored.value).is_ok_and(|e| e.api_version == "v1" && e.kind == "Event")
+}
+
+/// A core/v1 Event as cached (resourceVersion set) served as events.k8s.io/v1: the same
+/// bytes as converting the stored value at ingestion, from the core resource's own copy,
+/// so that one copy of each Event is kept for both versions.
+pub fn event_v1(stored: &StoredProtobuf) -> Result<StoredProtobuf, WireError> {
+    let raw = renumber(&stored.raw(), &EVENT_V1_FIELDS)?;
+    StoredProtobuf::enveloped(EVENTS_V1, "Event", &raw)
 }
 
 /// `raw` with its top-level fields renumbered by `table` (from → to) and written in the
@@ -277,6 +295,29 @@ mod tests {
         assert_eq!(
             json["series"],
             serde_json::json!({"count": 0, "lastObservedTime": "2026-01-01T00:00:00.000001Z"})
+        );
+    }
+
+    /// What the events.k8s.io resource serves from the core resource's cached bytes is,
+    /// byte for byte, what converting the stored value at ingestion gave.
+    #[test]
+    fn a_cached_core_event_converts_as_its_stored_value() {
+        let core = serde_json::json!({"kind": "Event", "apiVersion": "v1",
+            "metadata": {"name": "web.1", "namespace": "default", "resourceVersion": "3"},
+            "involvedObject": {"kind": "Pod", "name": "web"}, "reason": "Pulled",
+            "message": "m", "count": 2, "type": "Normal", "reportingComponent": "kubelet",
+            "series": {"count": 3, "lastObservedTime": "2026-01-01T00:00:00.000001Z"}});
+        let stored = pbjson::encode_stored(&core).unwrap();
+        let cached = super::super::protobuf::with_resource_version(&stored, "42").unwrap();
+        assert!(is_core_event(&cached));
+        let converted = events().apply(&stored).unwrap().unwrap();
+        let want = super::super::protobuf::with_resource_version(&converted, "42").unwrap();
+        let got = event_v1(&cached).unwrap();
+        assert_eq!(got, want);
+        assert_eq!(got.raw(), want.raw());
+        assert!(
+            !is_core_event(&got),
+            "an events.k8s.io/v1 Event is not converted again"
         );
     }
 
