@@ -84,6 +84,10 @@ pub enum ApiError {
     NotAcceptable(String),
     /// 410 `Expired`.
     Expired(String),
+    /// 413 `RequestEntityTooLarge`: a request body over the limit.
+    TooLarge(String),
+    /// 415 `UnsupportedMediaType`: a request body in a format not read.
+    UnsupportedMediaType(String),
     /// 422 `Invalid`, for `kind` (e.g. `ListOptions` in `meta.k8s.io`).
     Invalid {
         /// Group of the invalid kind.
@@ -163,6 +167,8 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => 405,
             ApiError::NotAcceptable(_) => 406,
             ApiError::Expired(_) => 410,
+            ApiError::TooLarge(_) => 413,
+            ApiError::UnsupportedMediaType(_) => 415,
             ApiError::Invalid { .. } => 422,
             ApiError::TooManyRequests { .. } => 429,
             ApiError::Internal(_) => 500,
@@ -181,6 +187,8 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
             ApiError::NotAcceptable(_) => "NotAcceptable",
             ApiError::Expired(_) => "Expired",
+            ApiError::TooLarge(_) => "RequestEntityTooLarge",
+            ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::Invalid { .. } => "Invalid",
             ApiError::TooManyRequests { .. } => "TooManyRequests",
             ApiError::Internal(_) => "InternalError",
@@ -230,6 +238,8 @@ impl ApiError {
             | ApiError::MethodNotAllowed(m)
             | ApiError::NotAcceptable(m)
             | ApiError::Expired(m)
+            | ApiError::TooLarge(m)
+            | ApiError::UnsupportedMediaType(m)
             | ApiError::Unavailable(m) => m.clone(),
             ApiError::Internal(m) => format!("Internal error occurred: {m}"),
             ApiError::Unauthorized => "Unauthorized".into(),

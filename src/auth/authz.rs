@@ -6,11 +6,12 @@
 
 use std::sync::Arc;
 
-use super::authz_webhook::{AuthzWebhook, Verdict};
+use super::authz_webhook::AuthzWebhook;
+pub use super::authz_webhook::Verdict;
 use super::cached::{RbacCache, RbacPolicy};
 use super::errors::{ConfigError, WebhookError};
-use super::rbac::{self, Decision};
-use super::Attributes;
+use super::rbac::{self, Decision, PolicyRule};
+use super::{Attributes, UserInfo};
 
 /// One `--authorization-mode` entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,20 +136,38 @@ impl Authorizer {
 
     /// Allowed, or the reason for the 403 (or the error for the 500).
     pub async fn authorize(&self, attrs: &Attributes) -> Result<(), Denied> {
+        let d = self.decide(attrs).await;
+        match (d.verdict, d.failed) {
+            (Verdict::Allow, _) => Ok(()),
+            (Verdict::Deny(reason), _) => Err(Denied::Forbidden(reason)),
+            (Verdict::NoOpinion(_), Some(e)) => Err(Denied::Failed(e)),
+            (Verdict::NoOpinion(reason), None) => Err(Denied::Forbidden(reason)),
+        }
+    }
+
+    /// The decision on `attrs` as kube-apiserver's authorizer union makes it: members of
+    /// `system:masters` are allowed; then the first mode that allows or denies decides,
+    /// with its reason; when none does, no opinion, with every mode's reason, one per
+    /// line, and the first failure. What a SubjectAccessReview reports.
+    pub async fn decide(&self, attrs: &Attributes) -> Decided {
+        let decided = |verdict| Decided {
+            verdict,
+            failed: None,
+        };
         if rbac::is_privileged(&attrs.user) {
-            return Ok(());
+            return decided(Verdict::Allow);
         }
         let mut reasons = Vec::new();
         // The first failure (the webhook is the only mode that can fail).
         let mut failed = None;
         for mode in &self.modes {
             match mode {
-                Mode::AlwaysAllow => return Ok(()),
+                Mode::AlwaysAllow => return decided(Verdict::Allow),
                 Mode::AlwaysDeny => reasons.push("Everything is forbidden.".to_string()),
                 Mode::Rbac => {
                     let Some(rbac) = &self.rbac else { continue };
                     match rbac.fresh_policy().await.authorize(attrs) {
-                        Decision::Allow { .. } => return Ok(()),
+                        Decision::Allow { .. } => return decided(Verdict::Allow),
                         Decision::NoOpinion { reason } => {
                             if !reason.is_empty() {
                                 reasons.push(reason)
@@ -161,25 +180,95 @@ impl Authorizer {
                         continue;
                     };
                     match webhook.authorize(attrs).await {
-                        Ok(Verdict::Allow) => return Ok(()),
+                        Ok(Verdict::Allow) => return decided(Verdict::Allow),
                         // A denial answers with its own reason only, as kube-apiserver's
                         // union returns the deciding authorizer's.
-                        Ok(Verdict::Deny(reason)) => return Err(Denied::Forbidden(reason)),
+                        Ok(Verdict::Deny(reason)) => return decided(Verdict::Deny(reason)),
                         Ok(Verdict::NoOpinion(reason)) => reasons.push(reason),
                         Err(e) => {
                             metrics::counter!("watchd_authorization_webhook_errors_total")
                                 .increment(1);
                             tracing::warn!(error = %e, "authorization webhook failed");
-                            failed.get_or_insert(e);
+                            failed.get_or_insert(Arc::new(e));
                         }
                     }
                 }
             }
         }
-        if let Some(e) = failed {
-            return Err(Denied::Failed(Arc::new(e)));
+        Decided {
+            verdict: Verdict::NoOpinion(join(&reasons)),
+            failed,
         }
-        Err(Denied::Forbidden(join(&reasons)))
+    }
+
+    /// What `user` may do in `namespace` (cluster-wide only when empty), as kube-
+    /// apiserver's rule resolvers list it for a SelfSubjectRulesReview, in mode order:
+    /// AlwaysAllow grants everything, AlwaysDeny nothing, RBAC its bindings' rules, and a
+    /// webhook cannot list its rules, which leaves the answer incomplete.
+    pub async fn rules_for(&self, user: &UserInfo, namespace: &str) -> UserRules {
+        let mut out = UserRules::default();
+        for mode in &self.modes {
+            match mode {
+                Mode::AlwaysAllow => out.rules.extend(UserRules::everything().rules),
+                Mode::AlwaysDeny => {}
+                Mode::Rbac => {
+                    let Some(rbac) = &self.rbac else { continue };
+                    let (rules, errors) = rbac.fresh_policy().await.rules_for(user, namespace);
+                    out.rules.extend(rules);
+                    out.errors.extend(errors);
+                }
+                Mode::Webhook => {
+                    out.incomplete = true;
+                    out.errors
+                        .push("webhook authorizer does not support user rule resolution".into());
+                }
+            }
+        }
+        out
+    }
+}
+
+/// An authorizer's decision with its reason, and the failure of a mode, if one failed.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    /// Allowed, denied (by a webhook), or neither (with every mode's reason).
+    pub verdict: Verdict,
+    /// The first mode that failed, when none allowed or denied before it.
+    pub failed: Option<Arc<WebhookError>>,
+}
+
+/// The rules a user holds, as a SelfSubjectRulesReview reports them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UserRules {
+    /// The rules, each either on resources or on non-resource URLs (or both).
+    pub rules: Vec<PolicyRule>,
+    /// Whether some rules could not be listed.
+    pub incomplete: bool,
+    /// Why not all could be read: missing roles, a webhook.
+    pub errors: Vec<String>,
+}
+
+impl UserRules {
+    /// Every verb on every resource and every non-resource URL: what AlwaysAllow
+    /// grants (and everyone holds without authentication).
+    pub fn everything() -> UserRules {
+        let all = || vec!["*".to_string()];
+        UserRules {
+            rules: vec![
+                PolicyRule {
+                    verbs: all(),
+                    api_groups: all(),
+                    resources: all(),
+                    ..PolicyRule::default()
+                },
+                PolicyRule {
+                    verbs: all(),
+                    non_resource_urls: all(),
+                    ..PolicyRule::default()
+                },
+            ],
+            ..UserRules::default()
+        }
     }
 }
 
@@ -294,5 +383,50 @@ mod tests {
         );
         assert_eq!(then_allow.authorize(&attrs("bob", &[])).await, Ok(()));
         assert_eq!(then_allow.authorize(&attrs("crash", &[])).await, Ok(()));
+    }
+
+    /// What a SubjectAccessReview reports: a webhook's denial as a denial, every mode's
+    /// reason when none decides, a failure beside them; and what a rules review lists.
+    #[tokio::test]
+    async fn decisions_and_rules_are_the_unions() {
+        let w = webhook().await;
+        let a = Authorizer::new(vec![Mode::AlwaysDeny, Mode::Webhook], None, Some(w)).unwrap();
+        let verdict = |d: Decided| (d.verdict, d.failed.map(|e| e.to_string()));
+        assert_eq!(
+            verdict(a.decide(&attrs("mallory", &[])).await),
+            (Verdict::Deny("go away".into()), None)
+        );
+        assert_eq!(
+            verdict(a.decide(&attrs("bob", &[])).await),
+            (
+                Verdict::NoOpinion("Everything is forbidden.\nunknown user".into()),
+                None
+            )
+        );
+        let (v, failed) = verdict(a.decide(&attrs("crash", &[])).await);
+        assert_eq!(v, Verdict::NoOpinion("Everything is forbidden.".into()));
+        assert!(failed.is_some_and(|e| e.contains("400")));
+        assert_eq!(
+            verdict(a.decide(&attrs("root", &[MASTERS])).await),
+            (Verdict::Allow, None)
+        );
+        let alice = attrs("alice", &[]).user;
+        assert_eq!(
+            a.rules_for(&alice, "ns").await,
+            UserRules {
+                rules: vec![],
+                incomplete: true,
+                errors: vec!["webhook authorizer does not support user rule resolution".into()],
+            }
+        );
+        let all = Authorizer::new(vec![Mode::AlwaysAllow], None, None).unwrap();
+        let r = all.rules_for(&alice, "ns").await;
+        assert!(!r.incomplete && r.errors.is_empty());
+        assert_eq!(r.rules.len(), 2);
+        assert_eq!(
+            (&r.rules[0].verbs, &r.rules[0].resources),
+            (&vec!["*".to_string()], &vec!["*".to_string()])
+        );
+        assert_eq!(r.rules[1].non_resource_urls, ["*"]);
     }
 }

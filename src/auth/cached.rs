@@ -14,7 +14,7 @@ use base64::Engine as _;
 use tokio::sync::{watch, Notify};
 
 use super::rbac::index::{Affected, Kind, RbacIndex};
-use super::rbac::Decision;
+use super::rbac::{Decision, PolicyRule};
 use super::{Attributes, LookedUp, ObjectLookup, UserInfo};
 use crate::store::{
     Cache, EventLog, ObjectMap, ObjectRef, Read, ResourceIndex, ResourceStore, Snapshot,
@@ -159,6 +159,12 @@ impl RbacPolicy {
     /// Decides `attrs` as kube-apiserver's RBAC authorizer does.
     pub fn authorize(&self, attrs: &Attributes) -> Decision {
         self.index.authorize(attrs)
+    }
+
+    /// What `user` may do in `namespace`, as kube-apiserver's RBAC rule resolver lists
+    /// it: the rules, and the roles found missing.
+    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Vec<PolicyRule>, Vec<String>) {
+        self.index.rules_for(user, namespace)
     }
 
     /// Counts the changes to the index: bumped by each change that may grant or take

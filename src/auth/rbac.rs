@@ -216,6 +216,30 @@ fn evaluate<'a>(
     Decision::NoOpinion { reason }
 }
 
+/// The rules of every binding among `bindings` that applies to `user`, in their order,
+/// and the roles found missing (as kube-apiserver's rule resolver words them).
+fn rules_of<'a>(
+    user: &UserInfo,
+    bindings: impl IntoIterator<Item = &'a Binding>,
+    rules: impl Fn(&Binding) -> Result<&'a [PolicyRule], RoleMissing>,
+) -> (Vec<PolicyRule>, Vec<String>) {
+    let (mut found, mut errors) = (Vec::new(), Vec::new());
+    for binding in bindings {
+        if !binding
+            .subjects
+            .iter()
+            .any(|s| applies_to(user, s, &binding.namespace))
+        {
+            continue;
+        }
+        match rules(binding) {
+            Ok(r) => found.extend_from_slice(r),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    (found, errors)
+}
+
 #[cfg(test)]
 impl Policy {
     /// Reads the four kinds' JSON objects.

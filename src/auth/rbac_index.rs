@@ -20,7 +20,9 @@ use std::sync::Arc;
 
 use imbl::{HashMap, OrdSet};
 
-use super::{evaluate, read_binding, Binding, Decision, PolicyRule, RoleMissing, RoleObject};
+use super::{
+    evaluate, read_binding, rules_of, Binding, Decision, PolicyRule, RoleMissing, RoleObject,
+};
 use super::{Attributes, Subject, UserInfo};
 
 /// One of the four RBAC resources.
@@ -381,6 +383,24 @@ impl RbacIndex {
             .filter_map(|k| self.bindings.get(k))
             .map(|b| &**b);
         evaluate(attrs, bindings, |b| self.rules(b))
+    }
+}
+
+impl RbacIndex {
+    /// The rules `user` holds cluster-wide and, when `namespace` is not empty, in it:
+    /// those of the ClusterRoleBindings, then the RoleBindings, that name the user or
+    /// one of its groups; and the roles they refer to that are missing.
+    pub fn rules_for(&self, user: &UserInfo, namespace: &str) -> (Vec<PolicyRule>, Vec<String>) {
+        let mut keys: BTreeSet<&BindingKey> = BTreeSet::new();
+        gather(&mut keys, self.users.get(user.name.as_str()), namespace);
+        for g in &user.groups {
+            gather(&mut keys, self.groups.get(g.as_str()), namespace);
+        }
+        let bindings = keys
+            .into_iter()
+            .filter_map(|k| self.bindings.get(k))
+            .map(|b| &**b);
+        rules_of(user, bindings, |b| self.rules(b))
     }
 }
 

@@ -519,3 +519,49 @@ fn the_index_decides_as_the_whole_policy_read_at_once_through_random_changes() {
         "the generated policies allow something ({allows})"
     );
 }
+
+/// What a SelfSubjectRulesReview lists: the rules of the bindings that apply to the
+/// user, cluster-wide first, then in the namespace; missing roles named; and exactly
+/// what the authorizer allows.
+#[test]
+fn a_users_rules_are_its_bindings_rules_cluster_wide_then_in_the_namespace() {
+    let mut index = base();
+    let bob = user("bob", &["ops"]);
+    let resources = |rules: &[PolicyRule]| -> Vec<Vec<String>> {
+        rules.iter().map(|r| r.resources.clone()).collect()
+    };
+    let (rules, errors) = index.rules_for(&bob, "ns1");
+    assert_eq!(resources(&rules), [vec!["secrets"], vec!["pods"]]);
+    assert!(errors.is_empty());
+    assert_eq!(
+        resources(&index.rules_for(&bob, "ns2").0),
+        [vec!["secrets"]]
+    );
+    assert_eq!(resources(&index.rules_for(&bob, "").0), [vec!["secrets"]]);
+    assert!(index.rules_for(&user("nobody", &[]), "ns1").0.is_empty());
+    put(
+        &mut index,
+        Kind::RoleBinding,
+        "ns1/ghost",
+        &binding("ns1", "ghost", "Role", "gone", &["User:bob"]),
+    );
+    let (rules, errors) = index.rules_for(&bob, "ns1");
+    assert_eq!(rules.len(), 2);
+    assert_eq!(
+        errors,
+        ["role.rbac.authorization.k8s.io \"gone\" not found"]
+    );
+    for who in [bob, user("alice", &[]), user("carol", &["ops"])] {
+        for ns in ["ns1", "ns2"] {
+            let (rules, _) = index.rules_for(&who, ns);
+            for verb in ["list", "watch", "get", "create"] {
+                for resource in ["pods", "secrets", "configmaps"] {
+                    let mut attrs = list(who.clone(), resource, ns);
+                    attrs.verb = verb.into();
+                    let listed = rules.iter().any(|r| super::super::rule_allows(&attrs, r));
+                    assert_eq!(allowed(&index, &attrs), listed, "{attrs:?}");
+                }
+            }
+        }
+    }
+}

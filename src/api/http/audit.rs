@@ -22,7 +22,7 @@ pub(super) fn audit_request<B>(
     started: Instant,
 ) {
     let user = user.unwrap_or_default();
-    let attrs = match query::route(req.uri().path()) {
+    let mut attrs = match query::route(req.uri().path()) {
         Ok(Route::Resource(p)) => {
             p.attributes(user, &Params::parse(req.uri().query()).unwrap_or_default())
         }
@@ -33,6 +33,10 @@ pub(super) fn audit_request<B>(
                 .unwrap_or_else(|_| req.uri().path().to_string()),
         ),
     };
+    // A POST on a resource creates (the reviews; refused writes say what they tried).
+    if attrs.resource_request && req.method() == http::Method::POST {
+        attrs.verb = "create".into();
+    }
     let stage = if attrs.verb == "watch" && response.status() == StatusCode::OK {
         "ResponseStarted"
     } else {

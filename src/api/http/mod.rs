@@ -20,6 +20,7 @@ pub mod negotiate;
 pub mod proxy;
 pub mod query;
 mod response;
+mod reviews;
 mod routes;
 pub mod server;
 mod socket;

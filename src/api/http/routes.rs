@@ -15,6 +15,7 @@ use super::negotiate::{DiscoveryOutput, Output};
 use super::query::{ResourcePath, Route};
 use super::{
     audit, discovery, encode, encode_protobuf, encode_table, health, negotiate, proxy, query,
+    reviews,
 };
 use super::{ApiState, Connection};
 use crate::api::access;
@@ -84,6 +85,28 @@ async fn handle_in_shard<B: proxy::ForwardBody>(
         },
     };
     let audit_user = state.audit.as_ref().and(user.clone());
+    // Reviews of oneself are answered here when watchd authenticates (or has no upstream
+    // to ask); an upstream answers them otherwise.
+    if let Some(review) = reviews::Review::of(req.method(), req.uri().path()) {
+        if state.security.is_some() || state.proxy.is_none() {
+            let (parts, body) = req.into_parts();
+            let head = Request::from_parts(parts, ());
+            let security = state.security.as_deref();
+            let response = reviews::answer(security, review, &head, body, user).await;
+            if let Some(audit) = &state.audit {
+                audit::audit_request(audit, &head, audit_user, &response, conn, started);
+            }
+            record(
+                &head,
+                "create",
+                review.qualified(),
+                &response,
+                started,
+                peer,
+            );
+            return response;
+        }
+    }
     if let Some(proxy) = &state.proxy {
         let pass = proxy::Proxy::decide(&req, &state.read.cache, state.read.source.reads_unready());
         if pass != proxy::Pass::No {
