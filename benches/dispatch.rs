@@ -175,11 +175,11 @@ fn notified(n: &Notify) -> Pin<Box<Notified<'_>>> {
 fn bench_wake(c: &mut Criterion) {
     let index = Arc::new(WakeIndex::default());
     let keys: Vec<WakeKey> = (0..NAMESPACES)
-        .map(|i| WakeKey::Namespace(Box::from(format!("ns-{i:04}"))))
+        .map(|i| WakeKey::namespace(&format!("ns-{i:04}")))
         .collect();
     let handles: Vec<WakeHandle> = keys
         .iter()
-        .map(|k| index.subscribe(Some(k.clone())))
+        .map(|k| index.subscribe(Some(*k)))
         .collect();
     handles.iter().for_each(arm);
     assert_eq!(index.keys_watched(), NAMESPACES);

@@ -46,15 +46,14 @@ pub fn wake_key(
     namespace: Option<&str>,
     selectors: &Selectors,
 ) -> Option<WakeKey> {
-    let exact = |f: &str| selectors.fields.exact_value(f).map(Box::from);
+    let exact = |f: &str| selectors.fields.exact_value(f);
     if let Some(v) = store.info.indexed_field().and_then(exact) {
-        return Some(WakeKey::Field(v));
+        return Some(WakeKey::field(v));
     }
     if let Some(name) = exact("metadata.name") {
-        return Some(WakeKey::Name(name));
+        return Some(WakeKey::name(name));
     }
     namespace
-        .map(Box::from)
         .or_else(|| exact("metadata.namespace"))
-        .map(WakeKey::Namespace)
+        .map(WakeKey::namespace)
 }

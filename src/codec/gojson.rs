@@ -21,6 +21,9 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 /// makes every decision a render makes (and fails exactly where it fails) but writes
 /// nothing. Decisions never depend on what was written, only on the wire bytes.
 pub trait Sink {
+    /// Whether everything written is dropped: a validating pass may then skip what
+    /// cannot fail (fields absent from the wire, which render as zero values).
+    const DISCARDS: bool = false;
     /// The buffer to write into; None discards.
     fn vec(&mut self) -> Option<&mut Vec<u8>>;
     /// Bytes written so far (0 when discarding).
@@ -69,6 +72,8 @@ impl Sink for Vec<u8> {
 pub struct Discard;
 
 impl Sink for Discard {
+    const DISCARDS: bool = true;
+
     #[inline(always)]
     fn vec(&mut self) -> Option<&mut Vec<u8>> {
         None

@@ -33,16 +33,13 @@ pub mod shards;
 
 pub use shards::{in_shard, Dispatch};
 
-/// What a watcher can be found by.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum WakeKey {
-    /// All objects of a namespace.
-    Namespace(Box<str>),
-    /// Objects with this name (in any namespace).
-    Name(Box<str>),
-    /// Objects whose indexed field (`ResourceInfo::indexed_field`) has this value.
-    Field(Box<str>),
-}
+/// What a watcher can be found by: a namespace, an exact name, or a value of its
+/// resource's indexed field (`ResourceInfo::indexed_field`), kept as a fixed 64-bit hash
+/// of which one and its value. An event's keys so cost no allocation and one hash each.
+/// Two keys that hash alike wake each other's watchers, whose filters then find nothing
+/// for them: a wasted look, never a lost event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WakeKey(u64);
 
 /// One watcher's wake-up: whom to wake, and whether a wake came since it last looked.
 pub struct Waiter {
@@ -232,7 +229,7 @@ impl WakeIndex {
                 // cannot drop the set between lookup and insert.
                 let entry = self
                     .by_key
-                    .entry(k.clone())
+                    .entry(*k)
                     .or_insert_with(|| Arc::new(WaiterSet::new(self.dispatch.shards())));
                 entry.insert(waiter.clone());
                 Some(entry.clone())
@@ -281,12 +278,33 @@ impl WakeIndex {
 }
 
 impl WakeKey {
-    /// The key's bit in a [`key_bits`] mask: one of 64, by a fixed hash.
-    pub fn bit(&self) -> u64 {
-        use std::hash::{Hash, Hasher};
+    /// All objects of namespace `ns`.
+    pub fn namespace(ns: &str) -> WakeKey {
+        WakeKey::of(0, ns)
+    }
+
+    /// Objects named `name` (in any namespace).
+    pub fn name(name: &str) -> WakeKey {
+        WakeKey::of(1, name)
+    }
+
+    /// Objects whose indexed field has the value `value`.
+    pub fn field(value: &str) -> WakeKey {
+        WakeKey::of(2, value)
+    }
+
+    fn of(which: u8, value: &str) -> WakeKey {
+        use std::hash::Hasher;
+        // SipHash with fixed keys: the same in every process, so masks stay comparable.
         let mut h = std::hash::DefaultHasher::new();
-        self.hash(&mut h);
-        1 << (h.finish() % 64)
+        h.write_u8(which);
+        h.write(value.as_bytes());
+        WakeKey(h.finish())
+    }
+
+    /// The key's bit in a [`key_bits`] mask: one of 64.
+    pub fn bit(&self) -> u64 {
+        1 << (self.0 % 64)
     }
 }
 
@@ -307,11 +325,11 @@ pub fn keys_of(
         keys.insert(k);
     };
     if let Some(ns) = namespace {
-        add(WakeKey::Namespace(Box::from(ns)));
+        add(WakeKey::namespace(ns));
     }
-    add(WakeKey::Name(Box::from(name)));
+    add(WakeKey::name(name));
     if let Some(v) = indexed_value {
-        add(WakeKey::Field(Box::from(v)));
+        add(WakeKey::field(v));
     }
     bits
 }
@@ -347,7 +365,7 @@ mod tests {
     use std::task::Wake;
 
     fn ns(s: &str) -> WakeKey {
-        WakeKey::Namespace(Box::from(s))
+        WakeKey::namespace(s)
     }
 
     /// A waker that counts its wakes.
@@ -371,7 +389,7 @@ mod tests {
         let idx = Arc::new(WakeIndex::default());
         let a = idx.subscribe(Some(ns("a")));
         let b = idx.subscribe(Some(ns("b")));
-        let node = idx.subscribe(Some(WakeKey::Field(Box::from("node-1"))));
+        let node = idx.subscribe(Some(WakeKey::field("node-1")));
         let all = idx.subscribe(None);
         let counts: Vec<_> = [&a, &b, &node, &all].iter().map(|h| armed(h)).collect();
         let mut keys = HashSet::new();
@@ -403,18 +421,14 @@ mod tests {
     #[test]
     fn an_event_s_key_bits_hold_every_key_it_can_be_found_by() {
         let bits = keys_of(&mut HashSet::new(), Some("a"), "p1", Some("node-1"));
-        for k in [
-            ns("a"),
-            WakeKey::Name(Box::from("p1")),
-            WakeKey::Field(Box::from("node-1")),
-        ] {
+        for k in [ns("a"), WakeKey::name("p1"), WakeKey::field("node-1")] {
             assert_ne!(bits & k.bit(), 0, "{k:?}");
         }
         assert!(bits.count_ones() <= 3, "one bit per key");
         // A key's bit is the same every time (watchers and ingestion compute it apart).
         assert_eq!(ns("a").bit(), ns("a").bit());
         let others = (0..200)
-            .map(|i| WakeKey::Field(format!("node-{i}").into_boxed_str()))
+            .map(|i| WakeKey::field(&format!("node-{i}")))
             .filter(|k| bits & k.bit() == 0)
             .count();
         assert!(

@@ -10,6 +10,11 @@
 use super::schema::MSGS;
 use super::types::*;
 use super::{TranscodeError, MAX_DEPTH};
+
+/// The deepest a field absent from the wire nests when rendered as its zero value: a
+/// non-pointer struct renders its own fields' zero values, and so on (tested against the
+/// schema: `zero_values_nest_shallowly`).
+pub(super) const ZERO_NESTING_MAX: u32 = 16;
 use crate::codec::gojson::{self, Sink};
 use crate::codec::json::RvSpan;
 use crate::codec::wire::{Reader, Val, BYTES, FIXED32, FIXED64, VARINT};
@@ -159,8 +164,15 @@ impl<'a, O: Sink> Ctx<'a, O> {
                 }
             }
         }
+        // A field absent from the wire renders as its zero value, which cannot fail but
+        // for nesting too deep (zero structs nest at most ZERO_NESTING_MAX levels): a
+        // validating pass far enough from the limit skips those.
+        let skip_absent = O::DISCARDS && depth + ZERO_NESTING_MAX <= MAX_DEPTH;
         for (i, f) in msg.fields.iter().enumerate() {
             let slot = self.slots[base + i];
+            if skip_absent && slot.count == 0 {
+                continue;
+            }
             self.field(msg, f, slot, buf, depth, first, meta)?;
         }
         self.slots.truncate(base);

@@ -516,3 +516,44 @@ fn stored_values_are_read_through_the_envelope() {
     gz.extend(Pb::new().str(3, "gzip").0);
     assert_eq!(render_stored(&gz, None), Err(TranscodeError::ContentType));
 }
+
+/// A validating pass skips fields absent from the wire while it is more than
+/// `ZERO_NESTING_MAX` levels from the depth limit: their zero values, which are all a
+/// render writes for them, nest no deeper than that in any message of the schema.
+#[test]
+fn zero_values_nest_shallowly() {
+    use super::render::ZERO_NESTING_MAX;
+    use super::schema::MSGS;
+    use super::types::{Kind, HIDDEN, INLINE, LIST_WRAPPER, MAP, POINTER, REPEATED};
+    fn nesting(i: usize, seen: &mut Vec<usize>) -> u32 {
+        assert!(
+            !seen.contains(&i),
+            "zero values recurse through {}",
+            MSGS[i].name
+        );
+        seen.push(i);
+        let mut deepest = 0;
+        for f in MSGS[i].fields {
+            let child = f.msg as usize;
+            let nests = if f.flags & HIDDEN != 0 {
+                false
+            } else if f.flags & INLINE != 0 {
+                true
+            } else {
+                f.flags & (REPEATED | MAP | POINTER) == 0
+                    && f.kind == Kind::Message
+                    && MSGS[child].flags & LIST_WRAPPER == 0
+            };
+            if nests {
+                deepest = deepest.max(1 + nesting(child, seen));
+            }
+        }
+        seen.pop();
+        deepest
+    }
+    let deepest = (0..MSGS.len())
+        .map(|i| nesting(i, &mut Vec::new()))
+        .max()
+        .unwrap();
+    assert!(deepest <= ZERO_NESTING_MAX, "{deepest}");
+}
