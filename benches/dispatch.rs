@@ -177,10 +177,7 @@ fn bench_wake(c: &mut Criterion) {
     let keys: Vec<WakeKey> = (0..NAMESPACES)
         .map(|i| WakeKey::namespace(&format!("ns-{i:04}")))
         .collect();
-    let handles: Vec<WakeHandle> = keys
-        .iter()
-        .map(|k| index.subscribe(Some(*k)))
-        .collect();
+    let handles: Vec<WakeHandle> = keys.iter().map(|k| index.subscribe(Some(*k))).collect();
     handles.iter().for_each(arm);
     assert_eq!(index.keys_watched(), NAMESPACES);
 
