@@ -19,6 +19,8 @@ storage_tests! {
     table_watch_sends_column_definitions_only_in_the_first_event,
     metadata_informers_get_partial_object_metadata_lists_gets_and_watches,
     gzip_is_used_for_lists_and_gets_when_accepted,
+    watch_lists_come_in_gzip_members_and_other_watches_uncompressed,
+    cbor_and_the_managed_fields_opt_out_are_not_served,
     kubectl_1_27_and_1_33_discover_resources,
     kubectl_get_pods_prints_kubectls_usual_columns,
 }
@@ -188,6 +190,89 @@ async fn gzip_is_used_for_lists_and_gets_when_accepted() {
     assert!(r.body.len() < plain.len() / 4, "2 KB of x's compress well");
     let identity = http::get(&format!("{}/api/v1/configmaps", w.base_url()), &[]).await;
     assert_eq!(identity.header("content-encoding"), None);
+}
+
+/// As kube-apiserver 1.37 (`WatchListCompression`): a watch list (`sendInitialEvents` and
+/// `allowWatchBookmarks`) from a client that accepts gzip comes as gzip members, each
+/// complete when sent (an event made later is read while the stream is open); any other
+/// watch, and one from a client that does not accept gzip, is not compressed.
+async fn watch_lists_come_in_gzip_members_and_other_watches_uncompressed() {
+    let (etcd, w) = fixture().await;
+    let base = format!("{}/api/v1/namespaces/a/configmaps?watch=true", w.base_url());
+    let list = "&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan";
+    let gz = [("accept-encoding", "gzip")];
+    let wait = Duration::from_secs(10);
+    let mut s = http::watch(&format!("{base}{list}"), &gz).await;
+    assert_eq!(s.status(), 200);
+    assert_eq!(s.headers()["content-encoding"], "gzip");
+    assert_eq!(s.headers()["vary"], "Accept-Encoding");
+    let initial = s.next_events(4, wait).await;
+    let types: Vec<&str> = initial.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(types, ["ADDED", "ADDED", "ADDED", "BOOKMARK"]);
+    assert_eq!(
+        initial[3]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    let mut kv = etcd.client().await;
+    put_object_text(&mut kv, "/registry/configmaps/a/c4", &configmap("c4")).await;
+    let later = s.next_event(wait).await.expect("the new object's event");
+    assert_eq!(
+        (
+            later["type"].as_str(),
+            later["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("ADDED"), Some("c4"))
+    );
+    assert!(!s.is_ended());
+    for (query, headers) in [
+        ("", &gz[..]),
+        (
+            "&sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+            &gz[..],
+        ),
+        (list, &[][..]),
+    ] {
+        let mut s = http::watch(&format!("{base}{query}"), headers).await;
+        assert_eq!(s.status(), 200);
+        assert!(
+            s.headers().get("content-encoding").is_none(),
+            "{query} {headers:?}"
+        );
+        assert!(s.next_event(wait).await.is_some(), "{query}");
+    }
+}
+
+/// As kube-apiserver 1.34–1.37 with its defaults: CBOR (KEP-4222, alpha) is not served (an
+/// `Accept` offering only CBOR gets 406), and the managedFields opt-out (KEP-5958, alpha)
+/// is not known: its `drop=` parameter is ignored and the object comes whole.
+async fn cbor_and_the_managed_fields_opt_out_are_not_served() {
+    let (etcd, w) = fixture().await;
+    let mut kv = etcd.client().await;
+    let managed = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"m","namespace":"a","managedFields":[{"manager":"kubectl","operation":"Apply","apiVersion":"v1","time":"2026-01-02T03:04:05Z","fieldsType":"FieldsV1","fieldsV1":{"f:data":{}}}]},"data":{"k":"v"}}"#;
+    // Stored as JSON whatever the scenario's storage (the tests' protobuf encoder does not
+    // write managedFields).
+    kv.put("/registry/configmaps/a/m", managed, None)
+        .await
+        .expect("put");
+    let url = format!("{}/api/v1/namespaces/a/configmaps", w.base_url());
+    for (path, accept) in [
+        (url.clone(), "application/cbor"),
+        (format!("{url}?watch=true"), "application/cbor-seq"),
+    ] {
+        let r = http::get(&path, &[("accept", accept)]).await;
+        assert_eq!(r.status, 406, "{accept}: {}", r.text());
+        assert_eq!(r.json()["reason"], "NotAcceptable");
+    }
+    let r = http::get(
+        &format!("{url}/m"),
+        &[("accept", "application/json;drop=metadata.managedFields")],
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.json()["metadata"]["managedFields"][0]["manager"],
+        "kubectl"
+    );
 }
 
 // One storage format: discovery does not depend on stored objects.

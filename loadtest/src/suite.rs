@@ -178,6 +178,10 @@ pub struct S3Args {
     /// Keys per etcd range page.
     #[arg(long, default_value_t = 500)]
     pub etcd_page: i64,
+    /// Ask for gzip (Accept-Encoding: gzip): full lists over 128 KiB and streaming lists
+    /// come compressed (as kube-apiserver 1.37 sends them); sizes are counted as sent.
+    #[arg(long)]
+    pub gzip: bool,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -194,6 +198,7 @@ pub async fn s3(a: S3Args) -> Result<bool, String> {
         streams_per_connection: a.streams_per_connection,
         etcd_lists: a.etcd_lists,
         etcd_page: a.etcd_page,
+        gzip: a.gzip,
         setup: a.common.setup(),
     };
     let r = s3::run(&cfg).await?;

@@ -122,6 +122,17 @@ impl Conn {
         path_and_query: &str,
         accept: Accept,
     ) -> Result<Response<Incoming>, String> {
+        self.get_encoded(path_and_query, accept, None).await
+    }
+
+    /// [`Conn::get_as`] with `Accept-Encoding: <encoding>` when given (`gzip`: the server
+    /// may compress the body, which the caller then decodes).
+    pub async fn get_encoded(
+        &mut self,
+        path_and_query: &str,
+        accept: Accept,
+        encoding: Option<&str>,
+    ) -> Result<Response<Incoming>, String> {
         let url = &self.endpoint.url;
         let path = format!("{}{path_and_query}", url.path_prefix);
         let closed = |e: hyper::Error| format!("GET {path}: connection closed: {e}");
@@ -134,6 +145,9 @@ impl Conn {
             }
         }
         .header(hyper::header::ACCEPT, accept.media_type());
+        if let Some(e) = encoding {
+            req = req.header(hyper::header::ACCEPT_ENCODING, e);
+        }
         if let Some(auth) = &self.endpoint.authorization {
             req = req.header(hyper::header::AUTHORIZATION, auth.clone());
         }

@@ -77,6 +77,13 @@ impl Params {
         }
     }
 
+    /// Whether a watch is a watch list as kube-apiserver tells one (`sendInitialEvents`
+    /// and `allowWatchBookmarks` both true): what it gzips for a client that accepts it.
+    pub fn is_watch_list(&self) -> bool {
+        self.flag("sendInitialEvents") == Ok(Some(true))
+            && self.flag("allowWatchBookmarks") == Ok(Some(true))
+    }
+
     /// Whether this is a watch (`watch=true|1`).
     pub fn is_watch(&self) -> Result<bool, ApiError> {
         Ok(self.flag("watch")?.unwrap_or(false))

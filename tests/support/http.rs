@@ -111,11 +111,16 @@ pub async fn watch(url: &str, headers: &[(&str, &str)]) -> WatchStream {
             })
             .unwrap_or_else(|e| panic!("watch {url}: {e}"));
     let (parts, body) = response.into_parts();
+    let gzipped = parts
+        .headers
+        .get("content-encoding")
+        .is_some_and(|v| v == "gzip");
     WatchStream {
         status: parts.status.as_u16(),
         headers: parts.headers,
         body,
         buf: BytesMut::new(),
+        gunzip: gzipped.then(|| flate2::write::MultiGzDecoder::new(Vec::new())),
         ended: false,
         _sender: sender,
         conn,
@@ -131,6 +136,8 @@ pub struct WatchStream {
     body: Incoming,
     /// Bytes received but not yet returned as a line.
     buf: BytesMut,
+    /// A gzipped body's decoder (a watch list's gzip members are decoded as they come).
+    gunzip: Option<flate2::write::MultiGzDecoder<Vec<u8>>>,
     /// The body reached its end (or failed).
     ended: bool,
     /// Kept so the connection stays open as long as the stream.
@@ -187,10 +194,25 @@ impl WatchStream {
                 Ok(None) | Ok(Some(Err(_))) => self.ended = true,
                 Ok(Some(Ok(frame))) => {
                     if let Some(data) = frame.data_ref() {
-                        self.buf.extend_from_slice(data);
+                        self.take(data);
                     }
                 }
             }
+        }
+    }
+
+    /// Adds received body bytes, decoded when gzipped (panics on a bad gzip stream).
+    fn take(&mut self, data: &[u8]) {
+        match self.gunzip.as_mut() {
+            Some(g) => {
+                use std::io::Write as _;
+                g.write_all(data)
+                    .and_then(|()| g.flush())
+                    .expect("a well-formed gzip body");
+                self.buf.extend_from_slice(g.get_ref());
+                g.get_mut().clear();
+            }
+            None => self.buf.extend_from_slice(data),
         }
     }
 
@@ -218,7 +240,7 @@ impl WatchStream {
                 Err(_) | Ok(None) | Ok(Some(Err(_))) => self.ended = true,
                 Ok(Some(Ok(frame))) => {
                     if let Some(data) = frame.data_ref() {
-                        self.buf.extend_from_slice(data);
+                        self.take(data);
                     }
                 }
             }

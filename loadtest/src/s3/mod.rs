@@ -59,6 +59,9 @@ pub struct S3Config {
     pub etcd_lists: usize,
     /// Keys per etcd range page.
     pub etcd_page: i64,
+    /// Ask for gzip (`Accept-Encoding: gzip`): full lists over 128 KiB and streaming
+    /// lists come compressed, as kube-apiserver 1.37 sends them.
+    pub gzip: bool,
     /// The servers.
     pub setup: ServerSetup,
 }
@@ -75,6 +78,7 @@ impl Default for S3Config {
             streams_per_connection: 100,
             etcd_lists: 50,
             etcd_page: 500,
+            gzip: false,
             setup: ServerSetup::default(),
         }
     }
@@ -188,6 +192,7 @@ pub async fn run(cfg: &S3Config) -> Result<Report, String> {
                 streams_per_connection: cfg.streams_per_connection,
                 want_bytes: Some(bytes),
                 want_events: cfg.pods as u64,
+                gzip: cfg.gzip,
             };
             tracing::info!(kind = kind.name(), accept = accept.name(), "storm");
             storms.push(storm::run(&endpoint, &s, pid).await?);
@@ -256,9 +261,21 @@ fn build(
     let mut clean = etcd.is_none_or(|e| e.failed == 0);
     for s in storms {
         clean &= s.failed == 0;
-        let what = format!("{} {}", s.kind, s.accept);
+        let what = match s.gzip {
+            true => format!("{} {} gzip", s.kind, s.accept),
+            false => format!("{} {}", s.kind, s.accept),
+        };
         let growth = s.peak_rss_bytes.saturating_sub(s.idle_rss_bytes) as f64;
+        let done = (s.lists - s.failed).max(1) as f64;
         figures.extend([
+            Figure::new(
+                format!("{what}: MiB sent per list"),
+                Some(s.bytes as f64 / done / 1048576.0),
+            ),
+            Figure::new(
+                format!("{what}: watchd CPU-ms per list"),
+                s.server_cpu_s.map(|c| c * 1000.0 / done),
+            ),
             vs_etcd(
                 Figure::new(format!("{what}: lists /s"), Some(s.lists_per_sec)),
                 etcd.map(|e| e.lists_per_sec),
@@ -287,6 +304,15 @@ fn build(
             Figure::new(format!("{what}: failed lists"), Some(s.failed as f64))
                 .target("0", Some(s.failed == 0)),
         ]);
+        if s.gzip {
+            figures.extend([
+                Figure::new(
+                    format!("{what}: decoded / sent bytes"),
+                    Some(s.decoded_bytes as f64 / (s.bytes.max(1)) as f64),
+                ),
+                Figure::new(format!("{what}: lists gzipped"), Some(s.gzipped as f64)),
+            ]);
+        }
     }
     let mut notes = vec![format!(
         "{} pods of ~{} B stored as {}, {} concurrent lists per storm over {}; a full list must have the reference list's length, a streaming list all {} pods before its end bookmark",

@@ -144,8 +144,11 @@ impl FrameCounter {
 /// One list as the client saw it.
 #[derive(Clone, Debug, Default)]
 pub struct Done {
-    /// Body bytes read (until the end bookmark for streams).
+    /// Body bytes read (until the end bookmark for streams), as sent: compressed when
+    /// the server gzipped the body.
     pub bytes: u64,
+    /// The same bytes decompressed (equal to `bytes` when not compressed).
+    pub decoded_bytes: u64,
     /// Events before the end bookmark (streams).
     pub events: u64,
     /// Seconds from sending the request to the last byte needed.
@@ -169,8 +172,14 @@ pub struct StormResult {
     pub wall_s: f64,
     /// Lists per second of the wall time.
     pub lists_per_sec: f64,
-    /// Body bytes of all lists.
+    /// Body bytes of all lists, as sent (compressed, with `gzip`).
     pub bytes: u64,
+    /// The same decompressed.
+    pub decoded_bytes: u64,
+    /// Whether the lists asked for gzip (`Accept-Encoding: gzip`).
+    pub gzip: bool,
+    /// Lists whose body came gzipped.
+    pub gzipped: usize,
     /// Aggregate output, GB/s (10^9 bytes).
     pub gb_per_sec: f64,
     /// Per-list latency (request sent to last byte).
@@ -187,32 +196,42 @@ pub struct StormResult {
 
 /// Runs one list of `kind` as `accept` on `conn`; `want_bytes` checks a
 /// full list's length, `want_events` a stream's events.
-async fn one(
-    mut conn: Conn,
-    kind: Kind,
-    accept: Accept,
-    want_bytes: Option<u64>,
-    want_events: u64,
-) -> Result<Done, String> {
+async fn one(mut conn: Conn, storm: &Storm) -> Result<(Done, bool), String> {
+    let (kind, accept) = (storm.kind, storm.accept);
     let t = Instant::now();
-    let resp = conn.get_as(kind.path(), accept).await?;
+    let encoding = storm.gzip.then_some("gzip");
+    let resp = conn.get_encoded(kind.path(), accept, encoding).await?;
     if resp.status() != 200 {
         let status = resp.status();
         let body = resp.into_body().collect().await.map(|b| b.to_bytes());
         return Err(format!("GET {}: {status}: {body:?}", kind.path()));
     }
+    let gzipped = resp
+        .headers()
+        .get(hyper::header::CONTENT_ENCODING)
+        .is_some_and(|v| v == "gzip");
+    // A watch list is a gzip member per flush: decoded as the members arrive.
+    let mut gunzip = gzipped.then(|| flate2::write::MultiGzDecoder::new(Vec::new()));
     let mut body = resp.into_body();
     let (mut lines, mut frames) = (LineCounter::default(), FrameCounter::default());
-    let mut bytes = 0u64;
+    let (mut bytes, mut decoded_bytes) = (0u64, 0u64);
     let ended = loop {
         let Some(frame) = body.frame().await else {
             break false;
         };
         let frame = frame.map_err(|e| format!("{} body: {e}", kind.name()))?;
-        let Ok(data) = frame.into_data() else {
+        let Ok(mut data) = frame.into_data() else {
             continue;
         };
         bytes += data.len() as u64;
+        if let Some(g) = gunzip.as_mut() {
+            use std::io::Write as _;
+            g.write_all(&data)
+                .and_then(|()| g.flush())
+                .map_err(|e| format!("{} body: gzip: {e}", kind.name()))?;
+            data = bytes::Bytes::from(std::mem::take(g.get_mut()));
+        }
+        decoded_bytes += data.len() as u64;
         if kind == Kind::Stream {
             match accept {
                 Accept::Json => lines.feed(&data),
@@ -225,10 +244,13 @@ async fn one(
     };
     let seconds = t.elapsed().as_secs_f64();
     let events = lines.events + frames.events;
+    let want_events = storm.want_events;
     match kind {
         Kind::List => {
-            if let Some(want) = want_bytes.filter(|&w| w != bytes) {
-                return Err(format!("list of {bytes} bytes, the first had {want}"));
+            if let Some(want) = storm.want_bytes.filter(|&w| w != decoded_bytes) {
+                return Err(format!(
+                    "list of {decoded_bytes} bytes, the first had {want}"
+                ));
             }
         }
         Kind::Stream if !ended => {
@@ -243,11 +265,15 @@ async fn one(
         }
         Kind::Stream => {}
     }
-    Ok(Done {
-        bytes,
-        events,
-        seconds,
-    })
+    Ok((
+        Done {
+            bytes,
+            decoded_bytes,
+            events,
+            seconds,
+        },
+        gzipped,
+    ))
 }
 
 /// Opens a connection (HTTP/1.1) or a stream handle of a shared connection.
@@ -282,6 +308,8 @@ pub struct Storm {
     pub want_bytes: Option<u64>,
     /// A stream's expected initial events (the pods).
     pub want_events: u64,
+    /// Ask for gzip (`Accept-Encoding: gzip`).
+    pub gzip: bool,
 }
 
 /// Runs `storm` against `endpoint`, sampling `pid`'s CPU and RSS.
@@ -332,13 +360,10 @@ pub async fn run(
             bytes_read.clone(),
         );
         tasks.spawn(async move {
-            let r = tokio::time::timeout(
-                LIST_TIMEOUT,
-                one(conn, s.kind, s.accept, s.want_bytes, s.want_events),
-            )
-            .await
-            .unwrap_or_else(|_| Err(format!("not done after {LIST_TIMEOUT:?}")));
-            if let Ok(d) = &r {
+            let r = tokio::time::timeout(LIST_TIMEOUT, one(conn, &s))
+                .await
+                .unwrap_or_else(|_| Err(format!("not done after {LIST_TIMEOUT:?}")));
+            if let Ok((d, _)) = &r {
                 lat.record((d.seconds * 1e6) as u64);
                 b.fetch_add(d.bytes, Ordering::Relaxed);
             }
@@ -351,11 +376,16 @@ pub async fn run(
         accept: storm.accept.name().into(),
         lists: storm.concurrency,
         idle_rss_bytes: idle,
+        gzip: storm.gzip,
         ..StormResult::default()
     };
     while let Some(r) = tasks.join_next().await {
         match r.map_err(|e| e.to_string()).and_then(|r| r) {
-            Ok(d) => out.bytes += d.bytes,
+            Ok((d, gzipped)) => {
+                out.bytes += d.bytes;
+                out.decoded_bytes += d.decoded_bytes;
+                out.gzipped += usize::from(gzipped);
+            }
             Err(e) => {
                 out.failed += 1;
                 out.first_error.get_or_insert(e);

@@ -1,4 +1,5 @@
-//! `Content-Encoding: gzip` for get and list bodies (watch streams are never compressed).
+//! `Content-Encoding: gzip` for get and list bodies, and for watch lists as kube-apiserver
+//! 1.37 compresses them ([`compress_watch`]; other watches are never compressed).
 //!
 //! A body up to [`config::GZIP_INLINE_MAX_BYTES`] is compressed at once where the request
 //! is handled (a fraction of a millisecond at level 1). A larger one, and a list streamed
@@ -81,6 +82,44 @@ pub fn compress(body: Body) -> Option<Body> {
 
 /// The frames of a body that is compressed as it is read.
 type Frames = Pin<Box<dyn Stream<Item = BufList> + Send>>;
+
+/// A watch list's stream gzipped as kube-apiserver 1.37 gzips one (`WatchListCompression`:
+/// a watch with `sendInitialEvents=true` and `allowWatchBookmarks=true`, from a client
+/// that accepts gzip): every frame the watch yields (the events of one pass) becomes a
+/// gzip member of its own, complete when sent, so the client decodes each event as it
+/// arrives; the body is the members one after another, as kube-apiserver's writer that
+/// closes its gzip stream at every flush makes it. A frame larger than the inline limit
+/// is compressed on the blocking pool under [`limiter`]'s permits, as a list's steps
+/// are. A complete body (an error answered at once) is given back, not compressed.
+pub fn compress_watch(body: Body) -> Result<Body, Body> {
+    let frames = body.into_stream()?;
+    let members = frames
+        .then(member)
+        .take_while(|m| {
+            if let Err(e) = m {
+                // In memory this does not fail; the watch ends, its stream truncated.
+                tracing::warn!(error = %e, "watch gzip member failed");
+            }
+            std::future::ready(m.is_ok())
+        })
+        .filter_map(|m| std::future::ready(m.ok()))
+        .map(|gz| BufList::from(Bytes::from(gz)));
+    Ok(Body::stream(members))
+}
+
+/// One gzip member of `frame`: here when small, else on the blocking pool.
+async fn member(frame: BufList) -> Result<Vec<u8>, GzipError> {
+    if bytes::Buf::remaining(&frame) <= config::GZIP_INLINE_MAX_BYTES {
+        return Ok(inline(frame)?);
+    }
+    let permit = limiter().clone().acquire_owned().await?;
+    let gz = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        inline(frame)
+    })
+    .await??;
+    Ok(gz)
+}
 
 /// The whole of `body`, gzipped here.
 fn inline(body: BufList) -> std::io::Result<Vec<u8>> {

@@ -106,6 +106,24 @@ pub(super) fn compress(r: Response<Body>) -> Response<Body> {
     }
 }
 
+/// Gzips a watch list's stream, a gzip member per frame (`gzip::compress_watch`); an
+/// error answered at once stays as it is.
+pub(super) fn compress_watch(r: Response<Body>) -> Response<Body> {
+    let (mut parts, body) = r.into_parts();
+    match gzip::compress_watch(body) {
+        Ok(gz) => {
+            parts
+                .headers
+                .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+            parts
+                .headers
+                .insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+            Response::from_parts(parts, gz)
+        }
+        Err(complete) => Response::from_parts(parts, complete),
+    }
+}
+
 pub(super) fn watch_response<E>(start: WatchStart<E>, output: Output) -> Response<Body>
 where
     E: crate::api::watch::WatchEncoder<Frame = body::BufList>,

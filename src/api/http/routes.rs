@@ -28,8 +28,8 @@ use crate::auth::{Attributes, UserInfo};
 use crate::store::ResourceStore;
 
 use super::response::{
-    aggregated_response, compress, error_response, text_response, typed_response, value_response,
-    watch_response,
+    aggregated_response, compress, compress_watch, error_response, text_response, typed_response,
+    value_response, watch_response,
 };
 
 /// Answers one request, in the dispatch shard of its connection: from the cache (whose
@@ -346,6 +346,13 @@ async fn serve_resource<B>(
             Response::from_parts(parts, body)
         }
         _ => response,
+    };
+    // A watch list is gzipped as kube-apiserver 1.37 gzips it, after the guard so that a
+    // revocation's error frame is compressed with the rest.
+    let response = if gzip && is_watch && params.is_watch_list() {
+        compress_watch(response)
+    } else {
+        response
     };
     drop(permit);
     (verb, resource, response)
