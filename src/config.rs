@@ -237,12 +237,12 @@ pub const MAX_DISCOVERY_BYTES: usize = 16 << 20;
 /// cluster fills with tens of thousands of revisions).
 pub const STARTUP_REPLAY_REVISIONS: i64 = 100_000;
 
-/// Largest get or list body gzipped at once on the thread that handles the request:
-/// kube-apiserver's `defaultGzipThresholdBytes` (128 KiB), its line between small and
-/// large responses; at level 1 that is a fraction of a millisecond. Larger bodies are
-/// compressed as the client reads them, off the runtime's worker threads
-/// (`api/http/gzip.rs`).
-pub const GZIP_INLINE_MAX_BYTES: usize = 128 * 1024;
+/// kube-apiserver's `defaultGzipThresholdBytes` (128 KiB): a complete get or list body up
+/// to this is sent as it is, even to a client that accepts gzip (client-go always
+/// does); a larger one is compressed as the client reads it, off the runtime's worker
+/// threads (`api/http/gzip.rs`). A watch list's frame up to this is compressed where it
+/// is written (a fraction of a millisecond at level 1).
+pub const GZIP_THRESHOLD_BYTES: usize = 128 * 1024;
 
 /// Input compressed per step of a streamed gzip body: about a millisecond of deflate at
 /// level 1, so a step holds a compression thread briefly and other lists take turns; the

@@ -1,16 +1,17 @@
 //! `Content-Encoding: gzip` for get and list bodies, and for watch lists as kube-apiserver
 //! 1.37 compresses them ([`compress_watch`]; other watches are never compressed).
 //!
-//! A body up to [`config::GZIP_INLINE_MAX_BYTES`] is compressed at once where the request
-//! is handled (a fraction of a millisecond at level 1). A larger one, and a list streamed
-//! from its snapshot, is compressed as the client reads it: the body becomes a stream
+//! A complete body up to [`config::GZIP_THRESHOLD_BYTES`] is sent as it is, as
+//! kube-apiserver sends one (its `defaultGzipThresholdBytes`): client-go asks for gzip on
+//! every request, and deflating a small get costs more than it saves. A larger one, and a
+//! list streamed from its snapshot, is compressed as the client reads it: the body becomes a stream
 //! whose every step takes up to [`config::GZIP_STEP_BYTES`] of the list's segments (shared
 //! `Bytes`, sliced, not copied; a streamed list's next batch read only when a step needs it),
 //! compresses them on tokio's blocking pool and yields what came out as one frame. The next
 //! step runs only when the connection asks for the next frame, that is once the socket took
 //! the previous one (HTTP/1.1) or the stream has window again (HTTP/2): a slow reader holds
 //! its compressor's state and one frame, never the whole compressed copy, and the threads
-//! that serve other connections never run deflate for more than an inline body.
+//! that serve other connections never run deflate for more than a small watch frame.
 //!
 //! Steps of every response share [`limiter`]'s permits: at most half the cores (at least
 //! one) compress at once, so concurrent gzip lists cannot take every core from the other
@@ -63,21 +64,18 @@ fn gzip_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }
 
-/// `body` gzipped: a complete body up to the inline limit here, anything larger (a
-/// streamed list included) as the client reads it. None for a watch (never compressed).
-/// Needs a tokio runtime for a streamed result.
-pub fn compress(body: Body) -> Option<Body> {
+/// `body` gzipped as the client reads it: a complete body over the threshold, or a
+/// streamed list. A complete body up to the threshold and a watch (watch lists have
+/// [`compress_watch`]) are given back as they are. Needs a tokio runtime.
+pub fn compress(body: Body) -> Result<Body, Body> {
     let input: Frames = match body {
-        Body::Full(None, _) => return Some(Body::full(inline(BufList::new()).ok()?)),
-        Body::Full(Some(list), len) if len <= config::GZIP_INLINE_MAX_BYTES => {
-            return inline(list).ok().map(Body::full);
-        }
+        Body::Full(_, len) if len <= config::GZIP_THRESHOLD_BYTES => return Err(body),
         // One frame: the steps take it a step's worth at a time.
         Body::Full(Some(list), _) => Box::pin(futures_util::stream::iter([list])),
         Body::Stream(s) => s,
-        Body::Watch(_) => return None,
+        body @ (Body::Full(None, _) | Body::Watch(_)) => return Err(body),
     };
-    Some(streamed(input, config::GZIP_STEP_BYTES))
+    Ok(streamed(input, config::GZIP_STEP_BYTES))
 }
 
 /// The frames of a body that is compressed as it is read.
@@ -109,7 +107,7 @@ pub fn compress_watch(body: Body) -> Result<Body, Body> {
 
 /// One gzip member of `frame`: here when small, else on the blocking pool.
 async fn member(frame: BufList) -> Result<Vec<u8>, GzipError> {
-    if bytes::Buf::remaining(&frame) <= config::GZIP_INLINE_MAX_BYTES {
+    if bytes::Buf::remaining(&frame) <= config::GZIP_THRESHOLD_BYTES {
         return Ok(inline(frame)?);
     }
     let permit = limiter().clone().acquire_owned().await?;
@@ -302,8 +300,10 @@ mod tests {
     #[tokio::test]
     async fn a_large_body_is_streamed_in_bounded_steps_and_gunzips_to_itself() {
         let (list, plain) = segments(4000);
-        assert!(plain.len() > 4 * config::GZIP_INLINE_MAX_BYTES);
-        let body = compress(Body::segments(list)).expect("a complete body");
+        assert!(plain.len() > 4 * config::GZIP_THRESHOLD_BYTES);
+        let Ok(body) = compress(Body::segments(list)) else {
+            panic!("a large body is compressed");
+        };
         assert!(matches!(body, Body::Stream(_)));
         let (gz, frames) = collect(body).await;
         assert_eq!(gunzip(&gz), plain);
@@ -328,22 +328,17 @@ mod tests {
     }
 
     #[test]
-    fn a_small_body_is_compressed_inline() {
+    fn a_small_body_is_sent_as_it_is() {
         let (list, plain) = segments(10);
-        let body = compress(Body::segments(list)).expect("a complete body");
+        assert!(plain.len() <= config::GZIP_THRESHOLD_BYTES);
+        let Err(body) = compress(Body::segments(list)) else {
+            panic!("a small body is not compressed");
+        };
         let Some(segs) = body.into_segments() else {
             panic!("a small body stays complete");
         };
-        let gz: Vec<u8> = segs.flat_map(|b| b.to_vec()).collect();
-        assert_eq!(gunzip(&gz), plain);
-        let empty = compress(Body::full(Bytes::new())).expect("complete");
-        let gz: Vec<u8> = empty
-            .into_segments()
-            .into_iter()
-            .flatten()
-            .flatten()
-            .collect();
-        assert_eq!(gunzip(&gz), b"");
+        assert_eq!(segs.flat_map(|b| b.to_vec()).collect::<Vec<u8>>(), plain);
+        assert!(compress(Body::full(Bytes::new())).is_err());
     }
 
     #[tokio::test]
@@ -355,7 +350,9 @@ mod tests {
             .await
             .unwrap();
         let (list, plain) = segments(4000);
-        let body = compress(Body::segments(list)).expect("complete");
+        let Ok(body) = compress(Body::segments(list)) else {
+            panic!("a large body is compressed");
+        };
         let mut s = match body.into_stream() {
             Ok(s) => s,
             Err(_) => panic!("streamed"),

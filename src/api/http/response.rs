@@ -84,16 +84,13 @@ pub(super) fn typed_response(body: Body, output: Output, list: bool) -> Response
     r
 }
 
-/// Gzips a get or list body, complete or streamed (watch streams are never compressed):
-/// a small one here, a large one as the client reads it, off the runtime's worker threads
-/// (`gzip.rs`).
+/// Gzips a get or list body over kube-apiserver's threshold (128 KiB), or streamed, as
+/// the client reads it, off the runtime's worker threads (`gzip.rs`); a smaller body and
+/// a watch are sent as they are.
 pub(super) fn compress(r: Response<Body>) -> Response<Body> {
     let (mut parts, body) = r.into_parts();
-    if let Body::Watch(_) = body {
-        return Response::from_parts(parts, body);
-    }
     match gzip::compress(body) {
-        Some(gz) => {
+        Ok(gz) => {
             parts
                 .headers
                 .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
@@ -102,7 +99,7 @@ pub(super) fn compress(r: Response<Body>) -> Response<Body> {
                 .insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
             Response::from_parts(parts, gz)
         }
-        None => Response::from_parts(parts, Body::full(Bytes::new())),
+        Err(as_is) => Response::from_parts(parts, as_is),
     }
 }
 
