@@ -6,114 +6,13 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
-use std::borrow::Borrow;
-
-use imbl::OrdSet;
+use imbl::OrdMap;
 
 use super::object::ObjectRef;
 use crate::Revision;
 
 /// Objects of a resource by object key (`namespace/name` or `name`), in etcd key order.
-///
-/// A persistent ordered set of the objects themselves, ordered by the key each holds: an
-/// entry is one pointer, where a map would keep the key's beside it. Every revision's
-/// change copies the entries of the nodes on its path (and each later drop releases
-/// them), so this halves both the bytes and the reference counts copied per change.
-#[derive(Clone, Default)]
-pub struct ObjectMap(OrdSet<Entry>);
-
-/// An object in an [`ObjectMap`]: compared, ordered and found by its key.
-#[derive(Clone)]
-pub struct Entry(ObjectRef);
-
-impl PartialEq for Entry {
-    fn eq(&self, other: &Self) -> bool {
-        **self.0.key() == **other.0.key()
-    }
-}
-
-impl Eq for Entry {}
-
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Entry {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.key().cmp(other.0.key())
-    }
-}
-
-impl Borrow<str> for Entry {
-    fn borrow(&self) -> &str {
-        self.0.key()
-    }
-}
-
-impl ObjectMap {
-    /// No objects.
-    pub fn new() -> Self {
-        ObjectMap(OrdSet::new())
-    }
-
-    /// Number of objects.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The object whose key is `key`.
-    pub fn get(&self, key: &str) -> Option<&ObjectRef> {
-        self.0.get(key).map(|e| &e.0)
-    }
-
-    /// Whether an object has the key `key`.
-    pub fn contains_key(&self, key: &str) -> bool {
-        self.0.contains(key)
-    }
-
-    /// Adds `object` under `key` (its own key), returning the one it replaces.
-    pub fn insert(&mut self, key: Arc<str>, object: ObjectRef) -> Option<ObjectRef> {
-        debug_assert_eq!(&*key, &**object.key());
-        self.0.insert(Entry(object)).map(|e| e.0)
-    }
-
-    /// Removes the object whose key is `key`.
-    pub fn remove(&mut self, key: &str) -> Option<ObjectRef> {
-        self.0.remove(key).map(|e| e.0)
-    }
-
-    /// The objects in key order.
-    pub fn values(&self) -> impl Iterator<Item = &ObjectRef> + '_ {
-        self.0.iter().map(|e| &e.0)
-    }
-
-    /// (key, object) in key order.
-    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &ObjectRef)> + '_ {
-        self.0.iter().map(|e| (e.0.key(), &e.0))
-    }
-
-    /// The objects whose keys are within `(lower, upper)`, in key order.
-    pub fn range<'a>(
-        &'a self,
-        lower: Bound<&str>,
-        upper: Bound<&str>,
-    ) -> impl Iterator<Item = &'a ObjectRef> + use<'a> {
-        self.0.range::<_, str>((lower, upper)).map(|e| &e.0)
-    }
-}
-
-impl FromIterator<(Arc<str>, ObjectRef)> for ObjectMap {
-    fn from_iter<I: IntoIterator<Item = (Arc<str>, ObjectRef)>>(iter: I) -> Self {
-        ObjectMap(iter.into_iter().map(|(_, o)| Entry(o)).collect())
-    }
-}
+pub type ObjectMap = OrdMap<Arc<str>, ObjectRef>;
 
 /// One resource's objects as of `revision`, valid until the resource's next change.
 pub struct Snapshot {
@@ -205,17 +104,7 @@ impl Snapshot {
             }
             None => (lower, Bound::Unbounded),
         };
-        // The set reads the bounds only to find where the range starts and ends.
-        self.objects.range(as_str(&lo), as_str(&hi))
-    }
-}
-
-/// A bound on an owned key as a bound on its text.
-fn as_str(b: &Bound<Arc<str>>) -> Bound<&str> {
-    match b {
-        Bound::Included(s) => Bound::Included(s),
-        Bound::Excluded(s) => Bound::Excluded(s),
-        Bound::Unbounded => Bound::Unbounded,
+        self.objects.range((lo, hi)).map(|(_, v)| v)
     }
 }
 
