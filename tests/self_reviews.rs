@@ -196,6 +196,24 @@ async fn kubectl_auth_is_answered_from_watchds_own_authentication_and_rbac() {
     let (list, _) = can_i(&bob, &cache, &["--list", "-n", "ns2"]);
     assert!(!list.lines().any(|l| l.starts_with("pods ")), "{list}");
 
+    // Impersonation is refused, not answered for the caller (kubectl's whoami words any
+    // refusal its own way).
+    for (args, says) in [
+        (
+            &["auth", "can-i", "list", "pods", "--as=alice"][..],
+            "impersonation is not supported",
+        ),
+        (
+            &["auth", "whoami", "--as=alice"][..],
+            "you do not have permission",
+        ),
+    ] {
+        let out = kubectl(&bob, &cache, args);
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+
     // carol may not create reviews: kube-apiserver's 403, as kubectl prints it.
     let out = kubectl(&carol, &cache, &["auth", "can-i", "list", "pods"]);
     assert!(!out.status.success());

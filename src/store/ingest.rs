@@ -650,6 +650,9 @@ mod tests {
                 decoded,
             ));
             assert_eq!(served.protobuf().unwrap(), want.protobuf().unwrap());
+            assert!(served.has_protobuf());
+            let raw_len = want.protobuf().unwrap().raw().len();
+            assert_eq!(served.protobuf_raw_len(), Some(raw_len));
             assert_eq!(served.json(), want.json());
             assert_eq!(served.metadata_json(), want.metadata_json());
             for name in v1.field_names.iter() {

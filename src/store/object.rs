@@ -189,7 +189,8 @@ impl CachedObject {
     /// events.k8s.io/v1 resource whose selectable fields are `field_names`: its bytes,
     /// labels and field values shared or copied, nothing decoded or converted now. The
     /// field values are the core ones: the events.k8s.io fields are the same fields under
-    /// their new names, in the same order (`registry::builtin` tests it). None when `core`
+    /// their new names, in the same order (`store::ingest`'s tests compare every field's
+    /// value with a full decode for events.k8s.io/v1). None when `core`
     /// is anything else (then the value is decoded for the resource as any other).
     pub fn event_v1_of(core: &CachedObject, field_names: Arc<[String]>) -> Option<CachedObject> {
         let Body::Protobuf(pb) = &core.body else {
@@ -245,6 +246,21 @@ impl CachedObject {
             })
             .as_ref()
             .map(Cow::Borrowed)
+    }
+
+    /// Whether [`CachedObject::protobuf`] gives a value, without converting a core Event
+    /// served as events.k8s.io/v1 to find out.
+    pub fn has_protobuf(&self) -> bool {
+        matches!(self.body, Body::EventV1(_)) || self.protobuf().is_some()
+    }
+
+    /// The length of the protobuf value's `raw` (what a list item embeds), without
+    /// converting a core Event served as events.k8s.io/v1; None without a protobuf form.
+    pub fn protobuf_raw_len(&self) -> Option<usize> {
+        match &self.body {
+            Body::EventV1(core) => convert::event_v1_raw_len(core).ok(),
+            _ => self.protobuf().map(|pb| pb.raw().len()),
+        }
     }
 
     /// Compact single-line JSON with `metadata.resourceVersion` = `revision`: as ingested,

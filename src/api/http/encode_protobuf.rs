@@ -28,7 +28,7 @@ pub const WATCH_CONTENT_TYPE: &str = "application/vnd.kubernetes.protobuf;stream
 /// Whether an object can be served as protobuf: a built-in stored as protobuf, or stored
 /// as JSON its kind's schema reads (encoded now, once, if not yet).
 pub fn capable(obj: &CachedObject) -> bool {
-    obj.protobuf().is_some()
+    obj.has_protobuf()
 }
 
 fn not_protobuf(obj: &CachedObject) -> ApiError {
@@ -79,7 +79,7 @@ pub fn list_body(info: &ResourceInfo, page: ListPage) -> Result<Body, ListPage> 
     let items_len: Option<usize> = page
         .items
         .iter()
-        .map(|obj| obj.protobuf().map(|pb| len_field_size(2, pb.raw().len())))
+        .map(|obj| obj.protobuf_raw_len().map(|n| len_field_size(2, n)))
         .sum();
     let Some(items_len) = items_len else {
         return Err(page);

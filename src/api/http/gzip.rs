@@ -364,4 +364,42 @@ mod tests {
         let (gz, _) = collect(Body::Stream(s)).await;
         assert_eq!(gunzip(&gz), plain);
     }
+
+    /// A watch list's every frame is a complete gzip member of its own (kube-apiserver
+    /// closes its gzip stream at every flush), a large one compressed off the workers.
+    #[tokio::test]
+    async fn each_watch_frame_is_a_gzip_member_of_its_own() {
+        let (big, big_plain) = segments(4000);
+        assert!(big_plain.len() > config::GZIP_THRESHOLD_BYTES);
+        let frames = vec![
+            BufList::from(Bytes::from_static(b"{\"type\":\"ADDED\"}\n")),
+            big,
+            BufList::from(Bytes::from_static(b"{\"type\":\"BOOKMARK\"}\n")),
+        ];
+        let plains: Vec<Vec<u8>> = vec![
+            b"{\"type\":\"ADDED\"}\n".to_vec(),
+            big_plain,
+            b"{\"type\":\"BOOKMARK\"}\n".to_vec(),
+        ];
+        let Ok(body) = compress_watch(Body::stream(futures_util::stream::iter(frames))) else {
+            panic!("a stream is compressed");
+        };
+        let Ok(mut s) = body.into_stream() else {
+            panic!("streamed");
+        };
+        let mut members = Vec::new();
+        while let Some(mut f) = s.next().await {
+            use bytes::Buf as _;
+            members.push(f.copy_to_bytes(f.remaining()));
+        }
+        assert_eq!(members.len(), 3);
+        for (member, plain) in members.iter().zip(plains) {
+            assert_eq!(gunzip(member), plain, "each member decodes alone");
+        }
+        let complete = Body::full(Bytes::from_static(b"{}"));
+        assert!(
+            compress_watch(complete).is_err(),
+            "an error answered at once stays"
+        );
+    }
 }

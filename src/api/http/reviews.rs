@@ -107,6 +107,21 @@ pub async fn answer<B: ForwardBody>(
     body: B,
     user: Option<UserInfo>,
 ) -> Response<Body> {
+    // watchd does not impersonate: answering for the caller would tell an admin asking
+    // `can-i --as=alice` about themselves.
+    if head
+        .headers()
+        .keys()
+        .any(|n| n.as_str().starts_with("impersonate-"))
+    {
+        body.discard().await;
+        return error_response(&ApiError::Forbidden {
+            group: review.group().into(),
+            resource: review.resource().into(),
+            name: String::new(),
+            message: "impersonation is not supported by watchd: ask the API server itself".into(),
+        });
+    }
     let user = user.unwrap_or_else(anonymous);
     let attrs = Attributes::resource(
         user.clone(),

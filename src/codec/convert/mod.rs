@@ -141,6 +141,25 @@ pub fn event_v1(stored: &StoredProtobuf) -> Result<StoredProtobuf, WireError> {
     StoredProtobuf::enveloped(EVENTS_V1, "Event", &raw)
 }
 
+/// The length of [`event_v1`]'s `raw`, without converting: what a protobuf list counts
+/// before it writes.
+pub fn event_v1_raw_len(stored: &StoredProtobuf) -> Result<usize, WireError> {
+    let mut n = 0;
+    for s in wire::spans(&stored.raw())? {
+        if let Some(&(_, to)) = EVENT_V1_FIELDS
+            .iter()
+            .find(|(from, _)| u32::from(*from) == s.number)
+        {
+            let len = s.value.len();
+            n += wire::varint_len((u64::from(to) << 3) | u64::from(s.wire)) + len;
+            if s.wire == wire::BYTES {
+                n += wire::varint_len(len as u64);
+            }
+        }
+    }
+    Ok(n)
+}
+
 /// `raw` with its top-level fields renumbered by `table` (from → to) and written in the
 /// new numbers' order, as a protobuf encoder writes them; fields the table does not name
 /// (newer Kubernetes) are dropped, as a conversion through Go types drops them.
@@ -315,6 +334,7 @@ mod tests {
         let got = event_v1(&cached).unwrap();
         assert_eq!(got, want);
         assert_eq!(got.raw(), want.raw());
+        assert_eq!(event_v1_raw_len(&cached), Ok(got.raw().len()));
         assert!(
             !is_core_event(&got),
             "an events.k8s.io/v1 Event is not converted again"
