@@ -64,8 +64,31 @@ fn gzip_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1))
 }
 
+/// A streamed body with its first frames read until they pass the threshold, as
+/// kube-apiserver's writer buffers a response before it decides on gzip: a body that
+/// ends first is complete (and so sent as it is by [`compress`]); else the frames read
+/// go back in front of the rest. Holds at most the threshold and one frame (a list's
+/// batch).
+pub async fn settle(body: Body) -> Body {
+    let Body::Stream(mut frames) = body else {
+        return body;
+    };
+    let mut held = BufList::new();
+    while bytes::Buf::remaining(&held) <= config::GZIP_THRESHOLD_BYTES {
+        match frames.next().await {
+            Some(frame) => {
+                for seg in frame.into_segments() {
+                    held.push(seg);
+                }
+            }
+            None => return Body::segments(held),
+        }
+    }
+    Body::stream(futures_util::stream::iter([held]).chain(frames))
+}
+
 /// `body` gzipped as the client reads it: a complete body over the threshold, or a
-/// streamed list. A complete body up to the threshold and a watch (watch lists have
+/// streamed list (past the threshold, once [`settle`]d). A complete body up to the threshold and a watch (watch lists have
 /// [`compress_watch`]) are given back as they are. Needs a tokio runtime.
 pub fn compress(body: Body) -> Result<Body, Body> {
     let input: Frames = match body {
@@ -401,5 +424,41 @@ mod tests {
             compress_watch(complete).is_err(),
             "an error answered at once stays"
         );
+    }
+
+    /// A streamed list is read up to the threshold before the decision: one that ends
+    /// within it becomes complete (and is sent as it is), a longer one keeps every byte,
+    /// in order, and is compressed.
+    #[tokio::test]
+    async fn a_streamed_body_is_settled_at_the_threshold() {
+        let frames = |n: usize| {
+            let (list, plain) = segments(n);
+            let per_frame: Vec<BufList> = list.into_segments().map(BufList::from).collect();
+            (Body::stream(futures_util::stream::iter(per_frame)), plain)
+        };
+        let (small, plain) = frames(10);
+        assert!(plain.len() <= config::GZIP_THRESHOLD_BYTES);
+        let settled = settle(small).await;
+        assert!(
+            matches!(settled, Body::Full(..)),
+            "a short stream ends complete"
+        );
+        let Err(as_is) = compress(settled) else {
+            panic!("not compressed");
+        };
+        let got: Vec<u8> = as_is
+            .into_segments()
+            .into_iter()
+            .flatten()
+            .flatten()
+            .collect();
+        assert_eq!(got, plain);
+        let (large, plain) = frames(4000);
+        let settled = settle(large).await;
+        let Ok(gz) = compress(settled) else {
+            panic!("a long stream is compressed");
+        };
+        let (gz, _) = collect(gz).await;
+        assert_eq!(gunzip(&gz), plain);
     }
 }

@@ -84,12 +84,13 @@ pub(super) fn typed_response(body: Body, output: Output, list: bool) -> Response
     r
 }
 
-/// Gzips a get or list body over kube-apiserver's threshold (128 KiB), or streamed, as
-/// the client reads it, off the runtime's worker threads (`gzip.rs`); a smaller body and
-/// a watch are sent as they are.
-pub(super) fn compress(r: Response<Body>) -> Response<Body> {
+/// Gzips a get or list body over kube-apiserver's threshold (128 KiB) as the client reads
+/// it, off the runtime's worker threads (`gzip.rs`); a streamed list is read up to the
+/// threshold first, as kube-apiserver buffers one, and one that ends before it is sent
+/// whole, as it is. A smaller body and a watch are sent as they are.
+pub(super) async fn compress(r: Response<Body>) -> Response<Body> {
     let (mut parts, body) = r.into_parts();
-    match gzip::compress(body) {
+    match gzip::compress(gzip::settle(body).await) {
         Ok(gz) => {
             parts
                 .headers

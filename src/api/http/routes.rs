@@ -306,7 +306,7 @@ async fn serve_resource<B>(
             .and_then(|v| v.to_str().ok()),
     );
     let response = match serve_verb(state, store, path, params, accept, is_watch).await {
-        Ok(r) if gzip && !is_watch => compress(r),
+        Ok(r) if gzip && !is_watch => compress(r).await,
         Ok(r) => r,
         Err(e) => error_response(&e),
     };
