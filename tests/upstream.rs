@@ -503,6 +503,45 @@ async fn authenticated_users_are_impersonated_under_watchds_own_credentials() {
             .len(),
         1
     );
+    // A review of oneself is answered here, from watchd's own authentication, not
+    // passed upstream under its credentials.
+    let (cert, key) = (pki.path("admin.crt"), pki.path("admin.key"));
+    let out = pki::curl(&[
+        "--cacert",
+        ca,
+        "--cert",
+        cert.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+        "-X",
+        "POST",
+        "-H",
+        "Content-Type: application/json",
+        "-d",
+        "{}",
+        &format!("{server}{SELF_REVIEWS}"),
+    ]);
+    let review: Value = serde_json::from_slice(&out.stdout).expect("a SelfSubjectReview");
+    assert_eq!(review["status"]["userInfo"]["username"], "root", "{review}");
+    assert!(up.requests_to(SELF_REVIEWS).is_empty(), "{}", up.describe());
+}
+
+const SELF_REVIEWS: &str = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
+
+/// Without authentication of its own, watchd passes a review of oneself to the upstream,
+/// which knows who is asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_authentication_reviews_of_oneself_pass_through() {
+    let (_etcd, up, watchd) = fronted(&[]).await;
+    let r = http::request(
+        "POST",
+        &format!("{}{SELF_REVIEWS}", watchd.base_url()),
+        &[("content-type", "application/json")],
+        "{}",
+    )
+    .await;
+    assert!(from_upstream(&r), "{}", r.text());
+    assert_eq!(up.requests_to(SELF_REVIEWS).len(), 1, "{}", up.describe());
 }
 
 fn gauge(metrics: &str, name: &str) -> f64 {
