@@ -89,8 +89,13 @@ pub(super) fn typed_response(body: Body, output: Output, list: bool) -> Response
 /// threshold first, as kube-apiserver buffers one, and one that ends before it is sent
 /// whole, as it is. A smaller body and a watch are sent as they are.
 pub(super) async fn compress(r: Response<Body>) -> Response<Body> {
-    let (mut parts, body) = r.into_parts();
-    match gzip::compress(gzip::settle(body).await) {
+    let (parts, body) = r.into_parts();
+    gzipped(parts, gzip::compress(gzip::settle(body).await))
+}
+
+/// The response with its body gzipped (and the headers that say so), or as it was.
+fn gzipped(mut parts: http::response::Parts, body: Result<Body, Body>) -> Response<Body> {
+    match body {
         Ok(gz) => {
             parts
                 .headers
@@ -107,19 +112,8 @@ pub(super) async fn compress(r: Response<Body>) -> Response<Body> {
 /// Gzips a watch list's stream, a gzip member per frame (`gzip::compress_watch`); an
 /// error answered at once stays as it is.
 pub(super) fn compress_watch(r: Response<Body>) -> Response<Body> {
-    let (mut parts, body) = r.into_parts();
-    match gzip::compress_watch(body) {
-        Ok(gz) => {
-            parts
-                .headers
-                .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-            parts
-                .headers
-                .insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
-            Response::from_parts(parts, gz)
-        }
-        Err(complete) => Response::from_parts(parts, complete),
-    }
+    let (parts, body) = r.into_parts();
+    gzipped(parts, gzip::compress_watch(body))
 }
 
 pub(super) fn watch_response<E>(start: WatchStart<E>, output: Output) -> Response<Body>
