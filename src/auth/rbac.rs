@@ -189,14 +189,7 @@ fn evaluate<'a>(
     rules: impl Fn(&Binding) -> Result<&'a [PolicyRule], RoleMissing>,
 ) -> Decision {
     let mut errors = Vec::new();
-    for binding in bindings {
-        let Some(subject) = binding
-            .subjects
-            .iter()
-            .find(|s| applies_to(&attrs.user, s, &binding.namespace))
-        else {
-            continue;
-        };
+    for (binding, subject) in applying(&attrs.user, bindings) {
         match rules(binding) {
             Ok(rules) => {
                 if rules.iter().any(|r| rule_allows(attrs, r)) {
@@ -224,20 +217,27 @@ fn rules_of<'a>(
     rules: impl Fn(&Binding) -> Result<&'a [PolicyRule], RoleMissing>,
 ) -> (Vec<PolicyRule>, Vec<String>) {
     let (mut found, mut errors) = (Vec::new(), Vec::new());
-    for binding in bindings {
-        if !binding
-            .subjects
-            .iter()
-            .any(|s| applies_to(user, s, &binding.namespace))
-        {
-            continue;
-        }
+    for (binding, _) in applying(user, bindings) {
         match rules(binding) {
             Ok(r) => found.extend_from_slice(r),
             Err(e) => errors.push(e.to_string()),
         }
     }
     (found, errors)
+}
+
+/// The bindings among `bindings` that apply to `user`, each with the first subject that
+/// names it.
+fn applying<'a, 'u, B: IntoIterator<Item = &'a Binding>>(
+    user: &'u UserInfo,
+    bindings: B,
+) -> impl Iterator<Item = (&'a Binding, &'a Subject)> + use<'a, 'u, B> {
+    bindings.into_iter().filter_map(move |b| {
+        b.subjects
+            .iter()
+            .find(|s| applies_to(user, s, &b.namespace))
+            .map(|s| (b, s))
+    })
 }
 
 #[cfg(test)]
