@@ -180,11 +180,6 @@ impl CachedObject {
         }
     }
 
-    /// The served protobuf value (resourceVersion set) of a protobuf-stored object.
-    fn stored_protobuf(&self) -> Option<Cow<'_, StoredProtobuf>> {
-        self.body.served()
-    }
-
     /// `core`, a core/v1 Event cached from a protobuf value, as the object of the
     /// events.k8s.io/v1 resource whose selectable fields are `field_names`: its bytes,
     /// labels and field values shared or copied, nothing decoded or converted now. The
@@ -316,7 +311,7 @@ impl CachedObject {
 
     fn render(&self) -> Json {
         metrics::counter!("watchd_protobuf_json_renders_total").increment(1);
-        match self.stored_protobuf() {
+        match self.body.served() {
             Some(pb) => crate::codec::render_json(&pb, self.revision),
             None => Json {
                 bytes: Bytes::from_static(b"{}"),
@@ -366,7 +361,7 @@ impl CachedObject {
     /// Costs one copy of each encoding present; JSON not yet rendered stays lazy.
     pub fn at_revision(&self, revision: Revision) -> CachedObject {
         let rv = revision.to_resource_version();
-        let protobuf = self.stored_protobuf().map(|pb| {
+        let protobuf = self.body.served().map(|pb| {
             // The bytes were rewritten once already, so they rewrite again.
             protobuf::with_resource_version(&pb.value, &rv).unwrap_or_else(|_| pb.into_owned())
         });
@@ -404,7 +399,7 @@ impl CachedObject {
         field_names: Arc<[String]>,
         specs: &[crate::codec::FieldSpec],
     ) -> CachedObject {
-        let values = match self.stored_protobuf() {
+        let values = match self.body.served() {
             Some(pb) => protobuf_field_values(&pb, specs),
             None => crate::codec::extract::extract(
                 &self.json_unkept().bytes,

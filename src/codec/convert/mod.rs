@@ -144,35 +144,24 @@ pub fn event_v1(stored: &StoredProtobuf) -> Result<StoredProtobuf, WireError> {
 /// The length of [`event_v1`]'s `raw`, without converting: what a protobuf list counts
 /// before it writes.
 pub fn event_v1_raw_len(stored: &StoredProtobuf) -> Result<usize, WireError> {
-    let mut n = 0;
-    for s in wire::spans(&stored.raw())? {
-        if let Some(&(_, to)) = EVENT_V1_FIELDS
-            .iter()
-            .find(|(from, _)| u32::from(*from) == s.number)
-        {
-            let len = s.value.len();
-            n += wire::varint_len((u64::from(to) << 3) | u64::from(s.wire)) + len;
-            if s.wire == wire::BYTES {
-                n += wire::varint_len(len as u64);
-            }
-        }
-    }
-    Ok(n)
+    let raw = stored.raw();
+    Ok(kept(&raw, &EVENT_V1_FIELDS)?
+        .map(|(to, value, wt)| field_len(to, wt, value.len()))
+        .sum())
 }
 
 /// `raw` with its top-level fields renumbered by `table` (from → to) and written in the
 /// new numbers' order, as a protobuf encoder writes them; fields the table does not name
 /// (newer Kubernetes) are dropped, as a conversion through Go types drops them.
 fn renumber(raw: &[u8], table: &[(u16, u16)]) -> Result<Vec<u8>, WireError> {
-    let mut fields: Vec<(u16, std::ops::Range<usize>, u8)> = Vec::new();
-    for s in wire::spans(raw)? {
-        if let Some(&(_, to)) = table.iter().find(|(from, _)| u32::from(*from) == s.number) {
-            fields.push((to, s.value, s.wire));
-        }
-    }
+    let mut fields: Vec<_> = kept(raw, table)?.collect();
     // Stable: repeated fields keep their order.
     fields.sort_by_key(|(to, _, _)| *to);
-    let mut out = Vec::with_capacity(raw.len() + 8);
+    let len = fields
+        .iter()
+        .map(|(to, v, wt)| field_len(*to, *wt, v.len()))
+        .sum();
+    let mut out = Vec::with_capacity(len);
     for (to, value, wt) in fields {
         wire::put_tag(&mut out, u32::from(to), wt);
         if wt == wire::BYTES {
@@ -181,6 +170,31 @@ fn renumber(raw: &[u8], table: &[(u16, u16)]) -> Result<Vec<u8>, WireError> {
         out.extend_from_slice(&raw[value]);
     }
     Ok(out)
+}
+
+/// The top-level fields of `raw` that `table` maps, in wire order: (new number, where
+/// the value is, wire type).
+fn kept<'t>(
+    raw: &[u8],
+    table: &'t [(u16, u16)],
+) -> Result<impl Iterator<Item = (u16, std::ops::Range<usize>, u8)> + 't, WireError> {
+    Ok(wire::spans(raw)?.into_iter().filter_map(move |s| {
+        table
+            .iter()
+            .find(|(from, _)| u32::from(*from) == s.number)
+            .map(|&(_, to)| (to, s.value, s.wire))
+    }))
+}
+
+/// The bytes a field numbered `to` of wire type `wt` and `len` bytes of value takes.
+fn field_len(to: u16, wt: u8, len: usize) -> usize {
+    let tag = wire::varint_len((u64::from(to) << 3) | u64::from(wt));
+    let prefix = if wt == wire::BYTES {
+        wire::varint_len(len as u64)
+    } else {
+        0
+    };
+    tag + prefix + len
 }
 
 #[cfg(test)]
