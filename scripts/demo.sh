@@ -194,6 +194,8 @@ Try, in another terminal:
   $kubectl --server=$WATCHD_URL get deploy,rs,svc,endpointslices,leases,events,secrets -A
   $kubectl --server=$WATCHD_URL get crd
   $kubectl --server=$WATCHD_URL get widgets -A --field-selector spec.color=blue
+  $kubectl --server=$WATCHD_URL explain pods.spec.containers
+  $kubectl --server=$WATCHD_URL explain widgets.spec
   $kubectl --server=$WATCHD_URL auth can-i list pods -A
   $kubectl --server=$WATCHD_URL auth whoami
 

@@ -14,6 +14,7 @@ pub mod config_file;
 pub mod dispatch;
 pub mod memory;
 pub mod metrics;
+pub mod openapi;
 pub mod registry;
 pub mod revision;
 pub mod selectors;

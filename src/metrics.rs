@@ -118,6 +118,10 @@ pub fn install() -> Result<PrometheusHandle, MetricsError> {
 
 fn describe() {
     describe_counter!(
+        "watchd_openapi_renders_total",
+        "OpenAPI documents rendered: on the first /openapi request, and on the first after the served resources change (a CRD added, changed or removed)."
+    );
+    describe_counter!(
         "watchd_authentications_total",
         "Requests authenticated, by method (x509, token-file, serviceaccount, webhook, requestheader, anonymous) and result."
     );

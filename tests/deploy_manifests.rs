@@ -140,7 +140,14 @@ fn check_container(c: &Container, what: &str) {
 }
 
 fn check_deployment(d: &Deployment, what: &str, token: bool) {
-    let pod = d.spec.template.spec.as_ref().expect("a pod spec");
+    let pod = d
+        .spec
+        .as_ref()
+        .expect("a spec")
+        .template
+        .spec
+        .as_ref()
+        .expect("a pod spec");
     let sc = pod
         .security_context
         .as_ref()
@@ -260,7 +267,13 @@ fn upstream_least_privilege_reads_no_secret_and_impersonates_no_one() {
     let deployments = read_all("upstream-least-privilege", &text);
     assert_eq!(deployments.len(), 1);
     check_deployment(&deployments[0], "upstream-least-privilege", true);
-    let pod = deployments[0].spec.template.spec.clone();
+    let pod = deployments[0]
+        .spec
+        .as_ref()
+        .expect("a spec")
+        .template
+        .spec
+        .clone();
     let args = pod.unwrap().containers[0].args.clone().unwrap_or_default();
     assert!(args.iter().any(|a| a == "--proxy=false"), "{args:?}");
     let role = least_privilege_role();

@@ -9,6 +9,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use support::kube::put_object_text;
+use support::pki::{kubectl_at, stdout_ok, KUBECTL};
 use support::{storage_tests, Etcd, Watchd};
 
 // Each scenario runs with built-in objects stored as JSON and as protobuf.
@@ -19,8 +20,6 @@ storage_tests! {
     kubectl_get_pods_watch_sees_a_change_made_during_the_test,
 }
 
-const KUBECTL: &str = "/usr/lib/google-cloud-sdk/bin/kubectl.1.33";
-
 fn pod(name: &str, node: &str, app: &str) -> String {
     format!(
         r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"{name}","namespace":"demo","uid":"u-{name}","creationTimestamp":"2026-01-02T03:04:05Z","labels":{{"app":"{app}"}}}},"spec":{{"nodeName":"{node}","containers":[{{"name":"c","image":"nginx"}}]}},"status":{{"phase":"Running"}}}}"#
@@ -28,24 +27,10 @@ fn pod(name: &str, node: &str, app: &str) -> String {
 }
 
 fn kubectl(server: &str, cache: &std::path::Path, args: &[&str]) -> String {
-    assert!(
-        std::path::Path::new(KUBECTL).exists(),
-        "{KUBECTL} is required"
-    );
-    let out = Command::new(KUBECTL)
-        .arg(format!("--server={server}"))
-        .arg(format!("--cache-dir={}", cache.display()))
-        .arg("--request-timeout=30s")
-        .args(args)
-        .env("KUBECONFIG", "/dev/null")
-        .output()
-        .expect("run kubectl");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    stdout_ok(
+        &kubectl_at(server, cache, args),
+        &format!("kubectl {args:?}"),
+    )
 }
 
 async fn cluster() -> (Etcd, Watchd, tempfile::TempDir) {

@@ -1,5 +1,5 @@
 //! kubectl 1.33, unmodified, against watchd serving the demo cluster: for every kind the
-//! demo writes, `kubectl describe` (with the extra lists it makes, such as a pod's
+//! demo writes, `kubectl explain`, `kubectl describe` (with the extra lists it makes, such as a pod's
 //! events by `involvedObject` field selectors), and `kubectl get` with `-o wide`,
 //! `--show-kind` and `--sort-by` (Table rows with their objects, `includeObject`).
 
@@ -93,7 +93,24 @@ async fn kubectl_describes_and_prints_every_kind_of_the_demo() {
 
     let resources = get(&["api-resources", "--verbs=list", "-o", "name"]);
     let mut served = Vec::new();
+    let api_versions = get(&["api-versions"]);
     for r in resources.lines() {
+        // explain: every served kind's schema, from /openapi/v3 (explain takes a field
+        // path after the resource's first dot, and its group-version by flag).
+        let explained = match r.split_once('.') {
+            None => get(&["explain", r]),
+            Some((resource, group)) => {
+                let gv = api_versions
+                    .lines()
+                    .find(|gv| gv.split_once('/').is_some_and(|(g, _)| g == group))
+                    .unwrap_or_else(|| panic!("{group} in {api_versions}"));
+                get(&["explain", resource, &format!("--api-version={gv}")])
+            }
+        };
+        assert!(
+            explained.contains("KIND:") && explained.contains("FIELDS:"),
+            "{r} explain:\n{explained}"
+        );
         let names: Vec<String> = get(&["get", r, "-A", "-o", "name"])
             .lines()
             .map(str::to_string)

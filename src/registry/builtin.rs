@@ -246,6 +246,7 @@ pub fn info_of(row: &Row) -> ResourceInfo {
         fields,
         field_policy,
         printer_columns: Vec::new(),
+        schema: None,
         indexed_field: None,
     }
 }

@@ -1,6 +1,8 @@
 //! Custom resources, read from the CustomResourceDefinitions that kube-apiserver keeps in
 //! etcd (as the CRD resource serves them: decoded and converted to v1 first).
 
+use std::sync::Arc;
+
 use serde::Deserialize;
 
 use super::{FieldPolicy, Origin, PrinterColumn, ResourceInfo};
@@ -47,6 +49,14 @@ struct CrdVersion {
     selectable_fields: Vec<SelectableField>,
     #[serde(default)]
     additional_printer_columns: Vec<PrinterColumn>,
+    #[serde(default)]
+    schema: Option<CrdValidation>,
+}
+
+#[derive(Deserialize, Default)]
+struct CrdValidation {
+    #[serde(rename = "openAPIV3Schema", default)]
+    open_api_v3_schema: Option<Box<serde_json::value::RawValue>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -112,6 +122,11 @@ pub fn parse_crd(json: &[u8]) -> Result<ResourceInfo, CrdError> {
         // Custom resources: apiextensions-apiserver's selectable-field conversion.
         field_policy: FieldPolicy::meta_only("field label not supported: {}"),
         printer_columns: storage.additional_printer_columns.clone(),
+        schema: storage
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref())
+            .map(|raw| Arc::from(raw.get())),
         indexed_field: None,
     })
 }

@@ -56,6 +56,9 @@ pub struct ResourceInfo {
     pub field_policy: FieldPolicy,
     /// A custom resource's `additionalPrinterColumns` (empty for built-ins).
     pub printer_columns: Vec<PrinterColumn>,
+    /// A custom resource's `openAPIV3Schema` at the served version, as JSON text, for the
+    /// OpenAPI documents (`None` for built-ins, whose schemas `crate::openapi` has).
+    pub schema: Option<Arc<str>>,
     /// The selectable field whose exact values the wake index keys watchers by, as the
     /// cache registered it (`--index-field`; see [`index_fields`]).
     pub indexed_field: Option<String>,

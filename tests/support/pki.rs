@@ -151,6 +151,19 @@ pub fn kubectl(kubeconfig: &Path, cache: &Path, args: &[&str]) -> Output {
         .expect("run kubectl")
 }
 
+/// kubectl against a plain-HTTP server with no kubeconfig at all.
+pub fn kubectl_at(server: &str, cache: &Path, args: &[&str]) -> Output {
+    assert!(Path::new(KUBECTL).exists(), "{KUBECTL} is required");
+    Command::new(KUBECTL)
+        .arg(format!("--server={server}"))
+        .arg(format!("--cache-dir={}", cache.display()))
+        .arg("--request-timeout=30s")
+        .args(args)
+        .env("KUBECONFIG", "/dev/null")
+        .output()
+        .expect("run kubectl")
+}
+
 pub fn stdout_ok(out: &Output, what: &str) -> String {
     assert!(
         out.status.success(),

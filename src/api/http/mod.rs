@@ -17,6 +17,7 @@ pub(crate) mod h2_conn;
 mod h2_watch;
 pub mod health;
 pub mod negotiate;
+mod openapi;
 pub mod proxy;
 pub mod query;
 mod response;

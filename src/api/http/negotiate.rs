@@ -67,6 +67,34 @@ fn meta_version(r: &MediaRange<'_>) -> Option<&'static str> {
     }
 }
 
+/// What an OpenAPI document is answered with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenApiOutput {
+    Json,
+    /// gnostic's protobuf of the document (`/openapi/v2` only here).
+    Protobuf,
+}
+
+/// The representation of an OpenAPI document, in the order the client lists them, as
+/// kube-openapi's handlers choose: JSON, or (where `protobuf` is offered) gnostic's
+/// protobuf under either of its names; `None` when the client takes neither (406). No
+/// header takes anything.
+pub fn negotiate_openapi(accept: Option<&str>, protobuf: bool) -> Option<OpenApiOutput> {
+    let accept = accept.filter(|a| !a.trim().is_empty()).unwrap_or("*/*");
+    media_ranges(accept)
+        .iter()
+        .find_map(|r| match r.mime.as_str() {
+            m if is_json(m) => Some(OpenApiOutput::Json),
+            "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+            | "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+                if protobuf =>
+            {
+                Some(OpenApiOutput::Protobuf)
+            }
+            _ => None,
+        })
+}
+
 /// The representation of a get, list or watch. `list` distinguishes
 /// `PartialObjectMetadataList` (lists) from `PartialObjectMetadata` (get, watch).
 pub fn negotiate(accept: Option<&str>, list: bool) -> Result<Output, ApiError> {
@@ -152,6 +180,35 @@ pub fn accepts_gzip(accept_encoding: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn openapi_documents_are_json_or_gnostic_protobuf_as_offered() {
+        let v2 = |a| negotiate_openapi(a, true);
+        let v3 = |a| negotiate_openapi(a, false);
+        assert_eq!(v2(None), Some(OpenApiOutput::Json));
+        assert_eq!(v2(Some("*/*")), Some(OpenApiOutput::Json));
+        // client-go's discovery client asks for the deprecated name.
+        let pb = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+        assert_eq!(v2(Some(pb)), Some(OpenApiOutput::Protobuf));
+        assert_eq!(
+            v2(Some(
+                "application/com.github.proto-openapi.spec.v2.v1.0+protobuf, application/json"
+            )),
+            Some(OpenApiOutput::Protobuf)
+        );
+        assert_eq!(v2(Some("application/yaml")), None);
+        assert_eq!(v3(Some(pb)), None);
+        assert_eq!(
+            v3(Some(
+                "application/com.github.proto-openapi.spec.v3.v1.0+protobuf"
+            )),
+            None
+        );
+        assert_eq!(
+            v3(Some("text/html, application/json")),
+            Some(OpenApiOutput::Json)
+        );
+    }
 
     const KUBECTL_GET: &str =
         "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json";

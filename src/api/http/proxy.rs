@@ -124,7 +124,7 @@ impl Proxy {
             return Pass::Yes;
         }
         match route::route(req.uri().path()) {
-            Err(_) | Ok(Route::Unknown | Route::Version) => Pass::Yes,
+            Err(_) | Ok(Route::Unknown | Route::Version | Route::OpenApi(_)) => Pass::Yes,
             Ok(Route::Health { .. } | Route::Metrics) => Pass::No,
             Ok(Route::ApiVersions | Route::ApiGroupList | Route::ApiGroup(_)) => Pass::Discovery,
             Ok(Route::ResourceList { .. }) => Pass::Discovery,
@@ -451,6 +451,7 @@ mod tests {
             ),
             (Method::GET, "/apis/metrics.k8s.io/v1beta1/pods", Pass::Yes),
             (Method::GET, "/openapi/v2", Pass::Yes),
+            (Method::GET, "/openapi/v3/apis/apps/v1?hash=A", Pass::Yes),
             (Method::GET, "/version", Pass::Yes),
             (Method::GET, "/logs/", Pass::Yes),
             (Method::GET, "/api", Pass::Discovery),

@@ -25,8 +25,22 @@ pub enum Route {
     },
     /// `/metrics`.
     Metrics,
+    /// `/openapi/v2`, `/openapi/v3` and `/openapi/v3/<group-version>`.
+    OpenApi(OpenApiPath),
     /// Anything else.
     Unknown,
+}
+
+/// Which OpenAPI document a path names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenApiPath {
+    /// `/openapi/v2`.
+    V2,
+    /// `/openapi/v3`: the list of group-versions.
+    V3Root,
+    /// `/openapi/v3/api/v1`, `/openapi/v3/apis/<group>/<version>`: the path below
+    /// `/openapi/v3/`.
+    V3(String),
 }
 
 /// A path under a group version naming a collection or one object.
@@ -117,6 +131,9 @@ pub fn route(path: &str) -> Result<Route, ApiError> {
         ["apis", g, v, rest @ ..] => resource_route(g, v, rest),
         ["version"] => Route::Version,
         ["metrics"] => Route::Metrics,
+        ["openapi", "v2"] => Route::OpenApi(OpenApiPath::V2),
+        ["openapi", "v3"] => Route::OpenApi(OpenApiPath::V3Root),
+        ["openapi", "v3", gv @ ..] => Route::OpenApi(OpenApiPath::V3(gv.join("/"))),
         [e @ ("livez" | "readyz" | "healthz")] => Route::Health {
             endpoint: health_name(e),
             check: None,

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use http::{header, HeaderValue, Method, Request, Response};
+use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 
 use super::body::{Body, BufList};
 use super::encode::{JsonLines, MetadataView};
@@ -14,8 +14,8 @@ use super::encode_table::{IncludeObject, TableView};
 use super::negotiate::{DiscoveryOutput, Output};
 use super::query::{ResourcePath, Route};
 use super::{
-    audit, discovery, encode, encode_protobuf, encode_table, health, negotiate, proxy, query,
-    reviews,
+    audit, discovery, encode, encode_protobuf, encode_table, health, negotiate, openapi, proxy,
+    query, reviews,
 };
 use super::{ApiState, Connection};
 use crate::api::access;
@@ -224,6 +224,26 @@ async fn route_request<B>(
             discovery::api_resource_list(&index, &group, &version).map(|v| value_response(&v))
         }
         Route::Version => Ok(value_response(&discovery::version())),
+        Route::OpenApi(path) => {
+            let r = openapi::serve(&path, req.uri().query(), req.headers(), &index);
+            let gzip = negotiate::accepts_gzip(
+                req.headers()
+                    .get(header::ACCEPT_ENCODING)
+                    .and_then(|v| v.to_str().ok()),
+            );
+            return (
+                "openapi",
+                none,
+                if gzip && r.status() == StatusCode::OK {
+                    let mut r = compress(r).await;
+                    r.headers_mut()
+                        .append(header::VARY, HeaderValue::from_static("Accept"));
+                    r
+                } else {
+                    r
+                },
+            );
+        }
         Route::Health { endpoint, check } => {
             match health::evaluate(endpoint, check.as_deref(), &params, &state.read.cache) {
                 Some((code, body)) => Ok(text_response(code, body)),

@@ -1,0 +1,161 @@
+//! `/openapi/v3`, `/openapi/v3/<group-version>` and `/openapi/v2`, answered as
+//! kube-openapi's handlers answer them (the documents are [`crate::openapi`]'s):
+//!
+//! - every document carries an `ETag`, the upper-case hex SHA-512 of its JSON, and a
+//!   request whose `If-None-Match` names it is answered 304;
+//! - the v3 discovery document lists each group-version with a `serverRelativeURL` that
+//!   names that hash; a request with the current `?hash=` is cacheable for a year
+//!   (`Cache-Control: public, immutable`), one with an old hash is redirected (301) to the
+//!   current one;
+//! - v2 is JSON or gnostic protobuf (both names of its media type), v3 is JSON; anything
+//!   else is 406.
+
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
+
+use super::body::Body;
+use super::h1::http_date;
+use super::negotiate::{self, OpenApiOutput};
+use super::query::OpenApiPath;
+use super::response::text_response;
+use crate::openapi;
+use crate::store::ResourceIndex;
+
+const PROTOBUF_V2: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+/// The answer to a GET of `path` (the query, for `?hash=`).
+pub fn serve(
+    path: &OpenApiPath,
+    query: Option<&str>,
+    headers: &HeaderMap,
+    index: &ResourceIndex,
+) -> Response<Body> {
+    let infos: Vec<_> = index.stores().iter().map(|s| s.info.clone()).collect();
+    let docs = openapi::documents(&infos);
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let if_none_match = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok());
+    let protobuf = matches!(path, OpenApiPath::V2);
+    let Some(output) = negotiate::negotiate_openapi(accept, protobuf) else {
+        let mut r = text_response(406, String::new());
+        r.headers_mut()
+            .insert(header::VARY, HeaderValue::from_static("Accept"));
+        return r;
+    };
+    match path {
+        OpenApiPath::V3Root => document(
+            docs.root.json.clone(),
+            "application/json",
+            &docs.root.etag,
+            docs.rendered,
+            if_none_match,
+            None,
+        ),
+        OpenApiPath::V3(gv) => {
+            let Some(doc) = docs.groups.get(gv.as_str()) else {
+                return text_response(
+                    404,
+                    format!("404 page not found: no OpenAPI document for {gv}\n"),
+                );
+            };
+            let hash = query.and_then(|q| {
+                q.split('&')
+                    .filter_map(|kv| kv.split_once('='))
+                    .find(|(k, _)| *k == "hash")
+                    .map(|(_, v)| v)
+            });
+            match hash {
+                Some(h) if !h.is_empty() && h != doc.etag => {
+                    let location = format!("/openapi/v3/{gv}?hash={}", doc.etag);
+                    let mut r = Response::new(Body::full(Bytes::new()));
+                    *r.status_mut() = StatusCode::MOVED_PERMANENTLY;
+                    if let Ok(l) = HeaderValue::from_str(&location) {
+                        r.headers_mut().insert(header::LOCATION, l);
+                    }
+                    r
+                }
+                h => document(
+                    doc.json.clone(),
+                    "application/json",
+                    &doc.etag,
+                    docs.rendered,
+                    if_none_match,
+                    h.filter(|h| !h.is_empty()).map(|_| SystemTime::now()),
+                ),
+            }
+        }
+        OpenApiPath::V2 => {
+            let v2 = docs.v2();
+            let (body, content_type) = match output {
+                OpenApiOutput::Json => (v2.doc.json.clone(), "application/json"),
+                OpenApiOutput::Protobuf => (v2.protobuf.clone(), PROTOBUF_V2),
+            };
+            document(
+                body,
+                content_type,
+                &v2.doc.etag,
+                docs.rendered,
+                if_none_match,
+                None,
+            )
+        }
+    }
+}
+
+/// A document with its validators; `immutable_from` marks a hash-addressed one, cacheable
+/// for a year from then.
+fn document(
+    body: Bytes,
+    content_type: &'static str,
+    etag: &str,
+    modified: SystemTime,
+    if_none_match: Option<&str>,
+    immutable_from: Option<SystemTime>,
+) -> Response<Body> {
+    let quoted = format!("\"{etag}\"");
+    let matched = if_none_match.is_some_and(|inm| {
+        inm.split(',')
+            .map(|t| t.trim().trim_start_matches("W/"))
+            .any(|t| t == quoted || t == "*")
+    });
+    let mut r = if matched {
+        let mut r = Response::new(Body::full(Bytes::new()));
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r
+    } else {
+        let mut r = Response::new(Body::full(body));
+        r.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        r
+    };
+    let h = r.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&quoted) {
+        h.insert(header::ETAG, v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&http_date(modified)) {
+        h.insert(header::LAST_MODIFIED, v);
+    }
+    h.insert(header::VARY, HeaderValue::from_static("Accept"));
+    match immutable_from {
+        Some(now) => {
+            h.insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("public, immutable"),
+            );
+            let year = now + Duration::from_secs(365 * 24 * 3600);
+            if let Ok(v) = HeaderValue::from_str(&http_date(year)) {
+                h.insert(header::EXPIRES, v);
+            }
+        }
+        None => {
+            h.insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("no-cache, private"),
+            );
+        }
+    }
+    r
+}
