@@ -8,7 +8,7 @@
 mod support;
 
 use std::path::Path;
-use std::process::Output;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -275,6 +275,32 @@ async fn kubectl_apply_validates_strictly_on_the_client_against_the_v2_document(
     );
 }
 
+/// `protoc --decode` of `bytes` as `message` of tests/data/gnostic_openapi_v3.proto.
+fn protoc_decode(bytes: &[u8], message: &str) -> String {
+    use std::io::Write;
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let mut child = Command::new("protoc")
+        .arg(format!("--proto_path={}", data.display()))
+        .arg(format!("--decode={message}"))
+        .arg("gnostic_openapi_v3.proto")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("protoc (scripts/install-deps.sh installs it)");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let input = bytes.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child.wait_with_output().expect("protoc");
+    writer.join().expect("writer").expect("write to protoc");
+    assert!(
+        out.status.success(),
+        "protoc --decode: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn hash_of(root: &Value, gv: &str) -> String {
     let url = root["paths"][gv]["serverRelativeURL"]
         .as_str()
@@ -344,8 +370,11 @@ async fn v3_documents_are_hash_addressed_and_follow_crd_changes() {
         doc.body.len()
     );
 
-    // v3 is JSON only here; v2 is JSON or gnostic protobuf.
-    let refused = get(
+    // Each is JSON or gnostic protobuf; protoc reads the v3 protobuf with gnostic's
+    // message definitions, every field known.
+    let refused = get(&url, &[("accept", "application/yaml")]).await;
+    assert_eq!(refused.status, 406);
+    let pb = get(
         &url,
         &[(
             "accept",
@@ -353,7 +382,32 @@ async fn v3_documents_are_hash_addressed_and_follow_crd_changes() {
         )],
     )
     .await;
-    assert_eq!(refused.status, 406);
+    assert_eq!(pb.status, 200);
+    assert_eq!(
+        pb.header("content-type"),
+        Some("application/com.github.proto-openapi.spec.v3.v1.0+protobuf")
+    );
+    assert_eq!(pb.header("etag"), Some(etag.as_str()));
+    let decoded = protoc_decode(&pb.body, "openapi.v3.Document");
+    assert_has(
+        &decoded,
+        &[
+            "openapi: \"3.0.0\"",
+            "name: \"/api/v1/namespaces/{namespace}/pods\"",
+            "operation_id: \"listCoreV1NamespacedPod\"",
+            "name: \"io.k8s.api.core.v1.Pod\"",
+            "_ref: \"#/components/schemas/io.k8s.api.core.v1.PodSpec\"",
+            "name: \"x-kubernetes-group-version-kind\"",
+        ],
+    );
+    let unknown: Vec<&str> = decoded
+        .lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "fields gnostic does not define: {unknown:?}"
+    );
     let v2 = get(&format!("{base}/openapi/v2"), &[]).await;
     assert_eq!(v2.status, 200);
     let v2 = v2.json();

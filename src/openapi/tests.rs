@@ -195,18 +195,21 @@ fn documents_are_cached_until_a_crd_changes_and_only_its_hash_moves() {
     resources[n - 1] = widgets(r#"{"type":"object","description":"changed"}"#);
     let second = documents(&resources);
     assert!(!Arc::ptr_eq(&first, &second));
-    assert_eq!(first.groups["api/v1"].etag, second.groups["api/v1"].etag);
-    assert_ne!(
-        first.groups["apis/example.com/v1"].etag,
-        second.groups["apis/example.com/v1"].etag
+    assert_eq!(
+        first.groups["api/v1"].doc.etag,
+        second.groups["api/v1"].doc.etag
     );
-    assert_eq!(second.groups["api/v1"].etag.len(), 128);
+    assert_ne!(
+        first.groups["apis/example.com/v1"].doc.etag,
+        second.groups["apis/example.com/v1"].doc.etag
+    );
+    assert_eq!(second.groups["api/v1"].doc.etag.len(), 128);
     let root: Value = serde_json::from_slice(&second.root.json).expect("root");
     assert_eq!(
         root["paths"]["apis/example.com/v1"]["serverRelativeURL"],
         format!(
             "/openapi/v3/apis/example.com/v1?hash={}",
-            second.groups["apis/example.com/v1"].etag
+            second.groups["apis/example.com/v1"].doc.etag
         )
     );
     // v2 is JSON and protobuf of the same document, under the JSON's hash.

@@ -71,26 +71,26 @@ fn meta_version(r: &MediaRange<'_>) -> Option<&'static str> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpenApiOutput {
     Json,
-    /// gnostic's protobuf of the document (`/openapi/v2` only here).
+    /// gnostic's protobuf of the document.
     Protobuf,
 }
 
-/// The representation of an OpenAPI document, in the order the client lists them, as
-/// kube-openapi's handlers choose: JSON, or (where `protobuf` is offered) gnostic's
-/// protobuf under either of its names; `None` when the client takes neither (406). No
-/// header takes anything.
-pub fn negotiate_openapi(accept: Option<&str>, protobuf: bool) -> Option<OpenApiOutput> {
+/// The representation of an OpenAPI document of `version` (`v2`, `v3`), in the order
+/// the client lists them, as kube-openapi's handlers choose: JSON, or gnostic's protobuf
+/// under either of its names; `None` when the client takes neither (406). No header
+/// takes anything.
+pub fn negotiate_openapi(accept: Option<&str>, version: &str) -> Option<OpenApiOutput> {
     let accept = accept.filter(|a| !a.trim().is_empty()).unwrap_or("*/*");
+    let protobuf = |m: &str| {
+        m.strip_prefix("application/com.github.proto-openapi.spec.")
+            .and_then(|rest| rest.strip_prefix(version))
+            .is_some_and(|rest| matches!(rest, ".v1.0+protobuf" | "@v1.0+protobuf"))
+    };
     media_ranges(accept)
         .iter()
         .find_map(|r| match r.mime.as_str() {
             m if is_json(m) => Some(OpenApiOutput::Json),
-            "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
-            | "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
-                if protobuf =>
-            {
-                Some(OpenApiOutput::Protobuf)
-            }
+            m if protobuf(m) => Some(OpenApiOutput::Protobuf),
             _ => None,
         })
 }
@@ -183,8 +183,8 @@ mod tests {
 
     #[test]
     fn openapi_documents_are_json_or_gnostic_protobuf_as_offered() {
-        let v2 = |a| negotiate_openapi(a, true);
-        let v3 = |a| negotiate_openapi(a, false);
+        let v2 = |a| negotiate_openapi(a, "v2");
+        let v3 = |a| negotiate_openapi(a, "v3");
         assert_eq!(v2(None), Some(OpenApiOutput::Json));
         assert_eq!(v2(Some("*/*")), Some(OpenApiOutput::Json));
         // client-go's discovery client asks for the deprecated name.
@@ -198,12 +198,13 @@ mod tests {
         );
         assert_eq!(v2(Some("application/yaml")), None);
         assert_eq!(v3(Some(pb)), None);
-        assert_eq!(
-            v3(Some(
-                "application/com.github.proto-openapi.spec.v3.v1.0+protobuf"
-            )),
-            None
-        );
+        for v3_pb in [
+            "application/com.github.proto-openapi.spec.v3.v1.0+protobuf",
+            "application/com.github.proto-openapi.spec.v3@v1.0+protobuf",
+        ] {
+            assert_eq!(v3(Some(v3_pb)), Some(OpenApiOutput::Protobuf));
+            assert_eq!(v2(Some(v3_pb)), None);
+        }
         assert_eq!(
             v3(Some("text/html, application/json")),
             Some(OpenApiOutput::Json)

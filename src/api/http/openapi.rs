@@ -7,8 +7,8 @@
 //!   names that hash; a request with the current `?hash=` is cacheable for a year
 //!   (`Cache-Control: public, immutable`), one with an old hash is redirected (301) to the
 //!   current one;
-//! - v2 is JSON or gnostic protobuf (both names of its media type), v3 is JSON; anything
-//!   else is 406.
+//! - each is JSON or gnostic protobuf (either name of its media type); anything else is
+//!   406.
 
 use std::time::{Duration, SystemTime};
 
@@ -24,6 +24,7 @@ use crate::openapi;
 use crate::store::ResourceIndex;
 
 const PROTOBUF_V2: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+const PROTOBUF_V3: &str = "application/com.github.proto-openapi.spec.v3.v1.0+protobuf";
 
 /// The answer to a GET of `path` (the query, for `?hash=`).
 pub fn serve(
@@ -38,8 +39,12 @@ pub fn serve(
     let if_none_match = headers
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok());
-    let protobuf = matches!(path, OpenApiPath::V2);
-    let Some(output) = negotiate::negotiate_openapi(accept, protobuf) else {
+    let version = if matches!(path, OpenApiPath::V2) {
+        "v2"
+    } else {
+        "v3"
+    };
+    let Some(output) = negotiate::negotiate_openapi(accept, version) else {
         let mut r = text_response(406, String::new());
         r.headers_mut()
             .insert(header::VARY, HeaderValue::from_static("Accept"));
@@ -55,11 +60,16 @@ pub fn serve(
             None,
         ),
         OpenApiPath::V3(gv) => {
-            let Some(doc) = docs.groups.get(gv.as_str()) else {
+            let Some(group) = docs.groups.get(gv.as_str()) else {
                 return text_response(
                     404,
                     format!("404 page not found: no OpenAPI document for {gv}\n"),
                 );
+            };
+            let doc = &group.doc;
+            let (body, content_type) = match output {
+                OpenApiOutput::Json => (doc.json.clone(), "application/json"),
+                OpenApiOutput::Protobuf => (group.protobuf(), PROTOBUF_V3),
             };
             let hash = query.and_then(|q| {
                 q.split('&')
@@ -78,8 +88,8 @@ pub fn serve(
                     r
                 }
                 h => document(
-                    doc.json.clone(),
-                    "application/json",
+                    body,
+                    content_type,
                     &doc.etag,
                     docs.rendered,
                     if_none_match,
