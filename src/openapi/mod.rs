@@ -15,7 +15,7 @@ mod kinds;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::SystemTime;
 
 use bytes::Bytes;
@@ -23,6 +23,7 @@ use k8s_openapi::schemars::generate::SchemaSettings;
 use serde_json::{json, Map, Value};
 
 use crate::registry::{Origin, ResourceInfo};
+use crate::store::ResourceIndex;
 
 pub use kinds::BuiltinKind;
 
@@ -123,23 +124,70 @@ impl Documents {
     }
 }
 
-/// The documents for `resources` (the resources served now), from the cache when they
-/// are unchanged since the last render.
-pub fn documents(resources: &[Arc<ResourceInfo>]) -> Arc<Documents> {
-    static CACHE: Mutex<Option<(u64, Arc<Documents>)>> = Mutex::new(None);
-    let print = fingerprint(resources);
-    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((p, docs)) = cache.as_ref() {
-        if *p == print {
-            return docs.clone();
+/// The documents for what `index` serves, from the process's [`DocumentCache`].
+pub fn documents_of(index: &Arc<ResourceIndex>) -> Arc<Documents> {
+    static CACHE: DocumentCache = DocumentCache::new();
+    CACHE.of_index(index)
+}
+
+/// The last documents rendered, found again by the index they were asked for, or by the
+/// content of the resources they describe.
+pub struct DocumentCache {
+    by_index: Mutex<Option<(Weak<ResourceIndex>, Arc<Documents>)>>,
+    by_content: Mutex<Option<(u64, Arc<Documents>)>>,
+}
+
+impl Default for DocumentCache {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DocumentCache {
+    pub const fn new() -> DocumentCache {
+        DocumentCache {
+            by_index: Mutex::new(None),
+            by_content: Mutex::new(None),
         }
     }
-    let docs = Arc::new(render(resources));
-    metrics::counter!("watchd_openapi_renders_total").increment(1);
-    // The schemas rendered from are freed; give their pages back (see `v2`).
-    crate::store::cache::release_free_heap();
-    *cache = Some((print, docs.clone()));
-    docs
+
+    /// The documents for what `index` serves: the last call's when `index` is the same
+    /// one (it is replaced whenever the served resources change; held weakly here, so a
+    /// replaced index is freed and its address not reused while this compares it), else
+    /// [`DocumentCache::of`] its resources.
+    pub fn of_index(&self, index: &Arc<ResourceIndex>) -> Arc<Documents> {
+        {
+            let last = self.by_index.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((w, docs)) = last.as_ref() {
+                if std::ptr::eq(w.as_ptr(), Arc::as_ptr(index)) {
+                    return docs.clone();
+                }
+            }
+        }
+        let infos: Vec<_> = index.stores().iter().map(|s| s.info.clone()).collect();
+        let docs = self.of(&infos);
+        *self.by_index.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((Arc::downgrade(index), docs.clone()));
+        docs
+    }
+
+    /// The documents for `resources`: the last ones when they describe the same
+    /// resources (every custom resource's schema is hashed to tell), else rendered.
+    pub fn of(&self, resources: &[Arc<ResourceInfo>]) -> Arc<Documents> {
+        let print = fingerprint(resources);
+        let mut last = self.by_content.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((p, docs)) = last.as_ref() {
+            if *p == print {
+                return docs.clone();
+            }
+        }
+        let docs = Arc::new(render(resources));
+        metrics::counter!("watchd_openapi_renders_total").increment(1);
+        // The schemas rendered from are freed; give their pages back (see `v2`).
+        crate::store::cache::release_free_heap();
+        *last = Some((print, docs.clone()));
+        docs
+    }
 }
 
 /// What the documents depend on: each resource's identity and, for custom resources,

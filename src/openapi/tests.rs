@@ -187,13 +187,14 @@ fn a_crd_without_a_usable_schema_publishes_any_object() {
 
 #[test]
 fn documents_are_cached_until_a_crd_changes_and_only_its_hash_moves() {
+    let cache = DocumentCache::new();
     let mut resources = builtins();
     resources.push(widgets(r#"{"type":"object"}"#));
-    let first = documents(&resources);
-    assert!(Arc::ptr_eq(&first, &documents(&resources)));
+    let first = cache.of(&resources);
+    assert!(Arc::ptr_eq(&first, &cache.of(&resources)));
     let n = resources.len();
     resources[n - 1] = widgets(r#"{"type":"object","description":"changed"}"#);
-    let second = documents(&resources);
+    let second = cache.of(&resources);
     assert!(!Arc::ptr_eq(&first, &second));
     assert_eq!(
         first.groups["api/v1"].doc.etag,
@@ -282,4 +283,26 @@ fn gnostic_protobuf_has_the_documents_field_numbers() {
     ];
     want.extend(defs);
     assert_eq!(gnostic::encode_document(&doc), want);
+}
+
+#[test]
+fn the_same_index_is_answered_from_its_last_documents() {
+    let cache = crate::store::Cache::new(
+        "/registry",
+        crate::store::StoreConfig {
+            history_window: std::time::Duration::from_secs(60),
+            max_events: 100,
+            snapshot_ring: 4,
+            dispatch: crate::dispatch::Dispatch::inline(),
+            index_fields: Default::default(),
+        },
+    );
+    let index = cache.resources();
+    let docs = DocumentCache::new();
+    let first = docs.of_index(&index);
+    assert!(Arc::ptr_eq(&first, &docs.of_index(&index)));
+    assert!(first.groups.contains_key("apis/apps/v1"));
+    // The same resources asked for by content: the same documents.
+    let infos: Vec<_> = index.stores().iter().map(|s| s.info.clone()).collect();
+    assert!(Arc::ptr_eq(&first, &docs.of(&infos)));
 }

@@ -10,6 +10,7 @@
 //! - each is JSON or gnostic protobuf (either name of its media type); anything else is
 //!   406.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -31,10 +32,9 @@ pub fn serve(
     path: &OpenApiPath,
     query: Option<&str>,
     headers: &HeaderMap,
-    index: &ResourceIndex,
+    index: &Arc<ResourceIndex>,
 ) -> Response<Body> {
-    let infos: Vec<_> = index.stores().iter().map(|s| s.info.clone()).collect();
-    let docs = openapi::documents(&infos);
+    let docs = openapi::documents_of(index);
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     let if_none_match = headers
         .get(header::IF_NONE_MATCH)
