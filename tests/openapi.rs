@@ -23,7 +23,7 @@ const CRD_KEY: &str =
 /// widgets.example.com, served at v1, with a schema; `extra` adds a property to its spec.
 fn widget_crd(extra: Option<&str>) -> Value {
     let mut spec_props = json!({
-        "color": {"type": "string", "description": "Color of the widget, as its maker names it."},
+        "color": {"type": "string", "enum": ["red", "blue"], "description": "Color of the widget, as its maker names it."},
         "size": {"type": "integer", "description": "Size in centimetres."},
     });
     if let Some(name) = extra {
@@ -272,14 +272,15 @@ async fn kubectl_apply_validates_strictly_on_the_client_against_the_v2_document(
     );
 }
 
-/// `protoc --decode` of `bytes` as `message` of tests/data/gnostic_openapi_v3.proto.
-fn protoc_decode(bytes: &[u8], message: &str) -> String {
+/// `protoc --decode` of `bytes` as `message` of `proto` in tests/data (gnostic's
+/// messages), checked to hold no field the message does not define.
+fn protoc_decode(bytes: &[u8], proto: &str, message: &str) -> String {
     use std::io::Write;
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
     let mut child = Command::new("protoc")
         .arg(format!("--proto_path={}", data.display()))
         .arg(format!("--decode={message}"))
-        .arg("gnostic_openapi_v3.proto")
+        .arg(proto)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -295,7 +296,16 @@ fn protoc_decode(bytes: &[u8], message: &str) -> String {
         "protoc --decode: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    let decoded = String::from_utf8_lossy(&out.stdout).into_owned();
+    let unknown: Vec<&str> = decoded
+        .lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "fields gnostic's {message} does not define: {unknown:?}"
+    );
+    decoded
 }
 
 fn hash_of(root: &Value, gv: &str) -> String {
@@ -385,7 +395,7 @@ async fn v3_documents_are_hash_addressed_and_follow_crd_changes() {
         Some("application/com.github.proto-openapi.spec.v3.v1.0+protobuf")
     );
     assert_eq!(pb.header("etag"), Some(etag.as_str()));
-    let decoded = protoc_decode(&pb.body, "openapi.v3.Document");
+    let decoded = protoc_decode(&pb.body, "gnostic_openapi_v3.proto", "openapi.v3.Document");
     assert_has(
         &decoded,
         &[
@@ -397,14 +407,38 @@ async fn v3_documents_are_hash_addressed_and_follow_crd_changes() {
             "name: \"x-kubernetes-group-version-kind\"",
         ],
     );
-    let unknown: Vec<&str> = decoded
-        .lines()
-        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
-        .collect();
-    assert!(
-        unknown.is_empty(),
-        "fields gnostic does not define: {unknown:?}"
+    // The custom resource's document too: enums, required fields, extensions.
+    let crd_url = format!("{base}/openapi/v3/apis/example.com/v1?hash={widgets}");
+    let pb = get(
+        &crd_url,
+        &[(
+            "accept",
+            "application/com.github.proto-openapi.spec.v3@v1.0+protobuf",
+        )],
+    )
+    .await;
+    assert_eq!(pb.status, 200);
+    let decoded = protoc_decode(&pb.body, "gnostic_openapi_v3.proto", "openapi.v3.Document");
+    assert_has(
+        &decoded,
+        &[
+            "name: \"com.example.v1.Widget\"",
+            "required: \"color\"",
+            "yaml: \"\\\"blue\\\"\"",
+            "operation_id: \"listExampleComV1NamespacedWidget\"",
+        ],
     );
+    // The discovery document is JSON whatever is asked for.
+    let root_pb = get(
+        &format!("{base}/openapi/v3"),
+        &[(
+            "accept",
+            "application/com.github.proto-openapi.spec.v3.v1.0+protobuf",
+        )],
+    )
+    .await;
+    assert_eq!(root_pb.status, 200);
+    assert_eq!(root_pb.header("content-type"), Some("application/json"));
     let v2 = get(&format!("{base}/openapi/v2"), &[]).await;
     assert_eq!(v2.status, 200);
     let v2 = v2.json();
@@ -426,13 +460,28 @@ async fn v3_documents_are_hash_addressed_and_follow_crd_changes() {
         pb.header("content-type"),
         Some("application/com.github.proto-openapi.spec.v2.v1.0+protobuf")
     );
-    assert!(!get(&format!("{base}/openapi/v3/apis/nosuch.io/v1"), &[])
-        .await
-        .status
-        .eq(&200));
+    let decoded = protoc_decode(&pb.body, "gnostic_openapi_v2.proto", "openapi.v2.Document");
+    assert_has(
+        &decoded,
+        &[
+            "swagger: \"2.0\"",
+            "name: \"io.k8s.api.apps.v1.Deployment\"",
+            "_ref: \"#/definitions/io.k8s.api.apps.v1.DeploymentSpec\"",
+            "name: \"com.example.v1.Widget\"",
+            "name: \"x-kubernetes-group-version-kind\"",
+        ],
+    );
+    assert_eq!(
+        get(&format!("{base}/openapi/v3/apis/nosuch.io/v1"), &[])
+            .await
+            .status,
+        404
+    );
 
     // A changed CRD: its document gets a new hash, the old one redirects there, and the
     // built-ins' documents keep theirs.
+    let mut watch =
+        support::http::watch(&format!("{base}/apis/example.com/v1/widgets?watch=1"), &[]).await;
     let mut kv = etcd.client().await;
     kv.put(CRD_KEY, widget_crd(Some("shape")).to_string(), None)
         .await
@@ -458,9 +507,30 @@ async fn v3_documents_are_hash_addressed_and_follow_crd_changes() {
     .await;
     assert_eq!(stale.status, 301);
     assert_eq!(
+        stale.header("etag"),
+        Some(format!("\"{current}\"").as_str())
+    );
+    assert_eq!(stale.header("cache-control"), Some("no-cache, private"));
+    assert_eq!(
         stale.header("location"),
         Some(format!("/openapi/v3/apis/example.com/v1?hash={current}").as_str())
     );
+    // A change of schema alone keeps what is served: the watch opened before it goes on.
+    let widget = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w1", "namespace": "default", "uid": "w-1"}, "spec": {"color": "red"}});
+    kv.put(
+        "/registry/example.com/widgets/default/w1",
+        widget.to_string(),
+        None,
+    )
+    .await
+    .expect("put widget");
+    let event = watch
+        .next_event(Duration::from_secs(10))
+        .await
+        .expect("the watch opened before the schema change sees the new widget");
+    assert_eq!(event["type"], "ADDED", "{event}");
+    assert_eq!(event["object"]["metadata"]["name"], "w1");
     let doc = get(
         &format!("{base}/openapi/v3/apis/example.com/v1?hash={current}"),
         &[],

@@ -8,7 +8,8 @@
 //! holds the read paths watchd serves (get and list: no write, so kubectl sees that the
 //! server does not validate fields and validates on its side) and the schemas they refer
 //! to. Documents are rendered on the first request and again when the served resources
-//! change (a CRD added, changed or removed), never before: a daemon nobody asks pays nothing.
+//! change (a CRD added, changed or removed), never before: a daemon nobody asks keeps
+//! only its CRDs' schema text.
 
 mod gnostic;
 mod kinds;
@@ -22,7 +23,7 @@ use bytes::Bytes;
 use k8s_openapi::schemars::generate::SchemaSettings;
 use serde_json::{json, Map, Value};
 
-use crate::registry::{Origin, ResourceInfo};
+use crate::registry::{Origin, PublishedSchema, ResourceInfo};
 use crate::store::ResourceIndex;
 
 pub use kinds::BuiltinKind;
@@ -130,10 +131,14 @@ pub fn documents_of(index: &Arc<ResourceIndex>) -> Arc<Documents> {
     CACHE.of_index(index)
 }
 
+/// Documents, the index they were asked for, and how many schemas had been replaced in
+/// place then.
+type IndexedDocuments = (Weak<ResourceIndex>, u64, Arc<Documents>);
+
 /// The last documents rendered, found again by the index they were asked for, or by the
 /// content of the resources they describe.
 pub struct DocumentCache {
-    by_index: Mutex<Option<(Weak<ResourceIndex>, Arc<Documents>)>>,
+    by_index: Mutex<Option<IndexedDocuments>>,
     by_content: Mutex<Option<(u64, Arc<Documents>)>>,
 }
 
@@ -152,14 +157,16 @@ impl DocumentCache {
     }
 
     /// The documents for what `index` serves: the last call's when `index` is the same
-    /// one (it is replaced whenever the served resources change; held weakly here, so a
-    /// replaced index is freed and its address not reused while this compares it), else
-    /// [`DocumentCache::of`] its resources.
+    /// one and no schema was replaced in place since (the index is replaced whenever the
+    /// served resources change; held weakly here, so a replaced index is freed and its
+    /// address not reused while this compares it), else [`DocumentCache::of`] its
+    /// resources.
     pub fn of_index(&self, index: &Arc<ResourceIndex>) -> Arc<Documents> {
+        let replacements = PublishedSchema::replacements();
         {
             let last = self.by_index.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some((w, docs)) = last.as_ref() {
-                if std::ptr::eq(w.as_ptr(), Arc::as_ptr(index)) {
+            if let Some((w, r, docs)) = last.as_ref() {
+                if std::ptr::eq(w.as_ptr(), Arc::as_ptr(index)) && *r == replacements {
                     return docs.clone();
                 }
             }
@@ -167,7 +174,7 @@ impl DocumentCache {
         let infos: Vec<_> = index.stores().iter().map(|s| s.info.clone()).collect();
         let docs = self.of(&infos);
         *self.by_index.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some((Arc::downgrade(index), docs.clone()));
+            Some((Arc::downgrade(index), replacements, docs.clone()));
         docs
     }
 
@@ -196,7 +203,7 @@ fn fingerprint(resources: &[Arc<ResourceInfo>]) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     for r in resources {
         (&r.group, &r.version, &r.resource, &r.kind, r.namespaced).hash(&mut h);
-        r.schema.as_deref().hash(&mut h);
+        r.schema.get().hash(&mut h);
     }
     h.finish()
 }
@@ -457,8 +464,8 @@ fn custom_definition_name(group: &str, version: &str, kind: &str) -> String {
 fn custom_schema(info: &ResourceInfo) -> Value {
     let mut schema = info
         .schema
-        .as_deref()
-        .and_then(|s| serde_json::from_str::<Value>(s).ok())
+        .get()
+        .and_then(|s| serde_json::from_str::<Value>(&s).ok())
         .filter(Value::is_object)
         .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
     if let Value::Object(m) = &mut schema {
@@ -525,13 +532,16 @@ fn group_words(group: &str) -> String {
         .strip_suffix(".k8s.io")
         .unwrap_or(group)
         .split(['.', '-'])
-        .map(|w| {
-            let mut c = w.chars();
-            c.next()
-                .map(|f| f.to_uppercase().chain(c).collect::<String>())
-                .unwrap_or_default()
-        })
+        .map(capitalized)
         .collect()
+}
+
+/// `word` with its first letter in upper case.
+fn capitalized(word: &str) -> String {
+    let mut c = word.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
 }
 
 /// The paths watchd serves for one resource, each with its get operation: list (in a
@@ -539,11 +549,7 @@ fn group_words(group: &str) -> String {
 fn read_paths(s: &Served, paths: &mut Map<String, Value>) {
     let info = s.info;
     let gv = gv_path(&info.group, &info.version);
-    let stem = format!(
-        "{}{}",
-        group_words(&info.group),
-        info.version[..1].to_uppercase() + &info.version[1..]
-    );
+    let stem = format!("{}{}", group_words(&info.group), capitalized(&info.version));
     let gvk = json!({"group": info.group, "kind": info.kind, "version": info.version});
     let op = |action: &str, id: String, definition: &str, description: String| {
         json!({
@@ -606,9 +612,16 @@ fn read_paths(s: &Served, paths: &mut Map<String, Value>) {
 }
 
 /// A v3 schema in OpenAPI v2 form, as kube-apiserver publishes v2: references point at
-/// `#/definitions/`, an `allOf` of one reference is the reference (with its description),
-/// and what v2 cannot say is left out (`nullable`, `oneOf`, `anyOf`, `not`); a field that
-/// keeps unknown fields, or is an int-or-string, is published as any value.
+/// `#/definitions/`, an `allOf` of one reference is the reference (with its
+/// description), and what v2 cannot say is taken out as apiextensions-apiserver's
+/// `ToStructuralOpenAPIV2` takes it out of a CRD's schema, so that kubectl's validation
+/// accepts what the server accepts:
+/// - `allOf`, `oneOf`, `anyOf`, `not` and `patternProperties` are dropped;
+/// - a nullable field has no type, items or properties (any value, `null` included), and
+///   is not required of its parent; a parent whose `additionalProperties` are nullable
+///   requires nothing;
+/// - a field that keeps unknown fields has no items or properties, and no type when it
+///   was an object or an array; an array left without items has no type.
 fn to_v2(schema: &Value) -> Value {
     let Value::Object(m) = schema else {
         return schema.clone();
@@ -631,44 +644,69 @@ fn to_v2(schema: &Value) -> Value {
                     .unwrap_or_default();
                 out.insert(k.clone(), Value::Object(props));
             }
-            // Examples, defaults and enums are values, not schemas.
-            "default" | "enum" | "example" => {
-                out.insert(k.clone(), v.clone());
+            "additionalProperties" | "items" if v.is_object() => {
+                out.insert(k.clone(), to_v2(v));
             }
-            _ if k.starts_with("x-") => {
-                out.insert(k.clone(), v.clone());
+            "items" if v.is_array() => {
+                let items = v.as_array().map(|a| a.iter().map(to_v2).collect());
+                out.insert(k.clone(), Value::Array(items.unwrap_or_default()));
             }
+            // Values, not schemas; `allOf` is read below.
             _ => {
-                out.insert(
-                    k.clone(),
-                    match v {
-                        Value::Array(a) => Value::Array(a.iter().map(to_v2).collect()),
-                        Value::Object(_) => to_v2(v),
-                        v => v.clone(),
-                    },
-                );
+                out.insert(k.clone(), v.clone());
             }
         }
     }
-    if let Some(Value::Array(all)) = out.get("allOf") {
-        if all.len() == 1 && !out.contains_key("properties") && !out.contains_key("type") {
-            if let Some(r) = all[0].get("$ref").cloned() {
-                out.remove("allOf");
-                out.remove("default");
-                out.insert("$ref".into(), r);
-            }
+    // An `allOf` of one reference is the reference; any other is a junctor v2 drops.
+    if let Some(Value::Array(all)) = out.remove("allOf") {
+        let reference = all.first().and_then(|r| r.get("$ref")).cloned();
+        if let (1, Some(r), false, false) = (
+            all.len(),
+            reference,
+            out.contains_key("properties"),
+            out.contains_key("type"),
+        ) {
+            out.remove("default");
+            out.insert("$ref".into(), to_v2(&json!({ "$ref": r }))["$ref"].clone());
         }
     }
-    let flag = |name: &str| out.get(name) == Some(&Value::Bool(true));
-    if flag("x-kubernetes-preserve-unknown-fields") || flag("x-kubernetes-int-or-string") {
-        for k in [
-            "type",
-            "properties",
-            "items",
-            "additionalProperties",
-            "required",
-        ] {
+    let flag = |m: &Map<String, Value>, name: &str| m.get(name) == Some(&Value::Bool(true));
+    if flag(m, "nullable") {
+        for k in ["type", "items", "properties"] {
             out.remove(k);
+        }
+    }
+    if flag(m, "x-kubernetes-preserve-unknown-fields") {
+        out.remove("items");
+        out.remove("properties");
+        if out.get("type") == Some(&json!("object")) {
+            out.remove("type");
+        }
+    }
+    if out.get("type") == Some(&json!("array")) && !out.contains_key("items") {
+        out.remove("type");
+    }
+    // Nullable fields are not required; nullable values of a map make nothing required.
+    let nullable = |s: &Value| s.get("nullable") == Some(&Value::Bool(true));
+    let nullable_fields: Vec<String> = m
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| {
+            p.iter()
+                .filter(|(_, s)| nullable(s))
+                .map(|(n, _)| n.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    if m.get("additionalProperties").is_some_and(nullable) {
+        out.remove("required");
+    } else if let Some(Value::Array(required)) = out.get_mut("required") {
+        required.retain(|f| {
+            !f.as_str()
+                .is_some_and(|f| nullable_fields.iter().any(|n| n == f))
+        });
+        if required.is_empty() {
+            out.remove("required");
         }
     }
     Value::Object(out)

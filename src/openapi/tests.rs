@@ -128,6 +128,7 @@ fn paths_and_operation_ids_are_kube_apiservers() {
 #[test]
 fn custom_resources_publish_their_crds_schema_with_type_meta() {
     let schema = r#"{"type":"object","description":"A widget.","properties":{"spec":{"type":"object",
+        "required":["labels","size"],
         "properties":{"size":{"x-kubernetes-int-or-string":true,"anyOf":[{"type":"integer"},{"type":"string"}]},
         "labels":{"type":"object","nullable":true,"additionalProperties":{"type":"string"}},
         "extra":{"type":"object","x-kubernetes-preserve-unknown-fields":true,"properties":{"a":{"type":"string"}}}}}}}"#;
@@ -157,9 +158,15 @@ fn custom_resources_publish_their_crds_schema_with_type_meta() {
     let v2 = model.v2();
     let spec = &v2["definitions"]["com.example.v1.Widget"]["properties"]["spec"]["properties"];
     assert_eq!(spec["size"], json!({"x-kubernetes-int-or-string": true}));
+    // As apiextensions-apiserver's ToStructuralOpenAPIV2: a nullable field takes any
+    // value and is not required.
     assert_eq!(
         spec["labels"],
-        json!({"type": "object", "additionalProperties": {"type": "string"}})
+        json!({"additionalProperties": {"type": "string"}})
+    );
+    assert_eq!(
+        v2["definitions"]["com.example.v1.Widget"]["properties"]["spec"]["required"],
+        json!(["size"])
     );
     assert_eq!(
         spec["extra"],

@@ -246,7 +246,7 @@ pub fn info_of(row: &Row) -> ResourceInfo {
         fields,
         field_policy,
         printer_columns: Vec::new(),
-        schema: None,
+        schema: Default::default(),
         indexed_field: None,
     }
 }

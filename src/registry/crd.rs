@@ -1,11 +1,9 @@
 //! Custom resources, read from the CustomResourceDefinitions that kube-apiserver keeps in
 //! etcd (as the CRD resource serves them: decoded and converted to v1 first).
 
-use std::sync::Arc;
-
 use serde::Deserialize;
 
-use super::{FieldPolicy, Origin, PrinterColumn, ResourceInfo};
+use super::{FieldPolicy, Origin, PrinterColumn, PublishedSchema, ResourceInfo};
 use crate::codec::FieldSpec;
 
 /// The etcd directory (below the prefix) holding CustomResourceDefinitions.
@@ -122,11 +120,13 @@ pub fn parse_crd(json: &[u8]) -> Result<ResourceInfo, CrdError> {
         // Custom resources: apiextensions-apiserver's selectable-field conversion.
         field_policy: FieldPolicy::meta_only("field label not supported: {}"),
         printer_columns: storage.additional_printer_columns.clone(),
-        schema: storage
-            .schema
-            .as_ref()
-            .and_then(|s| s.open_api_v3_schema.as_ref())
-            .map(|raw| Arc::from(raw.get())),
+        schema: PublishedSchema::new(
+            storage
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.as_ref())
+                .map(|raw| raw.get().to_string()),
+        ),
         indexed_field: None,
     })
 }

@@ -9,6 +9,7 @@ pub mod builtin;
 pub mod crd;
 pub mod index_fields;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::codec::convert::Convert;
@@ -57,12 +58,64 @@ pub struct ResourceInfo {
     /// A custom resource's `additionalPrinterColumns` (empty for built-ins).
     pub printer_columns: Vec<PrinterColumn>,
     /// A custom resource's `openAPIV3Schema` at the served version, as JSON text, for the
-    /// OpenAPI documents (`None` for built-ins, whose schemas `crate::openapi` has).
-    pub schema: Option<Arc<str>>,
+    /// OpenAPI documents (none for built-ins, whose schemas `crate::openapi` has). Not
+    /// part of the resource's identity: a CRD edit that changes only its schema keeps
+    /// the store and its watches, and replaces this in place.
+    pub schema: PublishedSchema,
     /// The selectable field whose exact values the wake index keys watchers by, as the
     /// cache registered it (`--index-field`; see [`index_fields`]).
     pub indexed_field: Option<String>,
 }
+
+/// A custom resource's published schema (JSON text), replaceable in place. Equal to
+/// every other: it says how clients should write objects, not which objects are served.
+#[derive(Debug, Default)]
+pub struct PublishedSchema(arc_swap::ArcSwapOption<String>);
+
+/// Bumped whenever a published schema is replaced in place (the served index stays the
+/// same): what caches of documents built from schemas compare.
+static SCHEMA_REPLACEMENTS: AtomicU64 = AtomicU64::new(0);
+
+impl PublishedSchema {
+    pub fn new(json: Option<String>) -> PublishedSchema {
+        PublishedSchema(arc_swap::ArcSwapOption::from(json.map(Arc::new)))
+    }
+
+    /// The schema now.
+    pub fn get(&self) -> Option<Arc<String>> {
+        self.0.load_full()
+    }
+
+    /// Takes `other`'s schema; true when it differed.
+    pub fn replace_with(&self, other: &PublishedSchema) -> bool {
+        let new = other.get();
+        if self.get() == new {
+            return false;
+        }
+        self.0.store(new);
+        SCHEMA_REPLACEMENTS.fetch_add(1, Ordering::AcqRel);
+        true
+    }
+
+    /// How many schemas were replaced in place since the process started.
+    pub fn replacements() -> u64 {
+        SCHEMA_REPLACEMENTS.load(Ordering::Acquire)
+    }
+}
+
+impl Clone for PublishedSchema {
+    fn clone(&self) -> Self {
+        PublishedSchema(arc_swap::ArcSwapOption::from(self.get()))
+    }
+}
+
+impl PartialEq for PublishedSchema {
+    fn eq(&self, _: &PublishedSchema) -> bool {
+        true
+    }
+}
+
+impl Eq for PublishedSchema {}
 
 /// How a resource's field selector labels are accepted, as its field label conversion
 /// function in kube-apiserver accepts them.

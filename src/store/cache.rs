@@ -219,6 +219,7 @@ impl Cache {
             .cloned();
         if let Some(existing) = &existing {
             if *existing.info == info {
+                existing.info.schema.replace_with(&info.schema);
                 return existing.clone();
             }
         }

@@ -165,8 +165,12 @@ impl Ingestor {
         };
         match parsed {
             Ok(info) => {
-                let same = index.by_dir(&info.etcd_dir).any(|s| *s.info == info);
-                if same {
+                if let Some(same) = index.by_dir(&info.etcd_dir).find(|s| *s.info == info) {
+                    // Only its schema may have changed: what is served, and every watch,
+                    // stays; the OpenAPI documents take the new schema.
+                    if same.info.schema.replace_with(&info.schema) {
+                        tracing::info!(resource = %info.qualified_name(), version = %info.version, "custom resource definition's schema changed");
+                    }
                     return;
                 }
                 if index.has_dir(&info.etcd_dir) {

@@ -75,10 +75,11 @@ pub enum OpenApiOutput {
     Protobuf,
 }
 
-/// The representation of an OpenAPI document of `version` (`v2`, `v3`), in the order
-/// the client lists them, as kube-openapi's handlers choose: JSON, or gnostic's protobuf
-/// under either of its names; `None` when the client takes neither (406). No header
-/// takes anything.
+/// The representation of an OpenAPI document of `version` (`v2`, `v3`), as
+/// kube-openapi's handlers choose it: the client's media ranges by quality, then by
+/// specificity (goautoneg's order), the first that is JSON or gnostic's protobuf under
+/// either of its names; `None` when the client takes neither (406). No header takes
+/// anything.
 pub fn negotiate_openapi(accept: Option<&str>, version: &str) -> Option<OpenApiOutput> {
     let accept = accept.filter(|a| !a.trim().is_empty()).unwrap_or("*/*");
     let protobuf = |m: &str| {
@@ -86,13 +87,26 @@ pub fn negotiate_openapi(accept: Option<&str>, version: &str) -> Option<OpenApiO
             .and_then(|rest| rest.strip_prefix(version))
             .is_some_and(|rest| matches!(rest, ".v1.0+protobuf" | "@v1.0+protobuf"))
     };
-    media_ranges(accept)
-        .iter()
-        .find_map(|r| match r.mime.as_str() {
-            m if is_json(m) => Some(OpenApiOutput::Json),
-            m if protobuf(m) => Some(OpenApiOutput::Protobuf),
-            _ => None,
+    let mut ranges: Vec<(f64, u8, MediaRange<'_>)> = media_ranges(accept)
+        .into_iter()
+        .map(|r| {
+            let q = r.param("q").and_then(|q| q.parse().ok()).unwrap_or(1.0);
+            let specificity = match r.mime.as_str() {
+                "*/*" => 0,
+                m if m.ends_with("/*") => 1,
+                _ => 2,
+            };
+            (q, specificity, r)
         })
+        .filter(|(q, _, _)| *q > 0.0)
+        .collect();
+    // Stable: equal ranges keep the client's order.
+    ranges.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+    ranges.iter().find_map(|(_, _, r)| match r.mime.as_str() {
+        m if is_json(m) => Some(OpenApiOutput::Json),
+        m if protobuf(m) => Some(OpenApiOutput::Protobuf),
+        _ => None,
+    })
 }
 
 /// The representation of a get, list or watch. `list` distinguishes
@@ -183,8 +197,8 @@ mod tests {
 
     #[test]
     fn openapi_documents_are_json_or_gnostic_protobuf_as_offered() {
-        let v2 = |a| negotiate_openapi(a, "v2");
-        let v3 = |a| negotiate_openapi(a, "v3");
+        let v2 = |a: Option<&str>| negotiate_openapi(a, "v2");
+        let v3 = |a: Option<&str>| negotiate_openapi(a, "v3");
         assert_eq!(v2(None), Some(OpenApiOutput::Json));
         assert_eq!(v2(Some("*/*")), Some(OpenApiOutput::Json));
         // client-go's discovery client asks for the deprecated name.
@@ -209,6 +223,16 @@ mod tests {
             v3(Some("text/html, application/json")),
             Some(OpenApiOutput::Json)
         );
+        // By quality, then specificity; q=0 refuses.
+        let (low_json, any_then_pb, no_pb) = (
+            format!("application/json;q=0.5, {pb}"),
+            format!("*/*, {pb}"),
+            format!("{pb};q=0, application/json;q=0.1"),
+        );
+        assert_eq!(v2(Some(&low_json)), Some(OpenApiOutput::Protobuf));
+        assert_eq!(v2(Some(&any_then_pb)), Some(OpenApiOutput::Protobuf));
+        assert_eq!(v2(Some(&no_pb)), Some(OpenApiOutput::Json));
+        assert_eq!(v2(Some("application/json;q=0")), None);
     }
 
     const KUBECTL_GET: &str =

@@ -44,7 +44,12 @@ pub fn serve(
     } else {
         "v3"
     };
-    let Some(output) = negotiate::negotiate_openapi(accept, version) else {
+    // The v3 discovery document is JSON whatever is asked, as kube-openapi's.
+    let negotiated = match path {
+        OpenApiPath::V3Root => Some(OpenApiOutput::Json),
+        _ => negotiate::negotiate_openapi(accept, version),
+    };
+    let Some(output) = negotiated else {
         let mut r = text_response(406, String::new());
         r.headers_mut()
             .insert(header::VARY, HeaderValue::from_static("Accept"));
@@ -79,12 +84,26 @@ pub fn serve(
             });
             match hash {
                 Some(h) if !h.is_empty() && h != doc.etag => {
+                    // As kube-openapi's: the current ETag and Vary beside the Location,
+                    // and no caching of the redirect itself.
                     let location = format!("/openapi/v3/{gv}?hash={}", doc.etag);
                     let mut r = Response::new(Body::full(Bytes::new()));
                     *r.status_mut() = StatusCode::MOVED_PERMANENTLY;
-                    if let Ok(l) = HeaderValue::from_str(&location) {
-                        r.headers_mut().insert(header::LOCATION, l);
+                    let h = r.headers_mut();
+                    for (name, value) in [
+                        (header::LOCATION, location),
+                        (header::ETAG, format!("\"{}\"", doc.etag)),
+                        (header::CONTENT_TYPE, content_type.to_string()),
+                    ] {
+                        if let Ok(v) = HeaderValue::from_str(&value) {
+                            h.insert(name, v);
+                        }
                     }
+                    h.insert(header::VARY, HeaderValue::from_static("Accept"));
+                    h.insert(
+                        header::CACHE_CONTROL,
+                        HeaderValue::from_static("no-cache, private"),
+                    );
                     r
                 }
                 h => document(

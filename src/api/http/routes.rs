@@ -225,24 +225,36 @@ async fn route_request<B>(
         }
         Route::Version => Ok(value_response(&discovery::version())),
         Route::OpenApi(path) => {
-            let r = openapi::serve(&path, req.uri().query(), req.headers(), &index);
+            // Rendering takes tens of milliseconds (more with many CRDs), and waits for
+            // a render under way: off the threads that serve other connections.
+            let (query, headers) = (req.uri().query().map(str::to_string), req.headers().clone());
+            let index = index.clone();
+            let served = tokio::task::spawn_blocking(move || {
+                openapi::serve(&path, query.as_deref(), &headers, &index)
+            })
+            .await;
+            let r = match served {
+                Ok(r) => r,
+                Err(e) => error_response(&ApiError::Internal(format!(
+                    "rendering the OpenAPI document failed: {e}"
+                ))),
+            };
             let gzip = negotiate::accepts_gzip(
                 req.headers()
                     .get(header::ACCEPT_ENCODING)
                     .and_then(|v| v.to_str().ok()),
             );
-            return (
-                "openapi",
-                none,
-                if gzip && r.status() == StatusCode::OK {
-                    let mut r = compress(r).await;
+            let r = if gzip && r.status() == StatusCode::OK {
+                let mut r = compress(r).await;
+                if r.headers().contains_key(header::CONTENT_ENCODING) {
                     r.headers_mut()
                         .append(header::VARY, HeaderValue::from_static("Accept"));
-                    r
-                } else {
-                    r
-                },
-            );
+                }
+                r
+            } else {
+                r
+            };
+            return ("openapi", none, r);
         }
         Route::Health { endpoint, check } => {
             match health::evaluate(endpoint, check.as_deref(), &params, &state.read.cache) {

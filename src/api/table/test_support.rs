@@ -25,7 +25,7 @@ pub fn info(group: &str, resource: &str, kind: &str) -> ResourceInfo {
         fields: Vec::new(),
         field_policy: FieldPolicy::meta_only("field label not supported: {}"),
         printer_columns: Vec::new(),
-        schema: None,
+        schema: Default::default(),
         indexed_field: None,
     }
 }
@@ -35,7 +35,7 @@ pub fn crd_info(columns: Vec<PrinterColumn>) -> ResourceInfo {
     ResourceInfo {
         origin: Origin::CustomResource,
         printer_columns: columns,
-        schema: None,
+        schema: Default::default(),
         indexed_field: None,
         ..info("example.com", "widgets", "Widget")
     }
