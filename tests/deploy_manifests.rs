@@ -1,6 +1,6 @@
 //! The manifests in deploy/ (issue #25, items 1 and 3): each Kustomize overlay rendered
 //! by kubectl's own kustomize, and the static Pod, read as Kubernetes reads them: every
-//! object is one of its kind to `k8s-openapi` (the 1.37 schema) with no field it does
+//! object is one of its kind to `k8s-openapi` (the 1.34 schema) with no field it does
 //! not know (each is read into the typed object and written back, and nothing may be
 //! lost: a misspelt or misplaced field would be), and every pod meets Pod Security's
 //! "restricted" level where the deployment allows it, with probes, a disruption budget

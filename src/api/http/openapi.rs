@@ -66,10 +66,8 @@ pub fn serve(
         ),
         OpenApiPath::V3(gv) => {
             let Some(group) = docs.groups.get(gv.as_str()) else {
-                return text_response(
-                    404,
-                    format!("404 page not found: no OpenAPI document for {gv}\n"),
-                );
+                // Go's NotFound, as kube-apiserver's aggregator answers it.
+                return text_response(404, "404 page not found\n".to_string());
             };
             let doc = &group.doc;
             let (body, content_type) = match output {
