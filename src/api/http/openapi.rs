@@ -7,8 +7,9 @@
 //!   names that hash; a request with the current `?hash=` is cacheable for a year
 //!   (`Cache-Control: public, immutable`), one with an old hash is redirected (301) to the
 //!   current one;
-//! - each is JSON or gnostic protobuf (either name of its media type); anything else is
-//!   406.
+//! - a group-version's document and v2 are JSON or gnostic protobuf (either name of its
+//!   media type, chosen in the `Accept` header's quality order), anything else 406; the
+//!   v3 discovery document is JSON whatever is asked.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
