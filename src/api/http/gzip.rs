@@ -109,7 +109,7 @@ type Frames = Pin<Box<dyn Stream<Item = BufList> + Send>>;
 /// that accepts gzip): every frame the watch yields (the events of one pass) becomes a
 /// gzip member of its own, complete when sent, so the client decodes each event as it
 /// arrives; the body is the members one after another, as kube-apiserver's writer that
-/// closes its gzip stream at every flush makes it. A frame larger than the inline limit
+/// closes its gzip stream at every flush makes it. A frame larger than the threshold
 /// is compressed on the blocking pool under [`limiter`]'s permits, as a list's steps
 /// are. A complete body (an error answered at once) is given back, not compressed.
 pub fn compress_watch(body: Body) -> Result<Body, Body> {

@@ -100,9 +100,10 @@ fn gzipped(mut parts: http::response::Parts, body: Result<Body, Body>) -> Respon
             parts
                 .headers
                 .insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+            // Beside any Vary the response has (an OpenAPI document's `Accept`).
             parts
                 .headers
-                .insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+                .append(header::VARY, HeaderValue::from_static("Accept-Encoding"));
             Response::from_parts(parts, gz)
         }
         Err(as_is) => Response::from_parts(parts, as_is),

@@ -239,18 +239,8 @@ async fn route_request<B>(
                     "rendering the OpenAPI document failed: {e}"
                 ))),
             };
-            let gzip = negotiate::accepts_gzip(
-                req.headers()
-                    .get(header::ACCEPT_ENCODING)
-                    .and_then(|v| v.to_str().ok()),
-            );
-            let r = if gzip && r.status() == StatusCode::OK {
-                let mut r = compress(r).await;
-                if r.headers().contains_key(header::CONTENT_ENCODING) {
-                    r.headers_mut()
-                        .append(header::VARY, HeaderValue::from_static("Accept"));
-                }
-                r
+            let r = if accepts_gzip(req) && r.status() == StatusCode::OK {
+                compress(r).await
             } else {
                 r
             };
@@ -285,6 +275,15 @@ async fn route_request<B>(
         "discovery",
         none,
         result.unwrap_or_else(|e| error_response(&e)),
+    )
+}
+
+/// Whether the request's `Accept-Encoding` takes gzip.
+fn accepts_gzip<B>(req: &Request<B>) -> bool {
+    negotiate::accepts_gzip(
+        req.headers()
+            .get(header::ACCEPT_ENCODING)
+            .and_then(|v| v.to_str().ok()),
     )
 }
 
@@ -332,11 +331,7 @@ async fn serve_resource<B>(
         .headers()
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok());
-    let gzip = negotiate::accepts_gzip(
-        req.headers()
-            .get(header::ACCEPT_ENCODING)
-            .and_then(|v| v.to_str().ok()),
-    );
+    let gzip = accepts_gzip(req);
     let response = match serve_verb(state, store, path, params, accept, is_watch).await {
         Ok(r) if gzip && !is_watch => compress(r).await,
         Ok(r) => r,
