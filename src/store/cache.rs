@@ -209,7 +209,7 @@ impl Cache {
     /// Adds a resource, empty as of `revision`; or, if its definition changed, replaces its
     /// store with one of the new definition holding the same objects as of `revision` (the
     /// old store's watchers are ended, so clients re-list). An unchanged definition keeps
-    /// its existing store. Returns the store.
+    /// its existing store, taking a new published schema in place. Returns the store.
     pub fn register(&self, mut info: ResourceInfo, revision: Revision) -> Arc<ResourceStore> {
         info.indexed_field = self.config.index_fields.field_for(&info);
         let index = self.index.load_full();
@@ -219,7 +219,11 @@ impl Cache {
             .cloned();
         if let Some(existing) = &existing {
             if *existing.info == info {
-                existing.info.schema.replace_with(&info.schema);
+                // Only the published schema may differ: taken in place, so what is
+                // served, and every watch, stays.
+                if existing.info.schema.replace_with(&info.schema) {
+                    tracing::info!(resource = %info.qualified_name(), version = %info.version, "custom resource definition's schema changed");
+                }
                 return existing.clone();
             }
         }

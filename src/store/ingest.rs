@@ -165,17 +165,12 @@ impl Ingestor {
         };
         match parsed {
             Ok(info) => {
-                if let Some(same) = index.by_dir(&info.etcd_dir).find(|s| *s.info == info) {
-                    // Only its schema may have changed: what is served, and every watch,
-                    // stays; the OpenAPI documents take the new schema.
-                    if same.info.schema.replace_with(&info.schema) {
-                        tracing::info!(resource = %info.qualified_name(), version = %info.version, "custom resource definition's schema changed");
-                    }
-                    return;
-                }
-                if index.has_dir(&info.etcd_dir) {
+                // An unchanged definition (its schema aside, which `register` takes in
+                // place) keeps its store and every watch.
+                let same = index.by_dir(&info.etcd_dir).any(|s| *s.info == info);
+                if !same && index.has_dir(&info.etcd_dir) {
                     tracing::info!(resource = %info.qualified_name(), version = %info.version, "custom resource definition changed; its watchers re-list");
-                } else {
+                } else if !same {
                     tracing::info!(resource = %info.qualified_name(), version = %info.version, "serving custom resource");
                 }
                 self.cache.register(info, revision);
