@@ -167,7 +167,7 @@ pub fn encode_document(doc: &Value) -> Vec<u8> {
 /// is a `Reference`, as gnostic reads one; a `default` that is not a scalar is an empty
 /// `DefaultType`, as gnostic's has no place for it.
 pub mod v3 {
-    use super::{any, double, message, named_any, string, varint};
+    use super::{any, double, int, message, named_any, string, varint};
     use serde_json::{Map, Value};
 
     /// `SchemaOrReference`: `schema = 1`, `reference = 2` (`Reference { _ref = 1 }`).
@@ -186,10 +186,6 @@ pub mod v3 {
                 schema_or_reference(m, 2, s);
             });
         }
-    }
-
-    fn int(n: &serde_json::Number) -> u64 {
-        super::int(n)
     }
 
     /// The fields of `Schema`.

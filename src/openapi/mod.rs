@@ -26,8 +26,6 @@ use serde_json::{json, Map, Value};
 use crate::registry::{Origin, PublishedSchema, ResourceInfo};
 use crate::store::ResourceIndex;
 
-pub use kinds::BuiltinKind;
-
 /// Where v3 documents keep their schemas.
 const COMPONENTS: &str = "#/components/schemas/";
 /// Where the v2 document keeps them.
@@ -37,7 +35,7 @@ const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
 
 /// The `info` of every document: the version `/version` reports.
 fn info() -> Value {
-    json!({"title": "Kubernetes", "version": format!("v1.34.0+watchd-{}", env!("CARGO_PKG_VERSION"))})
+    json!({"title": "Kubernetes", "version": crate::api::http::discovery::git_version()})
 }
 
 /// One rendered document: its bytes and their hash (upper-case hex SHA-512 of the JSON,
@@ -611,6 +609,15 @@ fn read_paths(s: &Served, paths: &mut Map<String, Value>) {
     }
 }
 
+/// A v3 reference (`#/components/schemas/…`) as v2 writes it (`#/definitions/…`).
+fn v2_ref(r: &Value) -> Value {
+    let r = r.as_str().unwrap_or_default();
+    Value::String(
+        r.strip_prefix(COMPONENTS)
+            .map_or_else(|| r.to_string(), |n| format!("{DEFINITIONS}{n}")),
+    )
+}
+
 /// A v3 schema in OpenAPI v2 form, as kube-apiserver publishes v2: references point at
 /// `#/definitions/`, an `allOf` of one reference is the reference (with its
 /// description), and what v2 cannot say is taken out as apiextensions-apiserver's
@@ -630,11 +637,7 @@ fn to_v2(schema: &Value) -> Value {
     for (k, v) in m {
         match k.as_str() {
             "$ref" => {
-                let r = v.as_str().unwrap_or_default();
-                let r = r
-                    .strip_prefix(COMPONENTS)
-                    .map_or_else(|| r.to_string(), |n| format!("{DEFINITIONS}{n}"));
-                out.insert(k.clone(), Value::String(r));
+                out.insert(k.clone(), v2_ref(v));
             }
             "nullable" | "oneOf" | "anyOf" | "not" | "patternProperties" => {}
             "properties" => {
@@ -667,7 +670,7 @@ fn to_v2(schema: &Value) -> Value {
             out.contains_key("type"),
         ) {
             out.remove("default");
-            out.insert("$ref".into(), to_v2(&json!({ "$ref": r }))["$ref"].clone());
+            out.insert("$ref".into(), v2_ref(&r));
         }
     }
     let flag = |m: &Map<String, Value>, name: &str| m.get(name) == Some(&Value::Bool(true));

@@ -123,12 +123,18 @@ pub fn api_resource_list(
     }))
 }
 
+/// The version watchd reports as its server's (`/version`'s `gitVersion`, the OpenAPI
+/// documents' `info.version`): the Kubernetes API level it implements, and its own.
+pub fn git_version() -> String {
+    format!("v1.34.0+watchd-{}", env!("CARGO_PKG_VERSION"))
+}
+
 /// `/version`: the Kubernetes API level watchd implements.
 pub fn version() -> Value {
     json!({
         "major": "1",
         "minor": "34",
-        "gitVersion": format!("v1.34.0+watchd-{}", env!("CARGO_PKG_VERSION")),
+        "gitVersion": git_version(),
         "gitCommit": "",
         "gitTreeState": "clean",
         "buildDate": "",

@@ -28,10 +28,10 @@ use crate::store::ResourceIndex;
 const PROTOBUF_V2: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 const PROTOBUF_V3: &str = "application/com.github.proto-openapi.spec.v3.v1.0+protobuf";
 
-/// The answer to a GET of `path` (the query, for `?hash=`).
+/// The answer to a GET of `path` (with its `?hash=`, if any).
 pub fn serve(
     path: &OpenApiPath,
-    query: Option<&str>,
+    hash: Option<&str>,
     headers: &HeaderMap,
     index: &Arc<ResourceIndex>,
 ) -> Response<Body> {
@@ -75,12 +75,6 @@ pub fn serve(
                 OpenApiOutput::Json => (doc.json.clone(), "application/json"),
                 OpenApiOutput::Protobuf => (group.protobuf(), PROTOBUF_V3),
             };
-            let hash = query.and_then(|q| {
-                q.split('&')
-                    .filter_map(|kv| kv.split_once('='))
-                    .find(|(k, _)| *k == "hash")
-                    .map(|(_, v)| v)
-            });
             match hash {
                 Some(h) if !h.is_empty() && h != doc.etag => {
                     // As kube-openapi's: the current ETag and Vary beside the Location,

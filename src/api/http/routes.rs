@@ -227,10 +227,13 @@ async fn route_request<B>(
         Route::OpenApi(path) => {
             // Rendering takes tens of milliseconds (more with many CRDs), and waits for
             // a render under way: off the threads that serve other connections.
-            let (query, headers) = (req.uri().query().map(str::to_string), req.headers().clone());
+            let (hash, headers) = (
+                params.get("hash").map(str::to_string),
+                req.headers().clone(),
+            );
             let index = index.clone();
             let served = tokio::task::spawn_blocking(move || {
-                openapi::serve(&path, query.as_deref(), &headers, &index)
+                openapi::serve(&path, hash.as_deref(), &headers, &index)
             })
             .await;
             let r = match served {
