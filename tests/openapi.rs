@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use support::http::get;
 use support::kube::put_object;
-use support::pki::{admin_probe, kubectl, kubectl_at, stdout_ok, Pki};
+use support::pki::{kubectl, kubectl_at, start_tls_with_tokens, stdout_ok, Pki};
 use support::{Etcd, Watchd};
 
 const CRD_KEY: &str =
@@ -573,22 +573,11 @@ async fn kubectl_explain_over_tls_with_a_token_needs_the_openapi_urls() {
     grant_urls(&mut kv, "bob", &with_openapi).await;
     grant_urls(&mut kv, "carol", &discovery).await;
     let pki = Pki::new();
-    pki.issue("admin", "root", Some("system:masters"), false);
-    std::fs::write(
-        pki.path("tokens.csv"),
+    let (_watchd, server) = start_tls_with_tokens(
+        &pki,
+        &etcd.client_url(),
         "bob-token,bob,uid-bob\ncarol-token,carol,uid-carol\n",
-    )
-    .unwrap();
-    let args = [
-        pki.arg("tls-cert-file", "server.crt"),
-        pki.arg("tls-private-key-file", "server.key"),
-        pki.arg("client-ca-file", "ca.crt"),
-        pki.arg("token-auth-file", "tokens.csv"),
-        "--authorization-mode=RBAC".to_string(),
-    ];
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let watchd = Watchd::start_with_probe(&etcd.client_url(), &args, Some(admin_probe(&pki)));
-    let server = format!("https://127.0.0.1:{}", watchd.http_addr().port());
+    );
     let bob = pki.kubeconfig("bob.kubeconfig", &server, None, Some("bob-token"));
     let carol = pki.kubeconfig("carol.kubeconfig", &server, None, Some("carol-token"));
 

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use support::http::request;
 use support::kube::put_object;
-use support::pki::{admin_probe, curl, kubectl, stdout_ok, token_kubeconfig, Pki};
+use support::pki::{curl, kubectl, start_tls_with_tokens, stdout_ok, token_kubeconfig, Pki};
 use support::{Etcd, Watchd};
 
 const SSAR: &str = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews";
@@ -120,22 +120,11 @@ async fn kubectl_auth_is_answered_from_watchds_own_authentication_and_rbac() {
     policy(&mut kv).await;
     // kubectl sends a token over TLS only.
     let pki = Pki::new();
-    pki.issue("admin", "root", Some("system:masters"), false);
-    std::fs::write(
-        pki.path("tokens.csv"),
+    let (_watchd, server) = start_tls_with_tokens(
+        &pki,
+        &etcd.client_url(),
         "bob-token,bob,uid-bob,\"viewers\"\ncarol-token,carol,uid-carol\n",
-    )
-    .unwrap();
-    let args = [
-        pki.arg("tls-cert-file", "server.crt"),
-        pki.arg("tls-private-key-file", "server.key"),
-        pki.arg("client-ca-file", "ca.crt"),
-        pki.arg("token-auth-file", "tokens.csv"),
-        "--authorization-mode=RBAC".to_string(),
-    ];
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let watchd = Watchd::start_with_probe(&etcd.client_url(), &args, Some(admin_probe(&pki)));
-    let server = format!("https://127.0.0.1:{}", watchd.http_addr().port());
+    );
     let bob = pki.kubeconfig("bob.kubeconfig", &server, None, Some("bob-token"));
     let carol = pki.kubeconfig("carol.kubeconfig", &server, None, Some("carol-token"));
     let cache = pki.path("cache");
