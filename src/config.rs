@@ -237,6 +237,11 @@ pub const MAX_DISCOVERY_BYTES: usize = 16 << 20;
 /// cluster fills with tens of thousands of revisions).
 pub const STARTUP_REPLAY_REVISIONS: i64 = 100_000;
 
+/// A watch response of etcd's past this many bytes of keys and values grows tonic's
+/// receive buffer for the stream's life: once caught up, the stream is opened again to
+/// give it back (`source::etcd`).
+pub const WATCH_RECEIVE_KEEP_BYTES: usize = 256 * 1024;
+
 /// kube-apiserver's `defaultGzipThresholdBytes` (128 KiB): a complete get or list body up
 /// to this is sent as it is, even to a client that accepts gzip (client-go always
 /// does); a larger one is compressed as the client reads it, off the runtime's worker

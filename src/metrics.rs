@@ -385,6 +385,10 @@ fn describe() {
         "watchd_etcd_watch_fragments_total",
         "Fragments of etcd watch responses received (a response over etcd's request limit, sent in parts)."
     );
+    describe_counter!(
+        "watchd_etcd_watch_reopens_total",
+        "etcd watch streams opened again once caught up after large responses, to give back the receive buffer they grew."
+    );
     describe_gauge!(
         "watchd_rendered_json_budget_bytes",
         "The budget of rendered JSON kept (--rendered-json-bytes, or a quarter of the memory limit)."

@@ -529,17 +529,20 @@ async fn compaction_past_the_resume_revision(format: Format) {
 /// from etcd in fragments, which watchd asks for so that no message passes etcd's
 /// `--max-request-bytes`: a fragment may end inside a revision, and watchd applies each
 /// revision whole. A watcher from before the writes sees exactly etcd's history, each
-/// transaction's eight events at its revision, and the list is etcd's state.
+/// transaction's eight events at its revision, and the list is etcd's state. Once caught
+/// up, watchd opens its etcd watch again (the large responses grew its receive buffer),
+/// and a write after that reaches the watcher too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_history_sent_in_fragments_is_applied_a_whole_revision_at_a_time() {
     use etcd_client::{Txn, TxnOp};
-    let etcd = Etcd::start_with(&["--max-request-bytes=65536"]);
+    let etcd = Etcd::start_with(&["--max-request-bytes=393216"]);
     let mut client = etcd.client().await;
     let first = current_revision(&mut client).await;
     let filler = "x".repeat(6000);
     let mut want = Vec::new();
-    // 30 transactions of 8 ConfigMaps of 6 KB: 48 KB each (under the 64 KiB limit on a
-    // request), 1.4 MB of history, which etcd must send in fragments of 64 KiB.
+    // 30 transactions of 8 ConfigMaps of 6 KB: 48 KB each (under the 384 KiB limit on a
+    // request), 1.4 MB of history, which etcd must send in fragments of up to 384 KiB,
+    // past watchd's 256 KiB mark of a grown receive buffer.
     for t in 0..30 {
         let ops: Vec<TxnOp> = (0..8)
             .map(|k| {
@@ -596,6 +599,50 @@ async fn a_history_sent_in_fragments_is_applied_a_whole_revision_at_a_time() {
         counter(&metrics, "watchd_etcd_watch_fragments_total") > 0.0,
         "etcd sent no fragments: the test proves nothing\n{metrics}"
     );
+    // Opened again right after the last revision was applied: wait for it, bounded.
+    let mut metrics = metrics;
+    for _ in 0..100 {
+        if counter(&metrics, "watchd_etcd_watch_reopens_total") > 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        metrics = http::get(&format!("{base}/metrics"), &[]).await.text();
+    }
+    assert_eq!(
+        counter(&metrics, "watchd_etcd_watch_reopens_total"),
+        1.0,
+        "caught up once after large responses\n{metrics}"
+    );
+    // The reopened watch goes on from the next revision: nothing between is lost.
+    let value = serde_json::json!({
+        "kind": "ConfigMap", "apiVersion": "v1",
+        "metadata": {"name": "after", "namespace": "frag"},
+        "data": {"i": "after"},
+    });
+    let rv = client
+        .put(
+            format!("{PREFIX}frag/after"),
+            serde_json::to_vec(&value).expect("JSON"),
+            None,
+        )
+        .await
+        .expect("etcd put")
+        .header()
+        .expect("header")
+        .revision();
+    let got: Vec<Seen> = stream
+        .next_events(1, Duration::from_secs(10))
+        .await
+        .iter()
+        .map(seen)
+        .collect();
+    let after = (
+        "ADDED".to_string(),
+        "frag/after".to_string(),
+        rv,
+        "after".to_string(),
+    );
+    assert_eq!(got, [after]);
 }
 
 /// Reads what each watcher's replica sent until its stream ended (no ERROR among it),

@@ -426,18 +426,23 @@ async fn watch(
     // grows to hold and then keeps for the stream's life (47 MB after replaying 20 000
     // JSON pods written 100 per transaction). With them no message passes etcd's
     // --max-request-bytes (1.5 MiB by default).
-    let opts = WatchOptions::new()
-        .with_all_keys()
-        .with_start_revision(from.0)
-        .with_prev_key()
-        .with_fragment();
-    let mut stream = match client.watch.watch(vec![0u8], Some(opts)).await {
+    let opts = |from: Revision| {
+        WatchOptions::new()
+            .with_all_keys()
+            .with_start_revision(from.0)
+            .with_prev_key()
+            .with_fragment()
+    };
+    let mut stream = match client.watch.watch(vec![0u8], Some(opts(from))).await {
         Ok(s) => s,
         Err(e) => return End::Failed(failed("watch")(e)),
     };
     let cache = ingestor.cache().clone();
     // The changes of a revision that a fragment split: applied with the rest of it.
     let mut held: Vec<KvChange> = Vec::new();
+    // Whether a response since the stream opened was large: tonic's receive buffer grew
+    // to hold it (to 4 MiB for etcd's 1.5 MiB fragments) and keeps that size.
+    let mut grown = false;
     loop {
         let message = tokio::select! {
             m = stream.message() => m,
@@ -477,11 +482,14 @@ async fn watch(
             );
         }
         let mut changes = std::mem::take(&mut held);
+        let mut bytes = 0;
         changes.extend(
             std::mem::take(&mut resp.0.events)
                 .into_iter()
-                .filter_map(into_change),
+                .filter_map(into_change)
+                .inspect(|c| bytes += c.key.len() + c.value.as_ref().map_or(0, Vec::len)),
         );
+        grown |= bytes >= config::WATCH_RECEIVE_KEEP_BYTES;
         if resp.0.fragment {
             metrics::counter!("watchd_etcd_watch_fragments_total").increment(1);
             // More of this response follows, and its last revision may go on there: a
@@ -506,6 +514,25 @@ async fn watch(
         }
         metrics::gauge!("watchd_etcd_revision").set(header_rev as f64);
         metrics::gauge!("watchd_revision_lag").set((header_rev - applied.0).max(0) as f64);
+        if grown && held.is_empty() && applied.0 >= header_rev {
+            // Caught up after large responses (a replay, a resume after a gap): a new
+            // stream from the next revision, on the same connection, gives the grown
+            // receive buffer back. Nothing is lost: the old stream's later responses
+            // are dropped with it, and the new one starts where they would have.
+            grown = false;
+            match client
+                .watch
+                .watch(vec![0u8], Some(opts(applied.next())))
+                .await
+            {
+                Ok(s) => {
+                    stream = s;
+                    metrics::counter!("watchd_etcd_watch_reopens_total").increment(1);
+                    tracing::debug!(from = %applied.next(), "caught up: etcd watch reopened to release its receive buffer");
+                }
+                Err(e) => return End::Failed(failed("watch")(e)),
+            }
+        }
     }
 }
 
