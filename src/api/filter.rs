@@ -16,19 +16,27 @@ pub struct Filter {
 }
 
 impl Filter {
-    /// Whether an object passes the namespace and selectors.
-    pub fn passes(&self, obj: &CachedObject) -> bool {
+    /// Whether an object passes the namespace and selectors; `field_names` are the
+    /// resource's selectable fields (its store's).
+    pub fn passes(&self, obj: &CachedObject, field_names: &[String]) -> bool {
         self.namespace
             .as_deref()
             .is_none_or(|ns| obj.namespace() == Some(ns))
-            && matches(obj, &self.selectors)
+            && matches(obj, &self.selectors, field_names)
     }
 
-    /// The event type this watcher gets for an event, if any: selectors turn an update
-    /// into ADDED or DELETED when the object starts or stops matching.
-    pub fn classify(&self, ev: &WatchEvent) -> Option<EventType> {
-        let now = ev.object.as_deref().is_some_and(|o| self.passes(o));
-        let before = ev.prev.as_deref().is_some_and(|o| self.passes(o));
+    /// The event type this watcher gets for an event of its resource, whose selectable
+    /// fields are `field_names`, if any: selectors turn an update into ADDED or DELETED
+    /// when the object starts or stops matching.
+    pub fn classify(&self, ev: &WatchEvent, field_names: &[String]) -> Option<EventType> {
+        let now = ev
+            .object
+            .as_deref()
+            .is_some_and(|o| self.passes(o, field_names));
+        let before = ev
+            .prev
+            .as_deref()
+            .is_some_and(|o| self.passes(o, field_names));
         let t = match (ev.object.is_some(), now, before) {
             (true, true, true) => EventType::Modified,
             (true, true, false) => EventType::Added,

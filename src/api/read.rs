@@ -105,6 +105,8 @@ pub struct WholeList {
     snapshot: Arc<Snapshot>,
     namespace: Option<Box<str>>,
     selectors: Selectors,
+    /// The resource's selectable fields.
+    field_names: Arc<[String]>,
     /// Where the next read starts: the list's start (included) before anything was
     /// read, then just after the last key read.
     next: Bound<Arc<str>>,
@@ -115,7 +117,7 @@ impl WholeList {
     fn iter(&self) -> impl Iterator<Item = &ObjectRef> + '_ {
         self.snapshot
             .range_from(self.namespace.as_deref(), self.next.clone())
-            .filter(|o| matches(o, &self.selectors))
+            .filter(|o| matches(o, &self.selectors, &self.field_names))
     }
 }
 
@@ -227,11 +229,12 @@ fn source_not_behind(
     })
 }
 
-/// Whether an object passes a request's namespace and selectors.
-pub fn matches(obj: &CachedObject, selectors: &Selectors) -> bool {
+/// Whether an object passes a request's selectors; `field_names` are its resource's
+/// selectable fields (its store's).
+pub fn matches(obj: &CachedObject, selectors: &Selectors, field_names: &[String]) -> bool {
     in_shard(obj, selectors)
-        && selectors.labels.matches(|k| obj.labels.get(k))
-        && selectors.fields.matches(|f| obj.field(f))
+        && selectors.labels.matches(|k| obj.labels().get(k))
+        && selectors.fields.matches(|f| obj.field(field_names, f))
 }
 
 /// Whether an object is in the request's shards (KEP-5866): the hash of its uid, or of
@@ -408,6 +411,7 @@ pub async fn list_page(
                 snapshot,
                 namespace: namespace.map(Box::from),
                 selectors: q.selectors.clone(),
+                field_names: store.field_names.clone(),
                 next: start.map_or(Bound::Unbounded, |k| Bound::Included(Arc::from(k))),
             })),
             continue_token: None,
@@ -422,7 +426,7 @@ pub async fn list_page(
     let mut more = false;
     let mut iter = snapshot
         .range(namespace, start.as_deref())
-        .filter(|o| matches(o, &q.selectors));
+        .filter(|o| matches(o, &q.selectors, &store.field_names));
     for obj in iter.by_ref() {
         // Only a bounded page measures its objects (JSON rendered on first use).
         let size = match q.bound {
@@ -497,12 +501,7 @@ fn decode_read(
     (key, value, rev): (&[u8], &[u8], Revision),
 ) -> Result<ObjectRef, ApiError> {
     match store.decode.decode(key, value, rev) {
-        Ok(d) => Ok(Arc::new(CachedObject::new(
-            Arc::from(object_key),
-            rev,
-            store.field_names.clone(),
-            d,
-        ))),
+        Ok(d) => Ok(Arc::new(CachedObject::new(Arc::from(object_key), rev, d))),
         Err(error) => {
             let u = Unreadable {
                 etcd_key: String::from_utf8_lossy(key).into_owned(),

@@ -70,27 +70,19 @@ impl Labels {
         Labels(b.finish())
     }
 
-    fn key(&self, i: usize) -> &str {
-        self.0.get(2 * i).unwrap_or_default()
+    /// The labels as a view.
+    pub fn view(&self) -> LabelsRef<'_> {
+        LabelsRef::new(&self.0, self.0.len())
     }
 
     /// The value of label `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
-        let (mut lo, mut hi) = (0, self.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match self.key(mid).cmp(key) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return self.0.get(2 * mid + 1),
-            }
-        }
-        None
+        self.view().get(key)
     }
 
     /// The labels, sorted by key.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
-        (0..self.len()).map(|i| (self.key(i), self.0.get(2 * i + 1).unwrap_or_default()))
+        self.view().iter()
     }
 
     /// Number of labels.
@@ -103,9 +95,65 @@ impl Labels {
         self.0.is_empty()
     }
 
+    /// The strings: key, value, key, value, ... sorted by key.
+    pub fn into_strings(self) -> Packed {
+        self.0
+    }
+
     /// Heap bytes held, for the cache-size metric.
     pub fn heap_bytes(&self) -> usize {
         self.0.heap_bytes()
+    }
+}
+
+/// Labels as the first strings of a [`Packed`] (which a cached object shares with its
+/// selectable field values): key, value, key, value, ... sorted by key.
+#[derive(Debug, Clone, Copy)]
+pub struct LabelsRef<'a> {
+    strings: &'a Packed,
+    pairs: usize,
+}
+
+impl<'a> LabelsRef<'a> {
+    /// The labels that the first `strings` strings of `packed` are.
+    pub fn new(packed: &'a Packed, strings: usize) -> Self {
+        LabelsRef {
+            strings: packed,
+            pairs: strings.min(packed.len()) / 2,
+        }
+    }
+
+    fn key(&self, i: usize) -> &'a str {
+        self.strings.get(2 * i).unwrap_or_default()
+    }
+
+    /// The value of label `key`.
+    pub fn get(&self, key: &str) -> Option<&'a str> {
+        let (mut lo, mut hi) = (0, self.pairs);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match self.key(mid).cmp(key) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return self.strings.get(2 * mid + 1),
+            }
+        }
+        None
+    }
+
+    /// The labels, sorted by key.
+    pub fn iter(self) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        (0..self.pairs).map(move |i| (self.key(i), self.strings.get(2 * i + 1).unwrap_or_default()))
+    }
+
+    /// Number of labels.
+    pub fn len(&self) -> usize {
+        self.pairs
+    }
+
+    /// Whether there are no labels.
+    pub fn is_empty(&self) -> bool {
+        self.pairs == 0
     }
 }
 

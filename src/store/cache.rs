@@ -245,12 +245,7 @@ impl Cache {
                 .snapshot()
                 .objects
                 .iter()
-                .map(|(k, o)| {
-                    (
-                        k.clone(),
-                        Arc::new(o.reindexed(store.field_names.clone(), &store.info.fields)),
-                    )
-                })
+                .map(|(k, o)| (k.clone(), Arc::new(o.reindexed(&store.info.fields))))
                 .collect();
             store.reset(revision.max(old.snapshot().revision), epoch, objects);
         }

@@ -290,7 +290,7 @@ impl ResourceStore {
             };
             let mut bits = 0;
             for o in event.object.iter().chain(event.prev.iter()) {
-                let value = indexed.and_then(|f| o.field(f));
+                let value = indexed.and_then(|f| o.field(&self.field_names, f));
                 bits |= dispatch::keys_of(keys, o.namespace(), o.name(), value);
             }
             event.key_bits = bits;

@@ -117,10 +117,7 @@ mod tests {
     fn obj(key: &str, rev: i64) -> (Arc<str>, ObjectRef) {
         let d = decode(br#"{"metadata":{}}"#, Revision(rev), &[]).unwrap();
         let k: Arc<str> = Arc::from(key);
-        (
-            k.clone(),
-            Arc::new(CachedObject::new(k, Revision(rev), Arc::from([]), d)),
-        )
+        (k.clone(), Arc::new(CachedObject::new(k, Revision(rev), d)))
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub fn meta(obj: &CachedObject) -> pb::ObjectMeta {
         uid: facts.uid.to_string(),
         resource_version: obj.revision.0,
         labels: obj
-            .labels
+            .labels()
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
@@ -55,7 +55,11 @@ pub fn object(obj: &ObjectRef, encoding: pb::Encoding) -> pb::Object {
 /// the item or event around it (counted generously: an estimate for message bounds, not
 /// an exact size).
 pub fn size(obj: &ObjectRef, encoding: pb::Encoding) -> usize {
-    let labels: usize = obj.labels.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
+    let labels: usize = obj
+        .labels()
+        .iter()
+        .map(|(k, v)| k.len() + v.len() + 8)
+        .sum();
     raw(obj, encoding).1.len() + obj.key().len() + obj.facts().uid.len() + labels + 64
 }
 

@@ -267,7 +267,7 @@ impl<E: WatchEncoder> MergedSession<E> {
             if ev.key_bits & p.key_bit == 0 {
                 continue;
             }
-            if let Some(t) = p.filter.classify(&ev) {
+            if let Some(t) = p.filter.classify(&ev, &p.store.field_names) {
                 self.encoder.set_part(i as u32);
                 self.encoder.event(t, &ev);
                 count += 1;
@@ -300,7 +300,10 @@ impl<E: WatchEncoder> MergedSession<E> {
             let next = initial_batch(
                 &mut self.encoder,
                 &init.snapshots[init.part],
-                &self.parts[init.part].filter,
+                (
+                    &self.parts[init.part].filter,
+                    &self.parts[init.part].store.field_names,
+                ),
                 init.next_key.as_deref(),
             );
             match next {

@@ -445,7 +445,7 @@ impl<E: WatchEncoder> WatchSession<E> {
                     if ev.key_bits & self.key_bit == 0 {
                         continue;
                     }
-                    if let Some(t) = self.filter.classify(&ev) {
+                    if let Some(t) = self.filter.classify(&ev, &self.store.field_names) {
                         self.encoder.event(t, &ev);
                         self.oldest.get_or_insert(ev.applied_at());
                         events += 1;
@@ -481,7 +481,7 @@ impl<E: WatchEncoder> WatchSession<E> {
         let next = initial_batch(
             &mut self.encoder,
             &init.snapshot,
-            &self.filter,
+            (&self.filter, &self.store.field_names),
             init.next_key.as_deref(),
         );
         match next {
@@ -537,14 +537,14 @@ fn end_of_log(
 fn initial_batch<E: WatchEncoder>(
     encoder: &mut E,
     snapshot: &Snapshot,
-    filter: &Filter,
+    (filter, field_names): (&Filter, &[String]),
     from: Option<&str>,
 ) -> Option<Arc<str>> {
     for obj in snapshot.range(filter.namespace.as_deref(), from) {
         if encoder.pending() >= config::WATCH_BATCH_MAX || encoder.full() {
             return Some(obj.key().clone());
         }
-        if matches(obj, &filter.selectors) {
+        if matches(obj, &filter.selectors, field_names) {
             encoder.initial(obj);
         }
     }
