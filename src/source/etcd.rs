@@ -390,9 +390,14 @@ async fn replay_start(client: &mut EtcdClient, current: Revision) -> Revision {
         return current;
     }
     let probe = async {
+        // In fragments: only the first response with events is read, but etcd sends
+        // the first batch of history whole without them (all 100 000 revisions of a
+        // start on 100 000 objects, in one message: a 99 MiB receive buffer and as much
+        // again decoded, the start's peak heap).
         let opts = WatchOptions::new()
             .with_all_keys()
-            .with_start_revision(floor);
+            .with_start_revision(floor)
+            .with_fragment();
         let mut stream = client.watch.watch(vec![0u8], Some(opts)).await.ok()?;
         loop {
             let resp = stream.message().await.ok()??;
