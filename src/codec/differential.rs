@@ -120,7 +120,8 @@ pub fn check(input: &[u8]) -> Result<(), Mismatch> {
     let specs = fields();
     let decoded = decode(input, REVISION, &specs)?;
     let got_labels: BTreeMap<String, String> = decoded
-        .labels
+        .selectors
+        .labels()
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
@@ -130,7 +131,7 @@ pub fn check(input: &[u8]) -> Result<(), Mismatch> {
             want: labels,
         });
     }
-    for (spec, got) in specs.iter().zip(decoded.fields.iter()) {
+    for (spec, got) in specs.iter().zip(decoded.selectors.fields()) {
         if let Some(want) = expected_field(&expected, &spec.path, &spec.default) {
             if got != want {
                 return Err(Mismatch::Field {

@@ -53,8 +53,18 @@ impl FieldSpec {
 /// Each spec's value from what was read at [`FieldSpec::paths`]: the path's value, else
 /// the fallback's when the path is absent or empty, else the default.
 pub fn selectable_values(specs: &[FieldSpec], read: Vec<Option<String>>) -> Packed {
-    let mut read = read.into_iter();
     let mut out = PackedBuilder::with_capacity(specs.len(), 0);
+    push_selectable_values(&mut out, specs, read);
+    out.finish()
+}
+
+/// [`selectable_values`], pushed onto `out`.
+pub fn push_selectable_values(
+    out: &mut PackedBuilder,
+    specs: &[FieldSpec],
+    read: Vec<Option<String>>,
+) {
+    let mut read = read.into_iter();
     for f in specs {
         let (primary, fallback) = (read.next().flatten(), read.next().flatten());
         out.push(match (primary.as_deref(), fallback.as_deref()) {
@@ -64,7 +74,6 @@ pub fn selectable_values(specs: &[FieldSpec], read: Vec<Option<String>>) -> Pack
             (None, _) => &f.default,
         });
     }
-    out.finish()
 }
 
 /// What the pass found.

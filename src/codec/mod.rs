@@ -38,27 +38,33 @@ pub enum StorageFormat {
     Protobuf,
 }
 
-/// An object's labels, sorted by key for binary search: key, value, key, value, ... in
-/// one buffer.
+/// An object's labels (key, value, ... sorted by key) and then the values of its
+/// resource's selectable fields, in one buffer: what a cached object keeps for selectors.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Labels(Packed);
+pub struct SelectorValues {
+    /// The strings.
+    pub strings: Packed,
+    /// How many of them are labels (a key and a value each).
+    pub label_strings: u32,
+}
 
-impl Labels {
-    /// Builds from any (key, value) pairs; later duplicates win.
-    pub fn from_pairs<K: AsRef<str>, V: AsRef<str>>(
+impl SelectorValues {
+    /// The labels of `pairs` (later duplicates win), then the `fields` strings `push_fields`
+    /// pushes, built in one buffer.
+    pub fn new<K: AsRef<str>, V: AsRef<str>>(
         pairs: impl IntoIterator<Item = (K, V)>,
+        fields: usize,
+        push_fields: impl FnOnce(&mut PackedBuilder),
     ) -> Self {
         let mut pairs: Vec<(K, V)> = pairs.into_iter().collect();
-        if pairs.is_empty() {
-            return Labels::default();
-        }
         // Stable: of equal keys the later stays later, and is the one kept.
         pairs.sort_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));
         let bytes = pairs
             .iter()
             .map(|(k, v)| k.as_ref().len() + v.as_ref().len())
             .sum();
-        let mut b = PackedBuilder::with_capacity(pairs.len() * 2, bytes);
+        let mut b = PackedBuilder::with_capacity(pairs.len() * 2 + fields, bytes);
+        let mut label_strings = 0;
         for (i, (k, v)) in pairs.iter().enumerate() {
             let next = pairs.get(i + 1).map(|(k, _)| k.as_ref());
             if next == Some(k.as_ref()) {
@@ -66,43 +72,23 @@ impl Labels {
             }
             b.push(k.as_ref());
             b.push(v.as_ref());
+            label_strings += 2;
         }
-        Labels(b.finish())
+        push_fields(&mut b);
+        SelectorValues {
+            strings: b.finish(),
+            label_strings,
+        }
     }
 
-    /// The labels as a view.
-    pub fn view(&self) -> LabelsRef<'_> {
-        LabelsRef::new(&self.0, self.0.len())
+    /// The labels.
+    pub fn labels(&self) -> LabelsRef<'_> {
+        LabelsRef::new(&self.strings, self.label_strings as usize)
     }
 
-    /// The value of label `key`.
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.view().get(key)
-    }
-
-    /// The labels, sorted by key.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
-        self.view().iter()
-    }
-
-    /// Number of labels.
-    pub fn len(&self) -> usize {
-        self.0.len() / 2
-    }
-
-    /// Whether there are no labels.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
-    /// The strings: key, value, key, value, ... sorted by key.
-    pub fn into_strings(self) -> Packed {
-        self.0
-    }
-
-    /// Heap bytes held, for the cache-size metric.
-    pub fn heap_bytes(&self) -> usize {
-        self.0.heap_bytes()
+    /// The field values, in the resource's order.
+    pub fn fields(&self) -> impl Iterator<Item = &str> + '_ {
+        self.strings.iter().skip(self.label_strings as usize)
     }
 }
 
@@ -174,10 +160,9 @@ pub struct Decoded {
     /// The JSON, when ingestion produced it (JSON-stored values, kinds without a
     /// schema); None for protobuf values, rendered on first use by [`render_json`].
     pub json: Option<Json>,
-    /// The object's labels.
-    pub labels: Labels,
-    /// Values of the resource's selectable fields, in the resource's order.
-    pub fields: Packed,
+    /// The object's labels, then the values of the resource's selectable fields in the
+    /// resource's order.
+    pub selectors: SelectorValues,
     /// The stored protobuf value with the resourceVersion set, for protobuf clients and
     /// for rendering the JSON.
     pub protobuf: Option<protobuf::StoredProtobuf>,
@@ -361,8 +346,9 @@ fn decode_valid_json(
             bytes: Bytes::from(rendered),
             rv_span,
         }),
-        labels: Labels::from_pairs(head.labels),
-        fields: extract::selectable_values(fields, head.fields),
+        selectors: SelectorValues::new(head.labels, fields.len(), |b| {
+            extract::push_selectable_values(b, fields, head.fields)
+        }),
         protobuf: None,
     })
 }
@@ -389,7 +375,7 @@ fn decode_protobuf(
         ));
     }
     let meta = protobuf::read_object_meta(env.raw).map_err(perr)?;
-    let labels = Labels::from_pairs(meta.labels.iter().map(|(k, v)| (*k, *v)));
+    let labels = || meta.labels.iter().map(|(k, v)| (*k, *v));
     let stored =
         protobuf::with_resource_version(value, &revision.to_resource_version()).map_err(perr)?;
     let (v, k) = (env.api_version, env.kind);
@@ -407,8 +393,14 @@ fn decode_protobuf(
             Ok(Decoded {
                 format: StorageFormat::Protobuf,
                 json: None,
-                labels,
-                fields: protobuf_selectable_values(v, k, env.raw, fields).map_err(perr)?,
+                selectors: {
+                    let mut read = Ok(());
+                    let s = SelectorValues::new(labels(), fields.len(), |b| {
+                        read = push_protobuf_selectable_values(b, v, k, env.raw, fields);
+                    });
+                    read.map_err(perr)?;
+                    s
+                },
                 protobuf: Some(stored),
             })
         }
@@ -424,8 +416,9 @@ fn decode_protobuf(
                     bytes: Bytes::from(r.json),
                     rv_span: r.rv_span,
                 }),
-                labels,
-                fields: fields.iter().map(|f| f.default.as_str()).collect(),
+                selectors: SelectorValues::new(labels(), fields.len(), |b| {
+                    fields.iter().for_each(|f| b.push(&f.default))
+                }),
                 protobuf: Some(stored),
             })
         }
@@ -442,8 +435,20 @@ pub(crate) fn protobuf_selectable_values(
     raw: &[u8],
     specs: &[FieldSpec],
 ) -> Result<Packed, pbjson::TranscodeError> {
-    let mut reader = pbjson::fields_reader(api_version, kind, raw)?;
     let mut out = PackedBuilder::with_capacity(specs.len(), 0);
+    push_protobuf_selectable_values(&mut out, api_version, kind, raw, specs)?;
+    Ok(out.finish())
+}
+
+/// [`protobuf_selectable_values`], pushed onto `out`.
+fn push_protobuf_selectable_values(
+    out: &mut PackedBuilder,
+    api_version: &str,
+    kind: &str,
+    raw: &[u8],
+    specs: &[FieldSpec],
+) -> Result<(), pbjson::TranscodeError> {
+    let mut reader = pbjson::fields_reader(api_version, kind, raw)?;
     for f in specs {
         let present = match reader.read(&f.path)? {
             Some(p) if !p.is_empty() || f.fallback.is_empty() => {
@@ -458,7 +463,7 @@ pub(crate) fn protobuf_selectable_values(
             _ => out.push(&f.default),
         }
     }
-    Ok(out.finish())
+    Ok(())
 }
 
 /// Renders a protobuf value accepted by [`decode`] as JSON at `revision`. Decoding
@@ -531,7 +536,7 @@ mod tests {
         .unwrap();
         let v: serde_json::Value = serde_json::from_slice(&d.json(Revision(17)).bytes).unwrap();
         assert_eq!(v["metadata"]["resourceVersion"], "17");
-        assert_eq!(d.labels.get("x"), Some("1"));
+        assert_eq!(d.selectors.labels().get("x"), Some("1"));
         assert_eq!(d.format, StorageFormat::Json);
     }
 
@@ -596,8 +601,8 @@ mod tests {
             d.json.is_none(),
             "JSON is rendered on first use, not at ingest"
         );
-        assert_eq!(d.labels.get("app"), Some("web"));
-        let fields: Vec<&str> = d.fields.iter().collect();
+        assert_eq!(d.selectors.labels().get("app"), Some("web"));
+        let fields: Vec<&str> = d.selectors.fields().collect();
         assert_eq!(fields, ["n1", "true", ""]);
         // The kept value is the stored one with resourceVersion "5" on the wire.
         let pb = d.protobuf.as_ref().unwrap();
@@ -630,7 +635,7 @@ mod tests {
         value.extend_from_slice(raw);
         let d = decode(&value, Revision(5), &[FieldSpec::simple("spec.x")]).unwrap();
         assert_eq!(d.format, StorageFormat::Protobuf);
-        assert_eq!(d.fields.get(0), Some(""));
+        assert_eq!(d.selectors.fields().next(), Some(""));
         let json = d.json.clone().expect("rendered at ingest");
         let v: serde_json::Value = serde_json::from_slice(&json.bytes).unwrap();
         assert_eq!(v["kind"], "Unknown");
@@ -643,7 +648,7 @@ mod tests {
     }
 
     #[test]
-    fn labels_are_sorted_the_last_duplicate_wins_and_every_key_is_found() {
+    fn labels_are_sorted_the_last_duplicate_wins_and_every_key_is_found_before_the_fields() {
         let pairs = [
             ("tier", "web"),
             ("app", "a"),
@@ -651,7 +656,11 @@ mod tests {
             ("app", "b"),
             ("", "x"),
         ];
-        let l = Labels::from_pairs(pairs);
+        let s = SelectorValues::new(pairs, 2, |b| {
+            b.push("node-1");
+            b.push("");
+        });
+        let l = s.labels();
         assert_eq!(
             l.iter().collect::<Vec<_>>(),
             vec![("", "x"), ("app", "b"), ("tier", "web"), ("z", "")]
@@ -660,12 +669,16 @@ mod tests {
         for (k, v) in [("", "x"), ("app", "b"), ("tier", "web"), ("z", "")] {
             assert_eq!(l.get(k), Some(v), "{k}");
         }
-        for k in ["ap", "apps", "tie", "zz", " "] {
+        for k in ["ap", "apps", "tie", "zz", " ", "node-1"] {
             assert_eq!(l.get(k), None, "{k}");
         }
-        let none = Labels::from_pairs(Vec::<(&str, &str)>::new());
-        assert!(none.is_empty());
-        assert_eq!(none.get("app"), None);
-        assert_eq!(none.heap_bytes(), 0);
+        assert_eq!(s.fields().collect::<Vec<_>>(), ["node-1", ""]);
+        let none = SelectorValues::new(Vec::<(&str, &str)>::new(), 0, |_| {});
+        assert!(none.labels().is_empty());
+        assert_eq!(none.labels().get("app"), None);
+        assert_eq!(none.strings.heap_bytes(), 0);
+        let fields_only = SelectorValues::new(Vec::<(&str, &str)>::new(), 1, |b| b.push("x"));
+        assert!(fields_only.labels().is_empty());
+        assert_eq!(fields_only.fields().collect::<Vec<_>>(), ["x"]);
     }
 }

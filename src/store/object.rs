@@ -163,15 +163,13 @@ impl CachedObject {
     /// value (its field values those of the resource's selectable fields, in order).
     pub fn new(key: Arc<str>, revision: Revision, decoded: Decoded) -> Self {
         let name_at = key.find('/').map_or(0, |i| i + 1) as u32;
-        let labels = decoded.labels.into_strings();
-        let label_strings = labels.len() as u32;
         CachedObject {
             key,
             revision,
             name_at,
-            label_strings,
+            label_strings: decoded.selectors.label_strings,
             body: Body::new(decoded.json, decoded.protobuf),
-            selectors: Packed::concat(labels, decoded.fields),
+            selectors: decoded.selectors.strings,
             derived: OnceBox::new(),
         }
     }
