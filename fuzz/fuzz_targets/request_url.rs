@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use watchd::api::http::query::{canonical_path, route, Route};
+use watchd::api::http::query::{canonical_path, route, OpenApiPath, Route};
 use watchd::api::query::{GetQuery, ListQuery, Params, WatchQuery};
 use watchd::registry::builtin::builtin_resources;
 
@@ -26,6 +26,9 @@ fn spelled(r: &Route) -> Option<String> {
             endpoint,
             check: Some(c),
         } => format!("/{endpoint}/{c}"),
+        Route::OpenApi(OpenApiPath::V2) => "/openapi/v2".into(),
+        Route::OpenApi(OpenApiPath::V3Root) => "/openapi/v3".into(),
+        Route::OpenApi(OpenApiPath::V3(gv)) => format!("/openapi/v3/{gv}"),
         Route::Resource(_) | Route::Unknown => return None,
     })
 }
