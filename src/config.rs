@@ -242,6 +242,9 @@ pub const STARTUP_REPLAY_REVISIONS: i64 = 100_000;
 /// give it back (`source::etcd`).
 pub const WATCH_RECEIVE_KEEP_BYTES: usize = 256 * 1024;
 
+/// The least time between two such openings of the etcd watch, whatever etcd sends.
+pub const WATCH_REOPEN_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// kube-apiserver's `defaultGzipThresholdBytes` (128 KiB): a complete get or list body up
 /// to this is sent as it is, even to a client that accepts gzip (client-go always
 /// does); a larger one is compressed as the client reads it, off the runtime's worker

@@ -68,7 +68,8 @@ impl Packed {
         let (a_text, b_text) = (a.text(), b.text());
         let n = a.len() + b.len();
         let (Ok(count), Ok(shift)) = (u32::try_from(n), u32::try_from(a_text.len())) else {
-            return a;
+            // Past 4 GiB of text: the builder's own limit (an empty string past it).
+            return a.iter().chain(b.iter()).collect();
         };
         let mut buf = Vec::with_capacity((1 + n) * WORD + a_text.len() + b_text.len());
         buf.extend_from_slice(&count.to_le_bytes());

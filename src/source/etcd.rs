@@ -390,10 +390,10 @@ async fn replay_start(client: &mut EtcdClient, current: Revision) -> Revision {
         return current;
     }
     let probe = async {
-        // In fragments: only the first response with events is read, but etcd sends
-        // the first batch of history whole without them (all 100 000 revisions of a
-        // start on 100 000 objects, in one message: a 99 MiB receive buffer and as much
-        // again decoded, the start's peak heap).
+        // In fragments: only the first response with events is read, but without them
+        // etcd sends its first batch of history (up to 1 000 revisions) as one message:
+        // all 100 000 objects of a start whose objects were written 100 per transaction,
+        // a 99 MiB receive buffer and as much again decoded (the start's peak heap).
         let opts = WatchOptions::new()
             .with_all_keys()
             .with_start_revision(floor)
@@ -445,9 +445,12 @@ async fn watch(
     let cache = ingestor.cache().clone();
     // The changes of a revision that a fragment split: applied with the rest of it.
     let mut held: Vec<KvChange> = Vec::new();
-    // Whether a response since the stream opened was large: tonic's receive buffer grew
-    // to hold it (to 4 MiB for etcd's 1.5 MiB fragments) and keeps that size.
+    // Whether the stream caught up through large responses since it opened: tonic's
+    // receive buffer grew to hold them (to 4 MiB for etcd's 1.5 MiB fragments) and
+    // keeps that size. When the stream was last opened again for that.
     let mut grown = false;
+    let mut from = from;
+    let mut reopened: Option<tokio::time::Instant> = None;
     loop {
         let message = tokio::select! {
             m = stream.message() => m,
@@ -473,7 +476,9 @@ async fn watch(
         }
         if resp.created() {
             cache.set_watch_live(true);
-            tracing::info!(from = %from, "watching etcd");
+            if reopened.is_none() {
+                tracing::info!(from = %from, "watching etcd");
+            }
         }
         let header_rev = resp.header().map_or(0, |h| h.revision());
         let cluster = resp.header().map_or(0, |h| h.cluster_id());
@@ -486,15 +491,30 @@ async fn watch(
                 .to_string(),
             );
         }
+        // A large response of a stream catching up (etcd ahead of its last event, or a
+        // response in fragments): not a large revision of a stream that keeps up.
+        let kv_bytes = |kv: &Option<etcd_client::proto::PbKeyValue>| {
+            kv.as_ref().map_or(0, |kv| kv.key.len() + kv.value.len())
+        };
+        let bytes: usize = resp
+            .0
+            .events
+            .iter()
+            .map(|e| kv_bytes(&e.kv) + kv_bytes(&e.prev_kv))
+            .sum();
+        let behind = resp
+            .0
+            .events
+            .last()
+            .and_then(|e| e.kv.as_ref())
+            .is_some_and(|kv| kv.mod_revision < header_rev);
+        grown |= bytes >= config::WATCH_RECEIVE_KEEP_BYTES && (behind || resp.0.fragment);
         let mut changes = std::mem::take(&mut held);
-        let mut bytes = 0;
         changes.extend(
             std::mem::take(&mut resp.0.events)
                 .into_iter()
-                .filter_map(into_change)
-                .inspect(|c| bytes += c.key.len() + c.value.as_ref().map_or(0, Vec::len)),
+                .filter_map(into_change),
         );
-        grown |= bytes >= config::WATCH_RECEIVE_KEEP_BYTES;
         if resp.0.fragment {
             metrics::counter!("watchd_etcd_watch_fragments_total").increment(1);
             // More of this response follows, and its last revision may go on there: a
@@ -519,21 +539,20 @@ async fn watch(
         }
         metrics::gauge!("watchd_etcd_revision").set(header_rev as f64);
         metrics::gauge!("watchd_revision_lag").set((header_rev - applied.0).max(0) as f64);
-        if grown && held.is_empty() && applied.0 >= header_rev {
+        let due = reopened.is_none_or(|at| at.elapsed() >= config::WATCH_REOPEN_MIN_INTERVAL);
+        if grown && due && held.is_empty() && applied.0 >= header_rev {
             // Caught up after large responses (a replay, a resume after a gap): a new
             // stream from the next revision, on the same connection, gives the grown
             // receive buffer back. Nothing is lost: the old stream's later responses
             // are dropped with it, and the new one starts where they would have.
             grown = false;
-            match client
-                .watch
-                .watch(vec![0u8], Some(opts(applied.next())))
-                .await
-            {
+            from = applied.next();
+            match client.watch.watch(vec![0u8], Some(opts(from))).await {
                 Ok(s) => {
                     stream = s;
+                    reopened = Some(tokio::time::Instant::now());
                     metrics::counter!("watchd_etcd_watch_reopens_total").increment(1);
-                    tracing::debug!(from = %applied.next(), "caught up: etcd watch reopened to release its receive buffer");
+                    tracing::debug!(%from, "caught up: etcd watch opened again to give back its receive buffer");
                 }
                 Err(e) => return End::Failed(failed("watch")(e)),
             }

@@ -449,10 +449,11 @@ impl CachedObject {
         let (strings, label_strings) = self.selector_strings();
         let labels: Packed = strings.iter().take(label_strings).collect();
         let selectors = (Packed::concat(labels, values), label_strings as u32);
-        let body = match &self.body {
-            // Its own fields now, so its own bytes too: converted once.
-            Body::EventV1(_) => Body::new(None, self.body.served().map(Cow::into_owned)),
-            body => body.clone(),
+        let body = match (&self.body, self.body.served()) {
+            // Its own fields now, so its own bytes too: converted once (an Event that
+            // does not convert stays the core object's view).
+            (Body::EventV1(_), Some(pb)) => Body::Protobuf(pb.into_owned()),
+            (body, _) => body.clone(),
         };
         self.with_body(self.revision, body, selectors)
     }

@@ -77,7 +77,8 @@ pub struct ResourceStore {
     pub wake: Arc<WakeIndex>,
     /// Whether it may be served from the cache.
     pub health: Health,
-    /// Names of the selectable fields, shared by every cached object of the resource.
+    /// Names of the selectable fields, in the order of every cached object's field values
+    /// (readers pass them to `CachedObject::field`).
     pub field_names: Arc<[String]>,
     current: ArcSwap<Snapshot>,
     log: ArcSwap<EventLog>,
