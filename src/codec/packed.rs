@@ -56,35 +56,6 @@ impl Packed {
     pub fn heap_bytes(&self) -> usize {
         self.buf.len()
     }
-
-    /// `a`'s strings then `b`'s, in one buffer (either as it is when the other is empty).
-    pub fn concat(a: Packed, b: Packed) -> Packed {
-        if b.is_empty() {
-            return a;
-        }
-        if a.is_empty() {
-            return b;
-        }
-        let (a_text, b_text) = (a.text(), b.text());
-        let n = a.len() + b.len();
-        let (Ok(count), Ok(shift)) = (u32::try_from(n), u32::try_from(a_text.len())) else {
-            // Past 4 GiB of text: the builder's own limit (an empty string past it).
-            return a.iter().chain(b.iter()).collect();
-        };
-        let mut buf = Vec::with_capacity((1 + n) * WORD + a_text.len() + b_text.len());
-        buf.extend_from_slice(&count.to_le_bytes());
-        // The ends as stored (little-endian words after the count), `b`'s moved past `a`'s text.
-        buf.extend_from_slice(a.buf.get(WORD..(1 + a.len()) * WORD).unwrap_or_default());
-        for i in 1..=b.len() {
-            let end = b.word(i).unwrap_or(0) as u32;
-            buf.extend_from_slice(&end.saturating_add(shift).to_le_bytes());
-        }
-        buf.extend_from_slice(a_text);
-        buf.extend_from_slice(b_text);
-        Packed {
-            buf: buf.into_boxed_slice(),
-        }
-    }
 }
 
 impl fmt::Debug for Packed {
@@ -148,21 +119,6 @@ impl PackedBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn concatenated_strings_keep_their_order_and_empties() {
-        let a: Packed = ["app", "", "web"].into_iter().collect();
-        let b: Packed = ["", "node-1"].into_iter().collect();
-        let c = Packed::concat(a.clone(), b.clone());
-        assert_eq!(
-            c.iter().collect::<Vec<_>>(),
-            ["app", "", "web", "", "node-1"]
-        );
-        assert_eq!(c.heap_bytes(), 4 + 5 * 4 + 12);
-        assert_eq!(Packed::concat(a.clone(), Packed::default()), a);
-        assert_eq!(Packed::concat(Packed::default(), b.clone()), b);
-        assert!(Packed::concat(Packed::default(), Packed::default()).is_empty());
-    }
 
     #[test]
     fn strings_come_back_in_order_with_empty_ones() {

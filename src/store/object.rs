@@ -447,8 +447,12 @@ impl CachedObject {
         };
         let values = values.unwrap_or_else(|| specs.iter().map(|f| f.default.as_str()).collect());
         let (strings, label_strings) = self.selector_strings();
-        let labels: Packed = strings.iter().take(label_strings).collect();
-        let selectors = (Packed::concat(labels, values), label_strings as u32);
+        let strings: Packed = strings
+            .iter()
+            .take(label_strings)
+            .chain(values.iter())
+            .collect();
+        let selectors = (strings, label_strings as u32);
         let body = match (&self.body, self.body.served()) {
             // Its own fields now, so its own bytes too: converted once (an Event that
             // does not convert stays the core object's view).
