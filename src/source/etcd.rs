@@ -492,23 +492,24 @@ async fn watch(
             );
         }
         // A large response of a stream catching up (etcd ahead of its last event, or a
-        // response in fragments): not a large revision of a stream that keeps up.
-        let kv_bytes = |kv: &Option<etcd_client::proto::PbKeyValue>| {
-            kv.as_ref().map_or(0, |kv| kv.key.len() + kv.value.len())
-        };
-        let bytes: usize = resp
-            .0
-            .events
-            .iter()
-            .map(|e| kv_bytes(&e.kv) + kv_bytes(&e.prev_kv))
-            .sum();
-        let behind = resp
-            .0
-            .events
-            .last()
-            .and_then(|e| e.kv.as_ref())
-            .is_some_and(|kv| kv.mod_revision < header_rev);
-        grown |= bytes >= config::WATCH_RECEIVE_KEEP_BYTES && (behind || resp.0.fragment);
+        // response in fragments): not a large revision of a stream that keeps up, whose
+        // responses are not measured at all.
+        let catching_up = resp.0.fragment
+            || resp
+                .0
+                .events
+                .last()
+                .and_then(|e| e.kv.as_ref())
+                .is_some_and(|kv| kv.mod_revision < header_rev);
+        if catching_up && !grown {
+            let kv_bytes = |kv: &Option<etcd_client::proto::PbKeyValue>| {
+                kv.as_ref().map_or(0, |kv| kv.key.len() + kv.value.len())
+            };
+            let bytes: usize = (resp.0.events.iter())
+                .map(|e| kv_bytes(&e.kv) + kv_bytes(&e.prev_kv))
+                .sum();
+            grown = bytes >= config::WATCH_RECEIVE_KEEP_BYTES;
+        }
         let mut changes = std::mem::take(&mut held);
         changes.extend(
             std::mem::take(&mut resp.0.events)
