@@ -577,6 +577,7 @@ async fn kubectl_explain_over_tls_with_a_token_needs_the_openapi_urls() {
         &pki,
         &etcd.client_url(),
         "bob-token,bob,uid-bob\ncarol-token,carol,uid-carol\n",
+        &[],
     );
     let bob = pki.kubeconfig("bob.kubeconfig", &server, None, Some("bob-token"));
     let carol = pki.kubeconfig("carol.kubeconfig", &server, None, Some("carol-token"));

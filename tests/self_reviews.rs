@@ -124,6 +124,7 @@ async fn kubectl_auth_is_answered_from_watchds_own_authentication_and_rbac() {
         &pki,
         &etcd.client_url(),
         "bob-token,bob,uid-bob,\"viewers\"\ncarol-token,carol,uid-carol\n",
+        &[],
     );
     let bob = pki.kubeconfig("bob.kubeconfig", &server, None, Some("bob-token"));
     let carol = pki.kubeconfig("carol.kubeconfig", &server, None, Some("carol-token"));

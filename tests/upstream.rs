@@ -399,27 +399,19 @@ async fn with_the_proxy_off_writes_are_refused_and_nothing_goes_upstream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn authenticated_users_are_impersonated_under_watchds_own_credentials() {
     let pki = Pki::new();
-    pki.issue("admin", "root", Some("system:masters"), false);
-    std::fs::write(
-        pki.path("tokens.csv"),
-        "bob-token,bob,uid-bob,\"viewers,dev\"\n",
-    )
-    .unwrap();
     let etcd = Etcd::start();
     let up = FakeUpstream::start(None).await;
     let upstream_kubeconfig = pki.path("upstream.kubeconfig");
     pki::token_kubeconfig(&upstream_kubeconfig, &up.url(), "watchds-own-token");
-    let args = [
-        pki.arg("tls-cert-file", "server.crt"),
-        pki.arg("tls-private-key-file", "server.key"),
-        pki.arg("client-ca-file", "ca.crt"),
-        pki.arg("token-auth-file", "tokens.csv"),
-        "--authorization-mode=RBAC".to_string(),
-        format!("--upstream-kubeconfig={}", upstream_kubeconfig.display()),
-    ];
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let watchd = Watchd::start_with_probe(&etcd.client_url(), &args, Some(pki::admin_probe(&pki)));
-    let server = format!("https://127.0.0.1:{}", watchd.http_addr().port());
+    let (_watchd, server) = pki::start_tls_with_tokens(
+        &pki,
+        &etcd.client_url(),
+        "bob-token,bob,uid-bob,\"viewers,dev\"\n",
+        &[format!(
+            "--upstream-kubeconfig={}",
+            upstream_kubeconfig.display()
+        )],
+    );
     let ca = pki.path("ca.crt");
     let ca = ca.to_str().unwrap();
     let url = format!("{server}/api/v1/namespaces/default/configmaps");

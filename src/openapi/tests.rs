@@ -294,16 +294,7 @@ fn gnostic_protobuf_has_the_documents_field_numbers() {
 
 #[test]
 fn the_same_index_is_answered_from_its_last_documents() {
-    let cache = crate::store::Cache::new(
-        "/registry",
-        crate::store::StoreConfig {
-            history_window: std::time::Duration::from_secs(60),
-            max_events: 100,
-            snapshot_ring: 4,
-            dispatch: crate::dispatch::Dispatch::inline(),
-            index_fields: Default::default(),
-        },
-    );
+    let cache = crate::store::Cache::new("/registry", crate::store::StoreConfig::small());
     let index = cache.resources();
     let docs = DocumentCache::new();
     let first = docs.of_index(&index);

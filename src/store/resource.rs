@@ -34,6 +34,20 @@ pub struct StoreConfig {
     pub index_fields: crate::registry::index_fields::IndexFields,
 }
 
+#[cfg(test)]
+impl StoreConfig {
+    /// Small history sizes and inline wake passes, for unit tests.
+    pub(crate) fn small() -> Self {
+        StoreConfig {
+            history_window: Duration::from_secs(60),
+            max_events: 100,
+            snapshot_ring: 4,
+            dispatch: Dispatch::inline(),
+            index_fields: Default::default(),
+        }
+    }
+}
+
 /// A change to one object, decoded and ready to apply.
 pub enum Change {
     /// The object was created or updated.

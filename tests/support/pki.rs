@@ -175,12 +175,13 @@ pub fn stdout_ok(out: &Output, what: &str) -> String {
 
 /// watchd against `etcd_url` over TLS with this Pki's server certificate, taking client
 /// certificates of its CA, the bearer tokens of `tokens_csv` (a token file's lines) and
-/// RBAC, as the cluster admin's probe finds it ready (the admin's certificate is issued
-/// here); and its https base URL.
+/// RBAC, and the flags of `extra`, as the cluster admin's probe finds it ready (the
+/// admin's certificate is issued here); and its https base URL.
 pub fn start_tls_with_tokens(
     pki: &Pki,
     etcd_url: &str,
     tokens_csv: &str,
+    extra: &[String],
 ) -> (super::watchd::Watchd, String) {
     pki.issue("admin", "root", Some("system:masters"), false);
     std::fs::write(pki.path("tokens.csv"), tokens_csv).unwrap();
@@ -191,7 +192,7 @@ pub fn start_tls_with_tokens(
         pki.arg("token-auth-file", "tokens.csv"),
         "--authorization-mode=RBAC".to_string(),
     ];
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let args: Vec<&str> = args.iter().chain(extra).map(String::as_str).collect();
     let watchd = super::watchd::Watchd::start_with_probe(etcd_url, &args, Some(admin_probe(pki)));
     let server = format!("https://127.0.0.1:{}", watchd.http_addr().port());
     (watchd, server)

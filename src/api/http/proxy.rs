@@ -393,23 +393,13 @@ mod tests {
             .unwrap()
     }
 
-    fn config() -> crate::store::StoreConfig {
-        crate::store::StoreConfig {
-            history_window: std::time::Duration::from_secs(60),
-            max_events: 100,
-            snapshot_ring: 4,
-            dispatch: crate::dispatch::Dispatch::inline(),
-            index_fields: Default::default(),
-        }
-    }
-
     fn index() -> Arc<Cache> {
-        Cache::new("/registry", config())
+        Cache::new("/registry", crate::store::StoreConfig::small())
     }
 
     #[test]
     fn resources_still_loading_from_the_upstream_are_read_upstream() {
-        let cache = Cache::per_resource("/registry", config());
+        let cache = Cache::per_resource("/registry", crate::store::StoreConfig::small());
         let pods = req(Method::GET, "/api/v1/pods");
         // An upstream source does not read resources that are not ready.
         assert_eq!(
