@@ -529,7 +529,7 @@ fn apply_events(
         match is {
             Some(obj) => {
                 index.put(kind, key, &obj.json(), affected);
-                now.insert(key.clone(), obj.clone());
+                now.insert(obj.clone());
             }
             None => {
                 index.remove(kind, key, affected);

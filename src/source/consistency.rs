@@ -156,8 +156,8 @@ impl<I: Iterator<Item = (Arc<str>, Revision)>> Comparison<I> {
 
 /// The cache's side of an object: its key (shared) and mod_revision. A function, not a
 /// closure: the future that holds the iterator must be `Send` for any lifetime.
-fn cached((key, object): (&Arc<str>, &crate::store::object::ObjectRef)) -> (Arc<str>, Revision) {
-    (key.clone(), object.revision)
+fn cached(object: &crate::store::object::ObjectRef) -> (Arc<str>, Revision) {
+    (object.key().clone(), object.revision)
 }
 
 /// What one check of one resource found.
@@ -185,7 +185,7 @@ pub async fn check(
     let dir = &store.info.etcd_dir;
     let prefix = format!("{}/{dir}/", cache.prefix());
     let end = super::prefix_end(prefix.as_bytes());
-    let mut cmp = Comparison::new(view.snapshot.objects.iter().map(cached));
+    let mut cmp = Comparison::new(view.snapshot.objects.values().map(cached));
     let mut start = prefix.as_bytes().to_vec();
     loop {
         let opts = GetOptions::new()

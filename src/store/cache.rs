@@ -244,8 +244,8 @@ impl Cache {
             let objects = old
                 .snapshot()
                 .objects
-                .iter()
-                .map(|(k, o)| (k.clone(), Arc::new(o.reindexed(&store.info.fields))))
+                .values()
+                .map(|o| Arc::new(o.reindexed(&store.info.fields)))
                 .collect();
             store.reset(revision.max(old.snapshot().revision), epoch, objects);
         }

@@ -242,7 +242,7 @@ impl Ingestor {
                 let whose = (route.object_key, &key[..]);
                 match self.decode(store, whose, &value, rev, &mut plain) {
                     Decoded::Object(obj) => {
-                        objects.insert(obj.key().clone(), obj);
+                        objects.insert(obj);
                     }
                     Decoded::Unreadable(u) => {
                         unreadable.insert(Arc::from(route.object_key), u);
@@ -343,7 +343,7 @@ impl Ingestor {
             let whose = (object_key.as_str(), &key[..]);
             match self.decode(store, whose, &value, rev, &mut None) {
                 Decoded::Object(obj) => {
-                    map.insert(obj.key().clone(), obj);
+                    map.insert(obj);
                 }
                 Decoded::Unreadable(u) => {
                     bad.insert(Arc::from(object_key.as_str()), u);

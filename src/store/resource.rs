@@ -274,7 +274,7 @@ impl ResourceStore {
                     self.health.clear(obj.key());
                     bytes += obj.cached_bytes();
                     json_objects += usize::from(obj.format() == StorageFormat::Json);
-                    let prev = objects.insert(obj.key().clone(), obj.clone());
+                    let prev = objects.insert(obj.clone());
                     if let Some(p) = &prev {
                         unheld(p, &mut bytes, &mut json_objects);
                     }

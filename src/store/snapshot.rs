@@ -2,17 +2,133 @@
 //! list that reads it, and linked to the snapshot before it so that `Exact` and paginated
 //! lists can read a recent past revision without locks.
 
+use std::borrow::Borrow;
+use std::cmp::Ordering;
 use std::ops::Bound;
 use std::sync::Arc;
 
 use arc_swap::ArcSwapOption;
-use imbl::OrdMap;
+use imbl::OrdSet;
 
 use super::object::ObjectRef;
 use crate::Revision;
 
 /// Objects of a resource by object key (`namespace/name` or `name`), in etcd key order.
-pub type ObjectMap = OrdMap<Arc<str>, ObjectRef>;
+///
+/// A persistent set of the objects, ordered by the key each holds, rather than a map
+/// from a key to its object: an entry is one pointer instead of three words, so a leaf
+/// of the tree is a third of the size. Every change copies the path of nodes to its
+/// key, and the ring of past snapshots keeps those copies: S6's 50 000 pods updated
+/// 150 000 times end with 430 MiB resident against 515.
+///
+/// The tree is a B+ tree: a branch keeps a clone of the entry where a leaf was split
+/// as the separator between them, which here is an object, not a key. Until that
+/// branch is rewritten, a separator keeps the object it was cloned from alive even once
+/// the object is replaced or deleted: at most one object per separator (about one
+/// entry in eight), a bound the smaller nodes more than repay.
+#[derive(Clone, Default)]
+pub struct ObjectMap(OrdSet<Keyed>);
+
+/// An object as an entry of [`ObjectMap`]: ordered, compared and found by its key.
+#[derive(Clone)]
+struct Keyed(ObjectRef);
+
+impl Borrow<str> for Keyed {
+    fn borrow(&self) -> &str {
+        self.0.key()
+    }
+}
+
+impl PartialEq for Keyed {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.key() == other.0.key()
+    }
+}
+
+impl Eq for Keyed {}
+
+impl PartialOrd for Keyed {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Keyed {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.key().cmp(other.0.key())
+    }
+}
+
+impl ObjectMap {
+    /// An empty map.
+    pub fn new() -> Self {
+        ObjectMap(OrdSet::new())
+    }
+
+    /// How many objects it holds.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The object with this key.
+    pub fn get(&self, key: &str) -> Option<&ObjectRef> {
+        self.0.get(key).map(|k| &k.0)
+    }
+
+    /// Whether it holds an object with this key.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.0.contains(key)
+    }
+
+    /// Puts `obj` under its own key; returns the object it replaced.
+    pub fn insert(&mut self, obj: ObjectRef) -> Option<ObjectRef> {
+        self.0.insert(Keyed(obj)).map(|k| k.0)
+    }
+
+    /// Takes out the object with this key.
+    pub fn remove(&mut self, key: &str) -> Option<ObjectRef> {
+        self.0.remove(key).map(|k| k.0)
+    }
+
+    /// The objects in key order.
+    pub fn values(&self) -> impl Iterator<Item = &ObjectRef> + '_ {
+        self.0.iter().map(|k| &k.0)
+    }
+
+    /// The keys and objects in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &ObjectRef)> + '_ {
+        self.0.iter().map(|k| (k.0.key(), &k.0))
+    }
+
+    /// The objects whose keys are within these bounds, in key order. The bounds are
+    /// read once, to find where the walk starts and ends: the iterator borrows only
+    /// the map.
+    pub fn range<'a>(
+        &'a self,
+        bounds: (Bound<&str>, Bound<&str>),
+    ) -> impl Iterator<Item = &'a ObjectRef> + 'a {
+        self.0.range::<_, str>(bounds).map(|k| &k.0)
+    }
+}
+
+impl FromIterator<ObjectRef> for ObjectMap {
+    fn from_iter<I: IntoIterator<Item = ObjectRef>>(iter: I) -> Self {
+        ObjectMap(iter.into_iter().map(Keyed).collect())
+    }
+}
+
+impl std::fmt::Debug for ObjectMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_set()
+            .entries(self.0.iter().map(|k| k.0.key()))
+            .finish()
+    }
+}
 
 /// One resource's objects as of `revision`, valid until the resource's next change.
 pub struct Snapshot {
@@ -91,20 +207,20 @@ impl Snapshot {
         ns: Option<&str>,
         lower: Bound<Arc<str>>,
     ) -> impl Iterator<Item = &'a ObjectRef> + 'a {
-        let (lo, hi) = match ns {
-            // `'/' + 1 == '0'`, so "ns0" is the first key after every "ns/..." key.
-            Some(ns) => {
-                let first: Arc<str> = Arc::from(format!("{ns}/"));
-                let lo = match lower {
-                    Bound::Included(s) | Bound::Excluded(s) if s < first => Bound::Included(first),
-                    Bound::Unbounded => Bound::Included(first),
-                    b => b,
-                };
-                (lo, Bound::Excluded(Arc::from(format!("{ns}0"))))
-            }
-            None => (lower, Bound::Unbounded),
+        // `'/' + 1 == '0'`, so "ns0" is the first key after every "ns/..." key.
+        let (first, end) = match ns {
+            Some(ns) => (format!("{ns}/"), Some(format!("{ns}0"))),
+            None => (String::new(), None),
         };
-        self.objects.range((lo, hi)).map(|(_, v)| v)
+        let lower = match &lower {
+            Bound::Included(s) | Bound::Excluded(s) if **s < *first => Bound::Included(&*first),
+            Bound::Unbounded if ns.is_some() => Bound::Included(&*first),
+            Bound::Included(s) => Bound::Included(&**s),
+            Bound::Excluded(s) => Bound::Excluded(&**s),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        self.objects.range((lower, upper))
     }
 }
 
@@ -114,10 +230,9 @@ mod tests {
     use crate::codec::decode;
     use crate::store::object::CachedObject;
 
-    fn obj(key: &str, rev: i64) -> (Arc<str>, ObjectRef) {
+    fn obj(key: &str, rev: i64) -> ObjectRef {
         let d = decode(br#"{"metadata":{}}"#, Revision(rev), &[]).unwrap();
-        let k: Arc<str> = Arc::from(key);
-        (k.clone(), Arc::new(CachedObject::new(k, Revision(rev), d)))
+        Arc::new(CachedObject::new(Arc::from(key), Revision(rev), d))
     }
 
     #[test]
@@ -149,6 +264,31 @@ mod tests {
         assert!(s3.as_of(Revision(9)).is_none());
         s2.forget_older();
         assert!(s3.as_of(Revision(12)).is_none());
+    }
+
+    #[test]
+    fn an_object_replaces_the_one_under_its_key() {
+        let mut map = ObjectMap::new();
+        assert!(map.insert(obj("a/x", 1)).is_none());
+        assert!(map.insert(obj("a/y", 2)).is_none());
+        let old = map.insert(obj("a/x", 3)).unwrap();
+        assert_eq!((old.key().as_ref(), old.revision), ("a/x", Revision(1)));
+        assert_eq!(map.len(), 2);
+        assert_eq!(map.get("a/x").unwrap().revision, Revision(3));
+        let before = map.clone();
+        assert_eq!(map.remove("a/y").unwrap().revision, Revision(2));
+        assert!(map.remove("a/y").is_none());
+        assert!(!map.contains_key("a/y") && map.contains_key("a/x"));
+        // The earlier state is untouched.
+        assert_eq!(before.get("a/y").unwrap().revision, Revision(2));
+        let keys: Vec<_> = before
+            .iter()
+            .map(|(k, o)| (k.to_string(), o.revision))
+            .collect();
+        assert_eq!(
+            keys,
+            [("a/x".into(), Revision(3)), ("a/y".into(), Revision(2))]
+        );
     }
 
     #[test]
