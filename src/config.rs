@@ -262,6 +262,22 @@ pub const GZIP_STEP_BYTES: usize = 128 * 1024;
 /// kube-apiserver's default batch buffer size.
 pub const AUDIT_BUFFER_SIZE: usize = 10_000;
 
+/// Without `--rendered-json-bytes` or a memory limit, the rendered JSON kept is at most
+/// this fraction (one in N) of the bytes of the cached objects: JSON renders at about
+/// three times a protobuf object's bytes, so a full JSON list of a protobuf-stored cache
+/// keeping all of it would triple the cache (S7: 4.7× the raw bytes after one).
+pub const RENDERED_JSON_CACHE_SHARE: usize = 4;
+
+/// ... and at least this many bytes, so that a small cache keeps all its renderings.
+pub const RENDERED_JSON_MIN_BYTES: usize = 16 << 20;
+
+/// Rendered JSON given up (`--rendered-json-bytes`) after which the heap's free pages are
+/// given back to the system ...
+pub const HEAP_TRIM_AFTER_BYTES: usize = 8 << 20;
+
+/// ... this long after (one trim for the renderings a whole list gives up).
+pub const HEAP_TRIM_DELAY: Duration = Duration::from_secs(1);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -165,7 +165,7 @@ struct ServeArgs {
     /// longest ago and not read since are given up (rendered again when read). While
     /// memory is past --memory-limit's soft mark none are kept. Bytes, or with a suffix
     /// as --memory-limit; 0: none kept. Default: a quarter of the memory limit when there
-    /// is one, else no bound.
+    /// is one, else a quarter of the bytes of the cached objects, and at least 16 MiB.
     #[arg(long, value_name = "BYTES", value_parser = parse_memory_bytes)]
     #[arg(help_heading = "Memory")]
     rendered_json_bytes: Option<u64>,
@@ -480,18 +480,28 @@ async fn serve(args: ServeArgs) -> Result<(), StartError> {
         Some(n) => n,
         None => watchd::memory::cgroup_limit().unwrap_or(0),
     };
-    let rendered_budget = match args.rendered_json_bytes {
-        Some(n) => Some(n),
-        None if memory_limit > 0 => Some(memory_limit / 4),
-        None => None,
-    };
-    if let Some(budget) = rendered_budget {
-        let budget = usize::try_from(budget).unwrap_or(usize::MAX - 1);
-        watchd::store::rendered::RENDERED.set_limit(budget);
-        tracing::info!(
-            bytes = budget,
+    let rendered = &watchd::store::rendered::RENDERED;
+    match args.rendered_json_bytes {
+        Some(n) => rendered.set_limit(
+            usize::try_from(n)
+                .unwrap_or(usize::MAX - 2)
+                .min(usize::MAX - 2),
+        ),
+        None if memory_limit > 0 => {
+            rendered.set_limit(usize::try_from(memory_limit / 4).unwrap_or(usize::MAX - 2))
+        }
+        None => rendered.set_limit(watchd::store::rendered::FOLLOW_CACHE),
+    }
+    match args.rendered_json_bytes.is_none() && memory_limit == 0 {
+        true => tracing::info!(
+            share = format!("1/{}", config::RENDERED_JSON_CACHE_SHARE),
+            floor = config::RENDERED_JSON_MIN_BYTES,
+            "rendered JSON kept up to a share of the cached bytes (--rendered-json-bytes)"
+        ),
+        false => tracing::info!(
+            bytes = rendered.budget(),
             "rendered JSON kept up to this budget (--rendered-json-bytes)"
-        );
+        ),
     }
     let memory = Arc::new(watchd::memory::MemoryGuard::new(memory_limit));
     memory.start().map_err(StartError::MemorySampler)?;

@@ -982,8 +982,8 @@ async fn past_its_memory_limit_watchd_refuses_new_full_lists_and_watches() {
 
 /// `--rendered-json-bytes`: the JSON of protobuf-stored objects rendered for JSON readers
 /// is kept up to the budget, the renderings beyond it given up and rendered again when
-/// read; every list is still whole and right. Past `--memory-limit`'s soft mark none is
-/// kept at all.
+/// read; every list is still whole and right. Without the flag the budget follows the
+/// cache. Past `--memory-limit`'s soft mark none is kept at all.
 #[tokio::test]
 async fn rendered_json_is_kept_within_its_budget_and_not_at_all_under_memory_pressure() {
     let etcd = Etcd::start();
@@ -1033,6 +1033,28 @@ async fn rendered_json_is_kept_within_its_budget_and_not_at_all_under_memory_pre
         metric(&text, "watchd_protobuf_json_renders_total", &[]).is_some_and(|n| n >= 80.0),
         "{text}"
     );
+
+    // Without the flag or a memory limit the budget follows the cache: a quarter of the
+    // cached bytes, and at least 16 MiB, which these 40 pods are far below: all kept.
+    let plain = Watchd::start(&etcd.client_url(), &[]);
+    let list = get_json(&format!(
+        "{}/api/v1/namespaces/budget/pods",
+        plain.base_url()
+    ))
+    .await;
+    assert_eq!(item_names(&list), want);
+    let text = http::get(&format!("{}/metrics", plain.base_url()), &[])
+        .await
+        .text();
+    assert_eq!(
+        metric(&text, "watchd_rendered_json_budget_bytes", &[]),
+        Some(16.0 * 1024.0 * 1024.0)
+    );
+    assert!(
+        metric(&text, "watchd_rendered_json_bytes", &[]).is_some_and(|n| n > 8_000.0),
+        "{text}"
+    );
+    drop(plain);
 
     // Under memory pressure a get is still served as JSON, and nothing is kept.
     let pressed = Watchd::start(&etcd.client_url(), &["--memory-limit=1Mi"]);

@@ -473,10 +473,16 @@ fn push_protobuf_selectable_values(
 pub fn render_json(stored: &protobuf::StoredProtobuf, revision: Revision) -> Json {
     let rv = revision.to_resource_version();
     match pbjson::render_stored(&stored.value, Some(&rv)) {
-        Ok(r) => Json {
-            bytes: Bytes::from(r.json),
-            rv_span: r.rv_span,
-        },
+        Ok(mut r) => {
+            // The buffer grew by doubling, and `Bytes` keeps a vector's whole capacity:
+            // a kept rendering would hold about a third more than the budget counts.
+            // Shrinking gives the tail back in place.
+            r.json.shrink_to_fit();
+            Json {
+                bytes: Bytes::from(r.json),
+                rv_span: r.rv_span,
+            }
+        }
         Err(e) => {
             metrics::counter!("watchd_protobuf_render_failures_total").increment(1);
             tracing::error!(error = %e, "protobuf value accepted at ingest failed to render; serving its metadata only");

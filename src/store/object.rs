@@ -115,7 +115,9 @@ impl Body {
     }
 }
 
-/// An object's forms derived on first use, each kept once made.
+/// An object's forms derived on first use, each kept once made. What a JSON reader of a
+/// protobuf-stored object derives is here (24 bytes: every object a full JSON list reads
+/// gets one); what other readers derive is in a second box, allocated on their first use.
 #[derive(Debug, Default)]
 struct Derived {
     /// A protobuf-stored object's JSON, rendered on a JSON read and kept under the
@@ -123,6 +125,20 @@ struct Derived {
     rendered: ArcSwapOption<Json>,
     /// Read since the budget's clock last passed it (its second chance).
     recently_read: AtomicBool,
+    /// The rest.
+    more: OnceBox<MoreDerived>,
+}
+
+impl Derived {
+    fn more(&self) -> &MoreDerived {
+        self.more.get_or_init(Box::default)
+    }
+}
+
+/// What metadata readers, gRPC readers and protobuf readers of a JSON-stored object
+/// derive.
+#[derive(Debug, Default)]
+struct MoreDerived {
     /// The `metadata` JSON for PartialObjectMetadata readers, found once: a slice of the
     /// JSON (shared, no copy), or, for a protobuf-stored object whose JSON is not rendered,
     /// `metadata` rendered alone (`true`: a copy of its own, counted as rendered bytes).
@@ -262,6 +278,7 @@ impl CachedObject {
             return self.body.served();
         }
         self.derived()
+            .more()
             .encoded
             .get_or_init(|| {
                 let rv = self.revision.to_resource_version();
@@ -482,36 +499,30 @@ impl CachedObject {
     /// whose JSON is not rendered, `metadata` alone rendered once (a metadata informer
     /// never pays for whole objects); `{}` if absent.
     pub fn metadata_json(&self) -> Bytes {
-        let (meta, _) =
-            self.derived()
-                .metadata
-                .get_or_init(|| match (self.body.json(), self.body.stored()) {
-                    (None, Some(pb)) => {
-                        let rv = self.revision.to_resource_version();
-                        let meta = crate::codec::envelope::parse(&pb.value)
-                            .map_err(crate::codec::pbjson::TranscodeError::from)
-                            .and_then(|e| {
-                                crate::codec::pbjson::render_metadata(
-                                    e.api_version,
-                                    e.kind,
-                                    e.raw,
-                                    &rv,
-                                )
-                            })
-                            .map(|r| Bytes::from(r.json));
-                        match meta {
-                            Ok(meta) => {
-                                metrics::counter!("watchd_protobuf_metadata_renders_total")
-                                    .increment(1);
-                                metrics::gauge!("watchd_rendered_json_bytes")
-                                    .increment(meta.len() as f64);
-                                (meta, true)
-                            }
-                            Err(_) => (self.metadata_of_json(), false),
+        let (meta, _) = self.derived().more().metadata.get_or_init(|| {
+            match (self.body.json(), self.body.stored()) {
+                (None, Some(pb)) => {
+                    let rv = self.revision.to_resource_version();
+                    let meta = crate::codec::envelope::parse(&pb.value)
+                        .map_err(crate::codec::pbjson::TranscodeError::from)
+                        .and_then(|e| {
+                            crate::codec::pbjson::render_metadata(e.api_version, e.kind, e.raw, &rv)
+                        })
+                        .map(|r| Bytes::from(r.json));
+                    match meta {
+                        Ok(meta) => {
+                            metrics::counter!("watchd_protobuf_metadata_renders_total")
+                                .increment(1);
+                            metrics::gauge!("watchd_rendered_json_bytes")
+                                .increment(meta.len() as f64);
+                            (meta, true)
                         }
+                        Err(_) => (self.metadata_of_json(), false),
                     }
-                    _ => (self.metadata_of_json(), false),
-                });
+                }
+                _ => (self.metadata_of_json(), false),
+            }
+        });
         meta.clone()
     }
 
@@ -519,7 +530,7 @@ impl CachedObject {
     /// stored protobuf's ObjectMeta while no JSON is rendered (rendering nothing), else
     /// from the JSON's `metadata` (defaults for metadata that does not read).
     pub fn facts(&self) -> &MetaFacts {
-        self.derived().facts.get_or_init(|| {
+        self.derived().more().facts.get_or_init(|| {
             let from_wire = match (self.body.json(), self.body.stored()) {
                 (None, Some(pb)) => crate::codec::envelope::parse(&pb.value)
                     .ok()
@@ -563,7 +574,7 @@ impl CachedObject {
 impl Drop for CachedObject {
     fn drop(&mut self) {
         self.give_up_rendering();
-        let Some(derived) = self.derived.get() else {
+        let Some(derived) = self.derived.get().and_then(|d| d.more.get()) else {
             return;
         };
         if let Some((m, true)) = derived.metadata.get() {

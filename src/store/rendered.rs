@@ -7,9 +7,11 @@
 //!
 //! One budget for the process: an object is rendered wherever a reader asks for it (a
 //! list, a watch frame, a get), it outlives its store's epochs, and the memory defended
-//! is the process's. Without a budget (no flag and no memory limit) renderings are only
-//! counted. Metrics: `watchd_rendered_json_bytes` (kept), `watchd_rendered_json_budget_bytes`,
-//! `watchd_rendered_json_evictions_total`.
+//! is the process's. Without the flag or a memory limit the budget follows the cache: a
+//! share of the bytes of the cached objects (with a floor), so a full JSON list of a
+//! protobuf-stored cache does not keep its whole rendering, about three times the
+//! stored bytes. Metrics: `watchd_rendered_json_bytes` (kept),
+//! `watchd_rendered_json_budget_bytes`, `watchd_rendered_json_evictions_total`.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -20,6 +22,10 @@ use super::object::CachedObject;
 /// No budget: renderings are kept as long as their object.
 pub const UNLIMITED: usize = usize::MAX;
 
+/// The budget follows the cache: [`crate::config::RENDERED_JSON_CACHE_SHARE`] of the
+/// bytes of the cached objects, and at least [`crate::config::RENDERED_JSON_MIN_BYTES`].
+pub const FOLLOW_CACHE: usize = usize::MAX - 1;
+
 /// The budget; see the module.
 pub struct RenderedBudget {
     limit: AtomicUsize,
@@ -29,6 +35,12 @@ pub struct RenderedBudget {
     queue: Mutex<VecDeque<Weak<CachedObject>>>,
     /// Of the queue's entries, how many hold a rendering (the rest wait to be dropped).
     holding: AtomicUsize,
+    /// Bytes of the cached objects, of every resource's current snapshot.
+    cached: AtomicUsize,
+    /// Bytes of renderings given up since the heap was last trimmed.
+    given_up: AtomicUsize,
+    /// A trim of the heap is on its way.
+    trim_pending: AtomicBool,
 }
 
 /// The process's budget.
@@ -42,16 +54,40 @@ impl RenderedBudget {
             used: AtomicUsize::new(0),
             queue: Mutex::new(VecDeque::new()),
             holding: AtomicUsize::new(0),
+            cached: AtomicUsize::new(0),
+            given_up: AtomicUsize::new(0),
+            trim_pending: AtomicBool::new(false),
         }
     }
 
-    /// Sets the budget in bytes ([`UNLIMITED`]: none), giving up renderings past it.
+    /// Sets the budget in bytes ([`UNLIMITED`]: none; [`FOLLOW_CACHE`]: a share of the
+    /// cache), giving up renderings past it.
     pub fn set_limit(&self, bytes: usize) {
         self.limit.store(bytes, Ordering::Relaxed);
         if bytes != UNLIMITED {
-            metrics::gauge!("watchd_rendered_json_budget_bytes").set(bytes as f64);
+            metrics::gauge!("watchd_rendered_json_budget_bytes").set(self.budget() as f64);
         }
         self.evict();
+    }
+
+    /// A resource's cached objects went from `was` to `is` bytes (its snapshot changed,
+    /// or the store was dropped: `is` 0).
+    pub fn cached_changed(&self, was: usize, is: usize) {
+        if is >= was {
+            self.cached.fetch_add(is - was, Ordering::Relaxed);
+        } else {
+            self.cached.fetch_sub(was - is, Ordering::Relaxed);
+        }
+    }
+
+    /// The budget in bytes, pressure aside.
+    pub fn budget(&self) -> usize {
+        match self.limit.load(Ordering::Relaxed) {
+            FOLLOW_CACHE => (self.cached.load(Ordering::Relaxed)
+                / crate::config::RENDERED_JSON_CACHE_SHARE)
+                .max(crate::config::RENDERED_JSON_MIN_BYTES),
+            limit => limit,
+        }
     }
 
     /// Memory past (true) or back under (false) its soft mark: the budget is nothing,
@@ -70,7 +106,7 @@ impl RenderedBudget {
         if self.pressed.load(Ordering::Relaxed) {
             0
         } else {
-            self.limit.load(Ordering::Relaxed)
+            self.budget()
         }
     }
 
@@ -105,12 +141,16 @@ impl RenderedBudget {
     /// Gives up renderings, oldest first, until the bytes kept are within the budget.
     fn evict(&self) {
         let limit = self.effective_limit();
+        if self.limit.load(Ordering::Relaxed) == FOLLOW_CACHE {
+            metrics::gauge!("watchd_rendered_json_budget_bytes").set(self.budget() as f64);
+        }
         if self.used() <= limit {
             return;
         }
         let Ok(mut q) = self.queue.lock() else {
             return;
         };
+        let before = self.used();
         // Each entry is looked at most twice (once more after its second chance).
         let mut steps = q.len().saturating_mul(2);
         let mut evicted = 0u64;
@@ -131,6 +171,65 @@ impl RenderedBudget {
         drop(q);
         if evicted > 0 {
             metrics::counter!("watchd_rendered_json_evictions_total").increment(evicted);
+            self.trim_heap_after(before.saturating_sub(self.used()));
         }
+    }
+
+    /// Renderings given up free a few KiB each, between the objects and renderings kept,
+    /// and glibc gives back to the system only the top of its heap: after a full JSON
+    /// list of a protobuf-stored cache larger than the budget, the resident set stayed
+    /// near what keeping every rendering would take. Once enough was given up, the heap's
+    /// free pages are given back a moment later (so that one trim follows a whole list),
+    /// off the caller's thread, one trim at a time.
+    fn trim_heap_after(&self, bytes: usize) {
+        use crate::config::{HEAP_TRIM_AFTER_BYTES, HEAP_TRIM_DELAY};
+        if self.given_up.fetch_add(bytes, Ordering::Relaxed) + bytes < HEAP_TRIM_AFTER_BYTES
+            || self.trim_pending.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        // The process's budget only (the trim is the process's), within a runtime.
+        let runtime = match tokio::runtime::Handle::try_current() {
+            Ok(r) if std::ptr::eq(self, &RENDERED) => r,
+            _ => {
+                self.trim_pending.store(false, Ordering::Release);
+                return;
+            }
+        };
+        runtime.spawn(async {
+            tokio::time::sleep(HEAP_TRIM_DELAY).await;
+            RENDERED.given_up.store(0, Ordering::Relaxed);
+            let _ = tokio::task::spawn_blocking(super::cache::release_free_heap).await;
+            RENDERED.trim_pending.store(false, Ordering::Release);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{RENDERED_JSON_CACHE_SHARE, RENDERED_JSON_MIN_BYTES};
+
+    #[test]
+    fn a_budget_following_the_cache_is_its_share_of_the_cached_bytes_with_a_floor() {
+        let b = RenderedBudget::new();
+        assert_eq!(b.budget(), UNLIMITED);
+        b.set_limit(FOLLOW_CACHE);
+        assert_eq!(b.budget(), RENDERED_JSON_MIN_BYTES);
+        // Two resources grow past the floor, then one shrinks and the other is dropped.
+        let big = RENDERED_JSON_MIN_BYTES * RENDERED_JSON_CACHE_SHARE;
+        b.cached_changed(0, big);
+        b.cached_changed(0, big);
+        assert_eq!(b.budget(), 2 * RENDERED_JSON_MIN_BYTES);
+        b.cached_changed(big, big / 2);
+        assert_eq!(b.budget(), RENDERED_JSON_MIN_BYTES * 3 / 2);
+        b.cached_changed(big, 0);
+        assert_eq!(b.budget(), RENDERED_JSON_MIN_BYTES);
+        // Under pressure nothing is kept; a fixed budget ignores the cache.
+        b.set_pressed(true);
+        assert_eq!(b.effective_limit(), 0);
+        b.set_pressed(false);
+        b.set_limit(4000);
+        assert_eq!(b.effective_limit(), 4000);
     }
 }

@@ -115,6 +115,12 @@ pub struct ResourceStore {
     initialized: std::sync::atomic::AtomicBool,
 }
 
+impl Drop for ResourceStore {
+    fn drop(&mut self) {
+        super::rendered::RENDERED.cached_changed(self.current.load().bytes, 0);
+    }
+}
+
 impl ResourceStore {
     /// An empty store at `revision` of `epoch`.
     pub fn new(
@@ -386,6 +392,7 @@ impl ResourceStore {
     fn publish(&self, snap: Arc<Snapshot>) {
         self.objects_gauge.set(snap.objects.len() as f64);
         self.bytes_gauge.set(snap.bytes as f64);
+        super::rendered::RENDERED.cached_changed(self.current.load().bytes, snap.bytes);
         self.current.store(snap.clone());
         let Ok(mut ring) = self.ring.lock() else {
             return;
