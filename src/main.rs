@@ -481,6 +481,7 @@ async fn serve(args: ServeArgs) -> Result<(), StartError> {
         None => watchd::memory::cgroup_limit().unwrap_or(0),
     };
     let rendered = &watchd::store::rendered::RENDERED;
+    rendered.set_runtime(tokio::runtime::Handle::current());
     match args.rendered_json_bytes {
         Some(n) => rendered.set_limit(
             usize::try_from(n)

@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::object::CachedObject;
 
@@ -41,6 +41,9 @@ pub struct RenderedBudget {
     given_up: AtomicUsize,
     /// A trim of the heap is on its way.
     trim_pending: AtomicBool,
+    /// Where trims run: renderings are also given up on the dispatch shards' threads,
+    /// outside the runtime.
+    runtime: OnceLock<tokio::runtime::Handle>,
 }
 
 /// The process's budget.
@@ -57,7 +60,14 @@ impl RenderedBudget {
             cached: AtomicUsize::new(0),
             given_up: AtomicUsize::new(0),
             trim_pending: AtomicBool::new(false),
+            runtime: OnceLock::new(),
         }
+    }
+
+    /// The runtime that trims the heap after evictions (else the evicting thread's, if
+    /// it has one).
+    pub fn set_runtime(&self, runtime: tokio::runtime::Handle) {
+        let _ = self.runtime.set(runtime);
     }
 
     /// Sets the budget in bytes ([`UNLIMITED`]: none; [`FOLLOW_CACHE`]: a share of the
@@ -189,8 +199,13 @@ impl RenderedBudget {
             return;
         }
         // The process's budget only (the trim is the process's), within a runtime.
-        let runtime = match tokio::runtime::Handle::try_current() {
-            Ok(r) if std::ptr::eq(self, &RENDERED) => r,
+        let runtime = self
+            .runtime
+            .get()
+            .cloned()
+            .or_else(|| tokio::runtime::Handle::try_current().ok());
+        let runtime = match runtime {
+            Some(r) if std::ptr::eq(self, &RENDERED) => r,
             _ => {
                 self.trim_pending.store(false, Ordering::Release);
                 return;
