@@ -275,8 +275,11 @@ pub const RENDERED_JSON_MIN_BYTES: usize = 16 << 20;
 /// given back to the system ...
 pub const HEAP_TRIM_AFTER_BYTES: usize = 8 << 20;
 
-/// ... this long after (one trim for the renderings a whole list gives up).
+/// ... this long after (one trim for the renderings a whole list gives up) ...
 pub const HEAP_TRIM_DELAY: Duration = Duration::from_secs(1);
+
+/// ... and at most once in this long.
+pub const HEAP_TRIM_MIN_INTERVAL: Duration = Duration::from_secs(5);
 
 #[cfg(test)]
 mod tests {

@@ -488,9 +488,9 @@ async fn serve(args: ServeArgs) -> Result<(), StartError> {
                 .unwrap_or(usize::MAX - 2)
                 .min(usize::MAX - 2),
         ),
-        None if memory_limit > 0 => {
-            rendered.set_limit(usize::try_from(memory_limit / 4).unwrap_or(usize::MAX - 2))
-        }
+        None if memory_limit > 0 => rendered.set_limit(
+            usize::try_from(memory_limit / 4).map_or(usize::MAX - 2, |n| n.min(usize::MAX - 2)),
+        ),
         None => rendered.set_limit(watchd::store::rendered::FOLLOW_CACHE),
     }
     match args.rendered_json_bytes.is_none() && memory_limit == 0 {

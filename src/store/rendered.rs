@@ -14,8 +14,9 @@
 //! `watchd_rendered_json_budget_bytes`, `watchd_rendered_json_evictions_total`.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Instant;
 
 use super::object::CachedObject;
 
@@ -41,6 +42,11 @@ pub struct RenderedBudget {
     given_up: AtomicUsize,
     /// A trim of the heap is on its way.
     trim_pending: AtomicBool,
+    /// When the heap was last trimmed, in milliseconds after [`RenderedBudget`]'s clock
+    /// started (0: never).
+    trimmed_at_ms: AtomicU64,
+    /// The budget last exported as `watchd_rendered_json_budget_bytes`.
+    reported: AtomicUsize,
     /// Where trims run: renderings are also given up on the dispatch shards' threads,
     /// outside the runtime.
     runtime: OnceLock<tokio::runtime::Handle>,
@@ -48,6 +54,12 @@ pub struct RenderedBudget {
 
 /// The process's budget.
 pub static RENDERED: RenderedBudget = RenderedBudget::new();
+
+/// Milliseconds since the first call: the clock of heap trims.
+fn clock_ms() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
 
 impl RenderedBudget {
     const fn new() -> Self {
@@ -60,6 +72,8 @@ impl RenderedBudget {
             cached: AtomicUsize::new(0),
             given_up: AtomicUsize::new(0),
             trim_pending: AtomicBool::new(false),
+            trimmed_at_ms: AtomicU64::new(0),
+            reported: AtomicUsize::new(0),
             runtime: OnceLock::new(),
         }
     }
@@ -87,6 +101,10 @@ impl RenderedBudget {
             self.cached.fetch_add(is - was, Ordering::Relaxed);
         } else {
             self.cached.fetch_sub(was - is, Ordering::Relaxed);
+            // A smaller cache, a smaller budget: give up what is past it now.
+            if self.limit.load(Ordering::Relaxed) == FOLLOW_CACHE {
+                self.evict();
+            }
         }
     }
 
@@ -152,7 +170,10 @@ impl RenderedBudget {
     fn evict(&self) {
         let limit = self.effective_limit();
         if self.limit.load(Ordering::Relaxed) == FOLLOW_CACHE {
-            metrics::gauge!("watchd_rendered_json_budget_bytes").set(self.budget() as f64);
+            let budget = self.budget();
+            if self.reported.swap(budget, Ordering::Relaxed) != budget {
+                metrics::gauge!("watchd_rendered_json_budget_bytes").set(budget as f64);
+            }
         }
         if self.used() <= limit {
             return;
@@ -190,9 +211,12 @@ impl RenderedBudget {
     /// list of a protobuf-stored cache larger than the budget, the resident set stayed
     /// near what keeping every rendering would take. Once enough was given up, the heap's
     /// free pages are given back a moment later (so that one trim follows a whole list),
-    /// off the caller's thread, one trim at a time.
+    /// off the caller's thread, one trim at a time and at most one in
+    /// [`HEAP_TRIM_MIN_INTERVAL`](crate::config::HEAP_TRIM_MIN_INTERVAL): a trim locks
+    /// each of glibc's arenas in turn, and what it gives back the next list faults in
+    /// again.
     fn trim_heap_after(&self, bytes: usize) {
-        use crate::config::{HEAP_TRIM_AFTER_BYTES, HEAP_TRIM_DELAY};
+        use crate::config::{HEAP_TRIM_AFTER_BYTES, HEAP_TRIM_DELAY, HEAP_TRIM_MIN_INTERVAL};
         if self.given_up.fetch_add(bytes, Ordering::Relaxed) + bytes < HEAP_TRIM_AFTER_BYTES
             || self.trim_pending.swap(true, Ordering::AcqRel)
         {
@@ -211,9 +235,19 @@ impl RenderedBudget {
                 return;
             }
         };
-        runtime.spawn(async {
-            tokio::time::sleep(HEAP_TRIM_DELAY).await;
+        let now = clock_ms();
+        let last = self.trimmed_at_ms.load(Ordering::Relaxed);
+        let cooling = match last {
+            0 => 0,
+            _ => (last + HEAP_TRIM_MIN_INTERVAL.as_millis() as u64).saturating_sub(now),
+        };
+        let wait = HEAP_TRIM_DELAY.max(std::time::Duration::from_millis(cooling));
+        runtime.spawn(async move {
+            tokio::time::sleep(wait).await;
             RENDERED.given_up.store(0, Ordering::Relaxed);
+            RENDERED
+                .trimmed_at_ms
+                .store(clock_ms().max(1), Ordering::Relaxed);
             let _ = tokio::task::spawn_blocking(super::cache::release_free_heap).await;
             RENDERED.trim_pending.store(false, Ordering::Release);
         });
