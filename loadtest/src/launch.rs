@@ -240,8 +240,28 @@ pub async fn start_watchd(bin: &Path, etcd: &str, root: &Path) -> Result<Watchd,
 
 /// Starts `bin serve` against `etcd` on free loopback ports with `options`
 /// and waits until `/readyz` answers 200 (over TLS and with the token when
-/// the options say so).
+/// the options say so). A free port may be taken by another socket before
+/// watchd binds it (tests run side by side, and load runs open thousands):
+/// then it starts again on other ports, three times at most.
 pub async fn start_watchd_with(
+    bin: &Path,
+    etcd: &str,
+    root: &Path,
+    options: &WatchdOptions,
+) -> Result<Watchd, String> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match start_watchd_once(bin, etcd, root, options).await {
+            Err(e) if attempt < 3 && e.contains("Address already in use") => {
+                tracing::warn!("watchd's port was taken; starting it again");
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn start_watchd_once(
     bin: &Path,
     etcd: &str,
     root: &Path,

@@ -138,25 +138,14 @@ impl Servers {
                     args: setup.watchd_args.clone(),
                     ..WatchdOptions::default()
                 };
-                // The free port may be taken by a client socket before
-                // watchd binds it (thousands of them come and go here).
-                let mut attempt = 0;
-                let w = loop {
-                    attempt += 1;
-                    match launch::start_watchd_with(
-                        &setup.watchd_bin,
-                        &self.etcd_endpoints[0],
-                        &setup.temp_root,
-                        &opts,
-                    )
-                    .await
-                    {
-                        Err(e) if attempt < 3 && e.contains("Address already in use") => {
-                            tracing::warn!("watchd's port was taken; starting it again");
-                        }
-                        other => break other?,
-                    }
-                };
+                // A port taken before watchd binds it is retried there.
+                let w = launch::start_watchd_with(
+                    &setup.watchd_bin,
+                    &self.etcd_endpoints[0],
+                    &setup.temp_root,
+                    &opts,
+                )
+                .await?;
                 self.endpoint = Some(w.endpoint.clone());
                 self.watchd_pid = Some(w.proc.pid());
                 self.watchd = Some(w);
