@@ -482,27 +482,24 @@ async fn serve(args: ServeArgs) -> Result<(), StartError> {
     };
     let rendered = &watchd::store::rendered::RENDERED;
     rendered.set_runtime(tokio::runtime::Handle::current());
+    // Byte counts stay below the two sentinels (no budget, following the cache).
+    let bytes = |n: u64| usize::try_from(n).map_or(usize::MAX - 2, |n| n.min(usize::MAX - 2));
     match args.rendered_json_bytes {
-        Some(n) => rendered.set_limit(
-            usize::try_from(n)
-                .unwrap_or(usize::MAX - 2)
-                .min(usize::MAX - 2),
-        ),
-        None if memory_limit > 0 => rendered.set_limit(
-            usize::try_from(memory_limit / 4).map_or(usize::MAX - 2, |n| n.min(usize::MAX - 2)),
-        ),
-        None => rendered.set_limit(watchd::store::rendered::FOLLOW_CACHE),
-    }
-    match args.rendered_json_bytes.is_none() && memory_limit == 0 {
-        true => tracing::info!(
-            share = format!("1/{}", config::RENDERED_JSON_CACHE_SHARE),
-            floor = config::RENDERED_JSON_MIN_BYTES,
-            "rendered JSON kept up to a share of the cached bytes (--rendered-json-bytes)"
-        ),
-        false => tracing::info!(
-            bytes = rendered.budget(),
-            "rendered JSON kept up to this budget (--rendered-json-bytes)"
-        ),
+        None if memory_limit == 0 => {
+            rendered.set_limit(watchd::store::rendered::FOLLOW_CACHE);
+            tracing::info!(
+                share = format!("1/{}", config::RENDERED_JSON_CACHE_SHARE),
+                floor = config::RENDERED_JSON_MIN_BYTES,
+                "rendered JSON kept up to a share of the cached bytes (--rendered-json-bytes)"
+            );
+        }
+        n => {
+            rendered.set_limit(bytes(n.unwrap_or(memory_limit / 4)));
+            tracing::info!(
+                bytes = rendered.budget(),
+                "rendered JSON kept up to this budget (--rendered-json-bytes)"
+            );
+        }
     }
     let memory = Arc::new(watchd::memory::MemoryGuard::new(memory_limit));
     memory.start().map_err(StartError::MemorySampler)?;

@@ -453,8 +453,11 @@ impl CachedObject {
     /// The same object for a resource whose selectable fields changed: field values are
     /// read again from the stored bytes (absent or unreadable ones take their defaults).
     pub fn reindexed(&self, specs: &[crate::codec::FieldSpec]) -> CachedObject {
-        let values = match self.body.served() {
-            Some(pb) => protobuf_field_values(&pb, specs),
+        // An events.k8s.io Event's bytes are converted here: once, for its values and
+        // its body.
+        let served = self.body.served();
+        let values = match &served {
+            Some(pb) => protobuf_field_values(pb, specs),
             None => crate::codec::extract::extract(
                 &self.json_unkept().bytes,
                 &crate::codec::FieldSpec::paths(specs),
@@ -470,7 +473,7 @@ impl CachedObject {
             .chain(values.iter())
             .collect();
         let selectors = (strings, label_strings as u32);
-        let body = match (&self.body, self.body.served()) {
+        let body = match (&self.body, served) {
             // Its own fields now, so its own bytes too: converted once (an Event that
             // does not convert stays the core object's view).
             (Body::EventV1(_), Some(pb)) => Body::Protobuf(pb.into_owned()),

@@ -14,9 +14,8 @@
 //! `watchd_rendered_json_budget_bytes`, `watchd_rendered_json_evictions_total`.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Instant;
 
 use super::object::CachedObject;
 
@@ -40,11 +39,8 @@ pub struct RenderedBudget {
     cached: AtomicUsize,
     /// Bytes of renderings given up since the heap was last trimmed.
     given_up: AtomicUsize,
-    /// A trim of the heap is on its way.
+    /// A trim of the heap is on its way, or cooling down after one.
     trim_pending: AtomicBool,
-    /// When the heap was last trimmed, in milliseconds after [`RenderedBudget`]'s clock
-    /// started (0: never).
-    trimmed_at_ms: AtomicU64,
     /// The budget last exported as `watchd_rendered_json_budget_bytes`.
     reported: AtomicUsize,
     /// Where trims run: renderings are also given up on the dispatch shards' threads,
@@ -54,12 +50,6 @@ pub struct RenderedBudget {
 
 /// The process's budget.
 pub static RENDERED: RenderedBudget = RenderedBudget::new();
-
-/// Milliseconds since the first call: the clock of heap trims.
-fn clock_ms() -> u64 {
-    static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_millis() as u64
-}
 
 impl RenderedBudget {
     const fn new() -> Self {
@@ -72,8 +62,7 @@ impl RenderedBudget {
             cached: AtomicUsize::new(0),
             given_up: AtomicUsize::new(0),
             trim_pending: AtomicBool::new(false),
-            trimmed_at_ms: AtomicU64::new(0),
-            reported: AtomicUsize::new(0),
+            reported: AtomicUsize::new(UNLIMITED),
             runtime: OnceLock::new(),
         }
     }
@@ -88,9 +77,6 @@ impl RenderedBudget {
     /// cache), giving up renderings past it.
     pub fn set_limit(&self, bytes: usize) {
         self.limit.store(bytes, Ordering::Relaxed);
-        if bytes != UNLIMITED {
-            metrics::gauge!("watchd_rendered_json_budget_bytes").set(self.budget() as f64);
-        }
         self.evict();
     }
 
@@ -101,8 +87,11 @@ impl RenderedBudget {
             self.cached.fetch_add(is - was, Ordering::Relaxed);
         } else {
             self.cached.fetch_sub(was - is, Ordering::Relaxed);
-            // A smaller cache, a smaller budget: give up what is past it now.
-            if self.limit.load(Ordering::Relaxed) == FOLLOW_CACHE {
+            // A smaller cache, a smaller budget: give up what is past it now (the
+            // ingestion path: nothing more unless past it).
+            if self.limit.load(Ordering::Relaxed) == FOLLOW_CACHE
+                && self.used() > self.effective_limit()
+            {
                 self.evict();
             }
         }
@@ -169,11 +158,10 @@ impl RenderedBudget {
     /// Gives up renderings, oldest first, until the bytes kept are within the budget.
     fn evict(&self) {
         let limit = self.effective_limit();
-        if self.limit.load(Ordering::Relaxed) == FOLLOW_CACHE {
-            let budget = self.budget();
-            if self.reported.swap(budget, Ordering::Relaxed) != budget {
-                metrics::gauge!("watchd_rendered_json_budget_bytes").set(budget as f64);
-            }
+        // Exported when it changes (a budget that follows the cache changes with it).
+        let budget = self.budget();
+        if budget != UNLIMITED && self.reported.swap(budget, Ordering::Relaxed) != budget {
+            metrics::gauge!("watchd_rendered_json_budget_bytes").set(budget as f64);
         }
         if self.used() <= limit {
             return;
@@ -235,20 +223,18 @@ impl RenderedBudget {
                 return;
             }
         };
-        let now = clock_ms();
-        let last = self.trimmed_at_ms.load(Ordering::Relaxed);
-        let cooling = match last {
-            0 => 0,
-            _ => (last + HEAP_TRIM_MIN_INTERVAL.as_millis() as u64).saturating_sub(now),
-        };
-        let wait = HEAP_TRIM_DELAY.max(std::time::Duration::from_millis(cooling));
-        runtime.spawn(async move {
-            tokio::time::sleep(wait).await;
-            RENDERED.given_up.store(0, Ordering::Relaxed);
-            RENDERED
-                .trimmed_at_ms
-                .store(clock_ms().max(1), Ordering::Relaxed);
-            let _ = tokio::task::spawn_blocking(super::cache::release_free_heap).await;
+        // One task trims, then cools down, then trims again if enough was given up
+        // meanwhile (the tail of a list), else lets the next eviction start one.
+        runtime.spawn(async {
+            loop {
+                tokio::time::sleep(HEAP_TRIM_DELAY).await;
+                RENDERED.given_up.store(0, Ordering::Relaxed);
+                let _ = tokio::task::spawn_blocking(super::cache::release_free_heap).await;
+                tokio::time::sleep(HEAP_TRIM_MIN_INTERVAL.saturating_sub(HEAP_TRIM_DELAY)).await;
+                if RENDERED.given_up.load(Ordering::Relaxed) < HEAP_TRIM_AFTER_BYTES {
+                    break;
+                }
+            }
             RENDERED.trim_pending.store(false, Ordering::Release);
         });
     }
