@@ -56,7 +56,8 @@ fn inputs() -> Vec<(&'static str, Vec<u8>, Vec<FieldSpec>)> {
 fn bench_decode(c: &mut Criterion) {
     for (name, value, fields) in inputs() {
         // Both paths must produce the same object before their speed is compared.
-        let decoded = codec::decode(&value, REVISION, &fields).expect("bench input decodes");
+        let decoded =
+            codec::decode("ns/a", &value, REVISION, &fields).expect("bench input decodes");
         let ours: Value =
             serde_json::from_slice(&decoded.json(REVISION).bytes).expect("decode emits JSON");
         let theirs: Value =
@@ -69,7 +70,7 @@ fn bench_decode(c: &mut Criterion) {
         g.bench_with_input(
             BenchmarkId::new("watchd_decode", value.len()),
             &value,
-            |b, v| b.iter(|| codec::decode(black_box(v), black_box(REVISION), &fields)),
+            |b, v| b.iter(|| codec::decode("ns/a", black_box(v), black_box(REVISION), &fields)),
         );
         g.bench_with_input(
             BenchmarkId::new("serde_value_roundtrip", value.len()),
@@ -90,7 +91,7 @@ fn protobuf_pod() -> Vec<u8> {
 fn bench_protobuf(c: &mut Criterion) {
     let value = protobuf_pod();
     let fields = common::builtin("pods").fields;
-    let lazy = codec::decode(&value, REVISION, &fields).expect("bench input decodes");
+    let lazy = codec::decode("ns/a", &value, REVISION, &fields).expect("bench input decodes");
     assert!(
         lazy.json.is_none(),
         "protobuf JSON is rendered on first use"
@@ -101,14 +102,15 @@ fn bench_protobuf(c: &mut Criterion) {
     g.bench_with_input(
         BenchmarkId::new("watchd_decode", value.len()),
         &value,
-        |b, v| b.iter(|| codec::decode(black_box(v), black_box(REVISION), &fields)),
+        |b, v| b.iter(|| codec::decode("ns/a", black_box(v), black_box(REVISION), &fields)),
     );
     g.bench_with_input(
         BenchmarkId::new("eager_render", value.len()),
         &value,
         |b, v| {
             b.iter(|| {
-                let d = codec::decode(black_box(v), black_box(REVISION), &fields).expect("decodes");
+                let d = codec::decode("ns/a", black_box(v), black_box(REVISION), &fields)
+                    .expect("decodes");
                 d.json(REVISION)
             })
         },

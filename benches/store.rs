@@ -138,7 +138,7 @@ fn bench_apply(c: &mut Criterion, cache: &Arc<Cache>, ingestor: &mut Ingestor) {
         b.iter(|| {
             let ch = black_box(change());
             let value = ch.value.as_deref().unwrap_or_default();
-            codec::decode(value, ch.revision, &fields)
+            codec::decode("ns/pod", value, ch.revision, &fields)
         })
     });
     g.finish();

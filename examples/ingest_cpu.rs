@@ -170,7 +170,9 @@ fn main() {
         let hundred_allocs = (ALLOCATIONS.load(Ordering::Relaxed) - a) as f64 / EVENTS as f64;
         let (t, a) = (thread_cpu_ns(), ALLOCATIONS.load(Ordering::Relaxed));
         for (_, v) in updates.iter().cycle().take(EVENTS) {
-            black_box(codec::decode(black_box(v), Revision(7), &fields).expect("decodes"));
+            black_box(
+                codec::decode("ns/pod", black_box(v), Revision(7), &fields).expect("decodes"),
+            );
         }
         let decode = (thread_cpu_ns() - t) as f64 / EVENTS as f64 / 1000.0;
         let decode_allocs = (ALLOCATIONS.load(Ordering::Relaxed) - a) as f64 / EVENTS as f64;

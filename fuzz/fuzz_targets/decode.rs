@@ -14,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
         FieldSpec::simple("spec.nodeName"),
         FieldSpec::simple("status.phase"),
     ];
-    let Ok(d) = decode(data, Revision(42), &fields) else {
+    let Ok(d) = decode("ns/a", data, Revision(42), &fields) else {
         return;
     };
     if d.json.is_none() {

@@ -142,7 +142,7 @@ impl ListItems {
         };
         let out: Vec<ObjectRef> = w.iter().take(max_items).cloned().collect();
         match out.last() {
-            Some(last) => w.next = Bound::Excluded(last.key().clone()),
+            Some(last) => w.next = Bound::Excluded(Arc::from(last.key())),
             // The end: the snapshot is let go.
             None => *self = ListItems::Page(Vec::new()),
         }
@@ -500,8 +500,8 @@ fn decode_read(
     object_key: &str,
     (key, value, rev): (&[u8], &[u8], Revision),
 ) -> Result<ObjectRef, ApiError> {
-    match store.decode.decode(key, value, rev) {
-        Ok(d) => Ok(Arc::new(CachedObject::new(Arc::from(object_key), rev, d))),
+    match store.decode.decode((object_key, key), value, rev) {
+        Ok(d) => Ok(Arc::new(CachedObject::new(rev, d))),
         Err(error) => {
             let u = Unreadable {
                 etcd_key: String::from_utf8_lossy(key).into_owned(),

@@ -199,7 +199,8 @@ impl RbacIndex {
     /// Sets the object of `kind` at `key` (its object key) to `json`, adding whose
     /// permissions that changed to `affected`. An object that does not read grants
     /// nothing (as if removed) and is counted as unreadable.
-    pub fn put(&mut self, kind: Kind, key: &Arc<str>, json: &[u8], affected: &mut Affected) {
+    pub fn put(&mut self, kind: Kind, key: &str, json: &[u8], affected: &mut Affected) {
+        let key: &Arc<str> = &Arc::from(key);
         match kind {
             Kind::Role | Kind::ClusterRole => {
                 let rules: Option<Arc<[PolicyRule]>> = serde_json::from_slice::<RoleObject>(json)
@@ -218,7 +219,8 @@ impl RbacIndex {
 
     /// Removes the object of `kind` at `key`, adding whose permissions that changed to
     /// `affected`.
-    pub fn remove(&mut self, kind: Kind, key: &Arc<str>, affected: &mut Affected) {
+    pub fn remove(&mut self, kind: Kind, key: &str, affected: &mut Affected) {
+        let key: &Arc<str> = &Arc::from(key);
         self.mark(kind, key, true);
         match kind {
             Kind::Role | Kind::ClusterRole => self.set_role(kind, key, None, affected),

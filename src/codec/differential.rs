@@ -118,7 +118,7 @@ pub fn check(input: &[u8]) -> Result<(), Mismatch> {
         Some(_) => return Ok(()),
     };
     let specs = fields();
-    let decoded = decode(input, REVISION, &specs)?;
+    let decoded = decode("ns/a", input, REVISION, &specs)?;
     let got_labels: BTreeMap<String, String> = decoded
         .selectors
         .labels()

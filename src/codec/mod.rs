@@ -38,20 +38,22 @@ pub enum StorageFormat {
     Protobuf,
 }
 
-/// An object's labels (key, value, ... sorted by key) and then the values of its
-/// resource's selectable fields, in one buffer: what a cached object keeps for selectors.
+/// An object's key, its labels (key, value, ... sorted by key) and then the values of
+/// its resource's selectable fields, in one buffer: what a cached object keeps of itself
+/// besides its bytes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SelectorValues {
-    /// The strings.
+    /// The strings: the object key first.
     pub strings: Packed,
-    /// How many of them are labels (a key and a value each).
+    /// How many of them after the key are labels (a key and a value each).
     pub label_strings: u32,
 }
 
 impl SelectorValues {
-    /// The labels of `pairs` (later duplicates win), then the `fields` strings `push_fields`
-    /// pushes, built in one buffer.
+    /// The object key `key`, the labels of `pairs` (later duplicates win), then the
+    /// `fields` strings `push_fields` pushes, built in one buffer.
     pub fn new<K: AsRef<str>, V: AsRef<str>>(
+        key: &str,
         pairs: impl IntoIterator<Item = (K, V)>,
         fields: usize,
         push_fields: impl FnOnce(&mut PackedBuilder),
@@ -59,11 +61,13 @@ impl SelectorValues {
         let mut pairs: Vec<(K, V)> = pairs.into_iter().collect();
         // Stable: of equal keys the later stays later, and is the one kept.
         pairs.sort_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));
-        let bytes = pairs
-            .iter()
-            .map(|(k, v)| k.as_ref().len() + v.as_ref().len())
-            .sum();
-        let mut b = PackedBuilder::with_capacity(pairs.len() * 2 + fields, bytes);
+        let bytes = key.len()
+            + pairs
+                .iter()
+                .map(|(k, v)| k.as_ref().len() + v.as_ref().len())
+                .sum::<usize>();
+        let mut b = PackedBuilder::with_capacity(1 + pairs.len() * 2 + fields, bytes);
+        b.push(key);
         let mut label_strings = 0;
         for (i, (k, v)) in pairs.iter().enumerate() {
             let next = pairs.get(i + 1).map(|(k, _)| k.as_ref());
@@ -81,6 +85,11 @@ impl SelectorValues {
         }
     }
 
+    /// The object key.
+    pub fn key(&self) -> &str {
+        self.strings.get(0).unwrap_or_default()
+    }
+
     /// The labels.
     pub fn labels(&self) -> LabelsRef<'_> {
         LabelsRef::new(&self.strings, self.label_strings as usize)
@@ -88,12 +97,13 @@ impl SelectorValues {
 
     /// The field values, in the resource's order.
     pub fn fields(&self) -> impl Iterator<Item = &str> + '_ {
-        self.strings.iter().skip(self.label_strings as usize)
+        self.strings.iter().skip(1 + self.label_strings as usize)
     }
 }
 
-/// Labels as the first strings of a [`Packed`] (which a cached object shares with its
-/// selectable field values): key, value, key, value, ... sorted by key.
+/// Labels as the strings of a [`Packed`] after its first (which a cached object shares
+/// with its key and its selectable field values): key, value, key, value, ... sorted by
+/// key.
 #[derive(Debug, Clone, Copy)]
 pub struct LabelsRef<'a> {
     strings: &'a Packed,
@@ -101,16 +111,16 @@ pub struct LabelsRef<'a> {
 }
 
 impl<'a> LabelsRef<'a> {
-    /// The labels that the first `strings` strings of `packed` are.
+    /// The labels that the `strings` strings of `packed` after its first are.
     pub fn new(packed: &'a Packed, strings: usize) -> Self {
         LabelsRef {
             strings: packed,
-            pairs: strings.min(packed.len()) / 2,
+            pairs: strings.min(packed.len().saturating_sub(1)) / 2,
         }
     }
 
     fn key(&self, i: usize) -> &'a str {
-        self.strings.get(2 * i).unwrap_or_default()
+        self.strings.get(1 + 2 * i).unwrap_or_default()
     }
 
     /// The value of label `key`.
@@ -121,7 +131,7 @@ impl<'a> LabelsRef<'a> {
             match self.key(mid).cmp(key) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return self.strings.get(2 * mid + 1),
+                std::cmp::Ordering::Equal => return self.strings.get(2 * mid + 2),
             }
         }
         None
@@ -129,7 +139,7 @@ impl<'a> LabelsRef<'a> {
 
     /// The labels, sorted by key.
     pub fn iter(self) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
-        (0..self.pairs).map(move |i| (self.key(i), self.strings.get(2 * i + 1).unwrap_or_default()))
+        (0..self.pairs).map(move |i| (self.key(i), self.strings.get(2 * i + 2).unwrap_or_default()))
     }
 
     /// Number of labels.
@@ -234,39 +244,45 @@ impl DecodeSpec {
         }
     }
 
-    /// Decodes the value stored at `etcd_key` (the full key, which AES-GCM
-    /// authenticates) at `revision` (its mod_revision).
+    /// Decodes the value of the object `object_key` (`namespace/name` or `name`) stored
+    /// at `etcd_key` (the full key, which AES-GCM authenticates) at `revision` (its
+    /// mod_revision).
     pub fn decode(
         &self,
-        etcd_key: &[u8],
+        (object_key, etcd_key): (&str, &[u8]),
         value: &[u8],
         revision: Revision,
     ) -> Result<Decoded, DecodeError> {
         decode_with(
             &self.transformer,
             self.convert.as_ref(),
-            &self.fields,
+            (object_key, &self.fields),
             (etcd_key, value),
             revision,
         )
     }
 }
 
-/// Decodes a plain (not encrypted) etcd value stored at `revision` (its mod_revision),
-/// extracting the values of `fields` for field selectors; served as stored.
+/// Decodes a plain (not encrypted) etcd value of the object `key` stored at `revision`
+/// (its mod_revision), extracting the values of `fields` for field selectors; served as
+/// stored.
 pub fn decode(
+    key: &str,
     value: &[u8],
     revision: Revision,
     fields: &[FieldSpec],
 ) -> Result<Decoded, DecodeError> {
     let identity = ValueTransformer::identity();
-    decode_with(&identity, None, fields, (b"", value), revision)
+    decode_with(&identity, None, (key, fields), (b"", value), revision)
 }
+
+/// The object key and the selectable fields, which a decoder keeps beside the bytes.
+type Selecting<'a> = (&'a str, &'a [FieldSpec]);
 
 fn decode_with(
     transformer: &ValueTransformer,
     convert: Option<&Convert>,
-    fields: &[FieldSpec],
+    fields: Selecting<'_>,
     (etcd_key, value): (&[u8], &[u8]),
     revision: Revision,
 ) -> Result<Decoded, DecodeError> {
@@ -292,7 +308,7 @@ fn decode_with(
 fn decode_plain(
     value: &[u8],
     revision: Revision,
-    fields: &[FieldSpec],
+    fields: Selecting<'_>,
 ) -> Result<Decoded, DecodeError> {
     if value.starts_with(envelope::MAGIC) {
         return decode_protobuf(value, revision, fields);
@@ -307,7 +323,7 @@ fn decode_plain(
 fn decode_json(
     value: &[u8],
     revision: Revision,
-    fields: &[FieldSpec],
+    fields: Selecting<'_>,
 ) -> Result<Decoded, DecodeError> {
     // Skipped strings are not checked by serde, and JSON must be UTF-8: check it all once.
     std::str::from_utf8(value).map_err(|e| DecodeError::Json(format!("not UTF-8: {e}")))?;
@@ -318,7 +334,7 @@ fn decode_json(
 fn decode_valid_json(
     value: &[u8],
     revision: Revision,
-    fields: &[FieldSpec],
+    (key, fields): Selecting<'_>,
     normalized: bool,
 ) -> Result<Decoded, DecodeError> {
     // One validating pass that also yields labels and fields; the rest is skipped.
@@ -332,7 +348,7 @@ fn decode_valid_json(
         let parsed: serde_json::Value = serde_json::from_slice(value).map_err(json)?;
         let text = serde_json::to_vec(&parsed).map_err(json)?;
         metrics::counter!("watchd_json_values_normalized_total").increment(1);
-        return decode_valid_json(&text, revision, fields, true);
+        return decode_valid_json(&text, revision, (key, fields), true);
     }
     let compacted = json::compact(value);
     let compact = compacted.as_deref().unwrap_or(value);
@@ -346,7 +362,7 @@ fn decode_valid_json(
             bytes: Bytes::from(rendered),
             rv_span,
         }),
-        selectors: SelectorValues::new(head.labels, fields.len(), |b| {
+        selectors: SelectorValues::new(key, head.labels, fields.len(), |b| {
             extract::push_selectable_values(b, fields, head.fields)
         }),
         protobuf: None,
@@ -359,7 +375,7 @@ fn decode_valid_json(
 fn decode_protobuf(
     value: &[u8],
     revision: Revision,
-    fields: &[FieldSpec],
+    (key, fields): Selecting<'_>,
 ) -> Result<Decoded, DecodeError> {
     let perr = |e: wire::WireError| DecodeError::Protobuf(e.to_string());
     let env = envelope::parse(value).map_err(perr)?;
@@ -395,7 +411,7 @@ fn decode_protobuf(
                 json: None,
                 selectors: {
                     let mut read = Ok(());
-                    let s = SelectorValues::new(labels(), fields.len(), |b| {
+                    let s = SelectorValues::new(key, labels(), fields.len(), |b| {
                         read = push_protobuf_selectable_values(b, v, k, env.raw, fields);
                     });
                     read.map_err(perr)?;
@@ -416,7 +432,7 @@ fn decode_protobuf(
                     bytes: Bytes::from(r.json),
                     rv_span: r.rv_span,
                 }),
-                selectors: SelectorValues::new(labels(), fields.len(), |b| {
+                selectors: SelectorValues::new(key, labels(), fields.len(), |b| {
                     fields.iter().for_each(|f| b.push(&f.default))
                 }),
                 protobuf: Some(stored),
@@ -535,6 +551,7 @@ mod tests {
     #[test]
     fn json_value_gets_mod_revision_as_resource_version() {
         let d = decode(
+            "ns/a",
             br#"{"kind":"ConfigMap","metadata":{"name":"a","labels":{"x":"1"}}}"#,
             Revision(17),
             &[],
@@ -549,36 +566,41 @@ mod tests {
     #[test]
     fn unreadable_values_are_classified() {
         assert!(matches!(
-            decode(b"k8s:enc:aescbc:v1:key1:xxxx", Revision(1), &[]),
+            decode("ns/a", b"k8s:enc:aescbc:v1:key1:xxxx", Revision(1), &[]),
             Err(DecodeError::Decrypt(_))
         ));
         assert_eq!(
-            decode(b"", Revision(1), &[]).unwrap_err(),
+            decode("ns/a", b"", Revision(1), &[]).unwrap_err(),
             DecodeError::Empty
         );
         assert_eq!(
-            decode(b"\x00\x01", Revision(1), &[]).unwrap_err(),
+            decode("ns/a", b"\x00\x01", Revision(1), &[]).unwrap_err(),
             DecodeError::UnknownFormat
         );
         assert!(matches!(
-            decode(b"{\"metadata\":", Revision(1), &[]),
+            decode("ns/a", b"{\"metadata\":", Revision(1), &[]),
             Err(DecodeError::Json(_))
         ));
         assert!(matches!(
-            decode(b"{\"a\":\"\xbe\xff\"}", Revision(1), &[]),
+            decode("ns/a", b"{\"a\":\"\xbe\xff\"}", Revision(1), &[]),
             Err(DecodeError::Json(_))
         ));
         assert!(matches!(
-            decode(b"{\"metadata\":null}", Revision(1), &[]),
+            decode("ns/a", b"{\"metadata\":null}", Revision(1), &[]),
             Err(DecodeError::Json(_))
         ));
         assert!(matches!(
-            decode(b"k8s\x00\xff", Revision(1), &[]),
+            decode("ns/a", b"k8s\x00\xff", Revision(1), &[]),
             Err(DecodeError::Protobuf(_))
         ));
         let options = serde_json::json!({"apiVersion": "v1", "kind": "PodPortForwardOptions"});
         assert!(matches!(
-            decode(&pbjson::encode_stored(&options).unwrap(), Revision(1), &[]),
+            decode(
+                "ns/a",
+                &pbjson::encode_stored(&options).unwrap(),
+                Revision(1),
+                &[]
+            ),
             Err(DecodeError::Protobuf(_))
         ));
     }
@@ -601,7 +623,7 @@ mod tests {
             FieldSpec::new("spec.hostNetwork", "spec.hostNetwork", "false"),
             FieldSpec::simple("status.phase"),
         ];
-        let d = decode(&value, Revision(5), &specs).unwrap();
+        let d = decode("ns/a", &value, Revision(5), &specs).unwrap();
         assert_eq!(d.format, StorageFormat::Protobuf);
         assert!(
             d.json.is_none(),
@@ -626,7 +648,7 @@ mod tests {
         let n = bad.len();
         bad[n - 3] = 0xff;
         assert!(matches!(
-            decode(&bad[..n - 1], Revision(5), &specs),
+            decode("ns/a", &bad[..n - 1], Revision(5), &specs),
             Err(DecodeError::Protobuf(_))
         ));
     }
@@ -639,7 +661,7 @@ mod tests {
         value.extend_from_slice(b"\x0a\x0d\x0a\x02v1\x12\x07Unknown\x12");
         value.push(raw.len() as u8);
         value.extend_from_slice(raw);
-        let d = decode(&value, Revision(5), &[FieldSpec::simple("spec.x")]).unwrap();
+        let d = decode("ns/a", &value, Revision(5), &[FieldSpec::simple("spec.x")]).unwrap();
         assert_eq!(d.format, StorageFormat::Protobuf);
         assert_eq!(d.selectors.fields().next(), Some(""));
         let json = d.json.clone().expect("rendered at ingest");
@@ -662,7 +684,7 @@ mod tests {
             ("app", "b"),
             ("", "x"),
         ];
-        let s = SelectorValues::new(pairs, 2, |b| {
+        let s = SelectorValues::new("ns/a", pairs, 2, |b| {
             b.push("node-1");
             b.push("");
         });
@@ -675,15 +697,22 @@ mod tests {
         for (k, v) in [("", "x"), ("app", "b"), ("tier", "web"), ("z", "")] {
             assert_eq!(l.get(k), Some(v), "{k}");
         }
-        for k in ["ap", "apps", "tie", "zz", " ", "node-1"] {
+        for k in ["ap", "apps", "tie", "zz", " ", "node-1", "ns/a"] {
             assert_eq!(l.get(k), None, "{k}");
         }
+        assert_eq!(s.key(), "ns/a");
         assert_eq!(s.fields().collect::<Vec<_>>(), ["node-1", ""]);
-        let none = SelectorValues::new(Vec::<(&str, &str)>::new(), 0, |_| {});
+        let none = SelectorValues::new("ns/a", Vec::<(&str, &str)>::new(), 0, |_| {});
         assert!(none.labels().is_empty());
         assert_eq!(none.labels().get("app"), None);
-        assert_eq!(none.strings.heap_bytes(), 0);
-        let fields_only = SelectorValues::new(Vec::<(&str, &str)>::new(), 1, |b| b.push("x"));
+        assert_eq!(none.fields().count(), 0);
+        // The key alone: the width, the count, its end and its 4 bytes.
+        assert_eq!(
+            (none.key(), none.strings.heap_bytes()),
+            ("ns/a", 1 + 1 + 1 + 4)
+        );
+        let fields_only =
+            SelectorValues::new("ns/a", Vec::<(&str, &str)>::new(), 1, |b| b.push("x"));
         assert!(fields_only.labels().is_empty());
         assert_eq!(fields_only.fields().collect::<Vec<_>>(), ["x"]);
     }

@@ -5,27 +5,51 @@
 use std::fmt;
 
 /// The strings' count, where each ends, then the strings back to back, in one buffer:
-/// `n` (u32), `ends[0..n]` (u32 each, offsets into the text), the text. No strings: an
-/// empty buffer, which allocates nothing.
+/// the width `w` of a number (one byte: 1, 2 or 4, the fewest bytes that hold the count
+/// and the text's length), `n` (`w` bytes), `ends[0..n]` (`w` bytes each, offsets into
+/// the text), the text. A cached object's strings are a few hundred bytes at most, so
+/// each number takes one byte where a `u32` would take four. No strings: an empty
+/// buffer, which allocates nothing.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Packed {
     buf: Box<[u8]>,
 }
 
-const WORD: usize = std::mem::size_of::<u32>();
+/// The width of the numbers of a buffer of `strings` strings and `text` bytes of text.
+fn width(strings: usize, text: usize) -> usize {
+    match strings.max(text) {
+        0..=0xff => 1,
+        0x100..=0xffff => 2,
+        _ => 4,
+    }
+}
 
 impl Packed {
+    /// The `i`-th number after the width byte (0: the count, `1 + j`: string `j`'s end).
     fn word(&self, i: usize) -> Option<usize> {
-        let b = self.buf.get(i * WORD..(i + 1) * WORD)?;
-        Some(u32::from_le_bytes(b.try_into().ok()?) as usize)
+        let w = usize::from(*self.buf.first()?);
+        let at = 1 + i * w;
+        let b = self.buf.get(at..at + w)?;
+        Some(match *b {
+            [a] => usize::from(a),
+            [a, b] => usize::from(u16::from_le_bytes([a, b])),
+            [a, b, c, d] => u32::from_le_bytes([a, b, c, d]) as usize,
+            _ => return None,
+        })
     }
 
     fn text(&self) -> &[u8] {
-        self.buf.get((1 + self.len()) * WORD..).unwrap_or_default()
+        let w = self.buf.first().map_or(0, |w| usize::from(*w));
+        self.buf.get(1 + (1 + self.len()) * w..).unwrap_or_default()
     }
 
     /// The `i`-th string.
     pub fn get(&self, i: usize) -> Option<&str> {
+        std::str::from_utf8(self.get_bytes(i)?).ok()
+    }
+
+    /// The `i`-th string's bytes, not checked again (they were a `str` when pushed).
+    pub fn get_bytes(&self, i: usize) -> Option<&[u8]> {
         if i >= self.len() {
             return None;
         }
@@ -34,7 +58,7 @@ impl Packed {
             0 => 0,
             _ => self.word(i)?,
         };
-        std::str::from_utf8(self.text().get(start..end)?).ok()
+        self.text().get(start..end)
     }
 
     /// Number of strings.
@@ -101,13 +125,15 @@ impl PackedBuilder {
 
     /// The strings in one buffer of exactly their size.
     pub fn finish(self) -> Packed {
-        if self.ends.is_empty() {
+        let n = self.ends.len();
+        if n == 0 {
             return Packed::default();
         }
-        let mut buf = Vec::with_capacity((1 + self.ends.len()) * WORD + self.text.len());
-        buf.extend_from_slice(&(self.ends.len() as u32).to_le_bytes());
-        for e in &self.ends {
-            buf.extend_from_slice(&e.to_le_bytes());
+        let w = width(n, self.text.len());
+        let mut buf = Vec::with_capacity(1 + (1 + n) * w + self.text.len());
+        buf.push(w as u8);
+        for x in std::iter::once(n as u32).chain(self.ends.iter().copied()) {
+            buf.extend_from_slice(&x.to_le_bytes()[..w]);
         }
         buf.extend_from_slice(&self.text);
         Packed {
@@ -131,7 +157,7 @@ mod tests {
         assert_eq!(p.get(1), Some(""));
         assert_eq!(p.get(4), Some("ü"));
         assert_eq!(p.get(5), None);
-        assert_eq!(p.heap_bytes(), 4 + 5 * 4 + 12);
+        assert_eq!(p.heap_bytes(), 1 + 1 + 5 + 12);
         assert_eq!(format!("{p:?}"), r#"["app", "", "web", "tier", "ü"]"#);
         let empty = Packed::default();
         assert!(empty.is_empty());
@@ -140,5 +166,29 @@ mod tests {
         assert_eq!(empty.heap_bytes(), 0);
         let one_empty: Packed = [""].into_iter().collect();
         assert_eq!((one_empty.len(), one_empty.get(0)), (1, Some("")));
+    }
+
+    #[test]
+    fn numbers_widen_with_the_text_and_the_count() {
+        let long = "x".repeat(300);
+        let two: Packed = ["a", long.as_str(), ""].into_iter().collect();
+        assert_eq!(two.iter().collect::<Vec<_>>(), vec!["a", long.as_str(), ""]);
+        assert_eq!(two.heap_bytes(), 1 + 2 * 4 + 301);
+        let huge = "y".repeat(70_000);
+        let four: Packed = [huge.as_str(), "b"].into_iter().collect();
+        assert_eq!(four.get(0), Some(huge.as_str()));
+        assert_eq!(four.get(1), Some("b"));
+        assert_eq!(four.heap_bytes(), 1 + 4 * 3 + 70_001);
+        let many: Vec<String> = (0..300).map(|i| (i % 10).to_string()).collect();
+        let counted: Packed = many.iter().map(String::as_str).collect();
+        assert_eq!(counted.len(), 300);
+        assert_eq!(counted.iter().collect::<Vec<_>>(), many);
+        assert_eq!(counted.heap_bytes(), 1 + 2 * 301 + 300);
+        let edge = "z".repeat(255);
+        let one: Packed = [edge.as_str()].into_iter().collect();
+        assert_eq!(
+            (one.get(0), one.heap_bytes()),
+            (Some(edge.as_str()), 1 + 2 + 255)
+        );
     }
 }

@@ -92,9 +92,9 @@ impl std::fmt::Display for Difference {
 }
 
 /// The two sides of one resource, compared as etcd's keys arrive (in key order) against
-/// the cache's objects (in the same order): their keys are shared, not copied; a key is
+/// the cache's objects (in the same order): their keys are borrowed, not copied; a key is
 /// copied only into the first difference.
-pub struct Comparison<I: Iterator<Item = (Arc<str>, Revision)>> {
+pub struct Comparison<K: AsRef<str>, I: Iterator<Item = (K, Revision)>> {
     cached: std::iter::Peekable<I>,
     /// The cache's digest.
     pub cache: Digest,
@@ -104,7 +104,7 @@ pub struct Comparison<I: Iterator<Item = (Arc<str>, Revision)>> {
     pub first: Option<Difference>,
 }
 
-impl<I: Iterator<Item = (Arc<str>, Revision)>> Comparison<I> {
+impl<K: AsRef<str>, I: Iterator<Item = (K, Revision)>> Comparison<K, I> {
     /// Compares against `cached`: the cache's (object key, mod_revision), in key order.
     pub fn new(cached: I) -> Self {
         Comparison {
@@ -124,16 +124,16 @@ impl<I: Iterator<Item = (Arc<str>, Revision)>> Comparison<I> {
     /// The next object of etcd (keys come in increasing order).
     pub fn etcd(&mut self, key: &str, revision: Revision) {
         self.etcd.add(key, revision);
-        while let Some((k, r)) = self.cached.next_if(|(k, _)| &**k < key) {
-            self.cache.add(&k, r);
-            self.differ(Difference::OnlyInCache(k.to_string(), r));
+        while let Some((k, r)) = self.cached.next_if(|(k, _)| k.as_ref() < key) {
+            self.cache.add(k.as_ref(), r);
+            self.differ(Difference::OnlyInCache(k.as_ref().to_string(), r));
         }
-        match self.cached.next_if(|(k, _)| &**k == key) {
+        match self.cached.next_if(|(k, _)| k.as_ref() == key) {
             Some((k, r)) => {
-                self.cache.add(&k, r);
+                self.cache.add(k.as_ref(), r);
                 if r != revision {
                     self.differ(Difference::Revision {
-                        key: k.to_string(),
+                        key: k.as_ref().to_string(),
                         cache: r,
                         etcd: revision,
                     });
@@ -147,17 +147,17 @@ impl<I: Iterator<Item = (Arc<str>, Revision)>> Comparison<I> {
     /// agree: the same digest (the first difference says where they do not).
     pub fn finish(&mut self) -> bool {
         while let Some((k, r)) = self.cached.next() {
-            self.cache.add(&k, r);
-            self.differ(Difference::OnlyInCache(k.to_string(), r));
+            self.cache.add(k.as_ref(), r);
+            self.differ(Difference::OnlyInCache(k.as_ref().to_string(), r));
         }
         self.cache == self.etcd
     }
 }
 
-/// The cache's side of an object: its key (shared) and mod_revision. A function, not a
+/// The cache's side of an object: its key (borrowed) and mod_revision. A function, not a
 /// closure: the future that holds the iterator must be `Send` for any lifetime.
-fn cached(object: &crate::store::object::ObjectRef) -> (Arc<str>, Revision) {
-    (object.key().clone(), object.revision)
+fn cached(object: &crate::store::object::ObjectRef) -> (&str, Revision) {
+    (object.key(), object.revision)
 }
 
 /// What one check of one resource found.

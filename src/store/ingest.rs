@@ -119,7 +119,7 @@ impl Ingestor {
         }
         let shared = match (&store.decode.convert, plain.as_ref()) {
             (Some(c), Some(core)) if c.conversion == Conversion::EventsV1 => {
-                debug_assert!(&**core.key() == object_key && core.revision == revision);
+                debug_assert!(core.key() == object_key && core.revision == revision);
                 CachedObject::event_v1_of(core, store.field_names.len())
             }
             _ => None,
@@ -127,9 +127,9 @@ impl Ingestor {
         if let Some(view) = shared {
             return Decoded::Object(Arc::new(view));
         }
-        match store.decode.decode(key, value, revision) {
+        match store.decode.decode((object_key, key), value, revision) {
             Ok(decoded) => {
-                let obj = Arc::new(CachedObject::new(Arc::from(object_key), revision, decoded));
+                let obj = Arc::new(CachedObject::new(revision, decoded));
                 if store.decode.convert.is_none() {
                     *plain = Some(obj.clone());
                 }
@@ -153,7 +153,12 @@ impl Ingestor {
         let Some(crds) = index.by_dir(crd::CRD_DIR).next().cloned() else {
             return;
         };
-        let parsed = match crds.decode.decode(key, value, revision) {
+        // A CRD is cluster-scoped: its object key is the key's last segment.
+        let name = std::str::from_utf8(key)
+            .ok()
+            .and_then(|k| k.rsplit('/').next())
+            .unwrap_or_default();
+        let parsed = match crds.decode.decode((name, key), value, revision) {
             Ok(d) => crd::parse_crd(d.json(revision).bytes.as_ref()),
             // The CRD resource itself reports the value as unreadable.
             Err(_) => return,
@@ -635,13 +640,13 @@ mod tests {
             let served = v1.snapshot().objects.get(key.as_str()).cloned().unwrap();
             let decoded = v1
                 .decode
-                .decode(&change.key, change.value.as_ref().unwrap(), change.revision)
+                .decode(
+                    (&key, &change.key),
+                    change.value.as_ref().unwrap(),
+                    change.revision,
+                )
                 .unwrap();
-            let want = Arc::new(CachedObject::new(
-                Arc::from(key.as_str()),
-                change.revision,
-                decoded,
-            ));
+            let want = Arc::new(CachedObject::new(change.revision, decoded));
             assert_eq!(served.protobuf().unwrap(), want.protobuf().unwrap());
             assert!(served.has_protobuf());
             let raw_len = want.protobuf().unwrap().raw().len();

@@ -23,25 +23,25 @@ use crate::Revision;
 /// protobuf-stored one keeps its stored bytes (resourceVersion set) and renders its JSON
 /// on first use, once: watchers and lists that ask only for protobuf never pay for JSON.
 ///
-/// Every byte of it is paid per object (104 bytes, 128 with its `Arc` in glibc's heap):
+/// Every byte of it is paid per object (88 bytes, 112 with its `Arc` in glibc's heap):
 /// what readers derive (JSON rendered under the budget among it) is in a box allocated
-/// on first use, the labels and field values share one buffer, and the resource's field
-/// names are the store's, passed by whoever reads a field.
+/// on first use, the key, labels and field values share one buffer, and the resource's
+/// field names are the store's, passed by whoever reads a field.
 #[derive(Debug)]
 pub struct CachedObject {
-    key: Arc<str>,
     /// The `resourceVersion` it is served with (its etcd mod_revision, or the delete
     /// revision for the last state of a deleted object).
     pub revision: Revision,
-    /// Where the name starts in `key` (0: cluster-scoped).
+    /// Where the name starts in the key (0: cluster-scoped).
     name_at: u32,
-    /// How many of `selectors`' strings are labels (a key and a value each).
+    /// How many of `strings` after the key are labels (a key and a value each).
     label_strings: u32,
     /// The bytes as ingested: counted in `cached_bytes`.
     body: Body,
-    /// What selectors read: the labels (key, value, ... sorted by key), then the values
-    /// of the resource's selectable fields in its order.
-    selectors: Packed,
+    /// The object key (`namespace/name` or `name`), then what selectors read: the labels
+    /// (key, value, ... sorted by key), then the values of the resource's selectable
+    /// fields in its order. Empty for a converted Event, which reads its core object's.
+    strings: Packed,
     /// What readers derive on first use, allocated only when one asks: most cached
     /// objects are never read one by one.
     derived: OnceBox<Derived>,
@@ -175,46 +175,44 @@ fn is_set<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 }
 
 impl CachedObject {
-    /// Builds a cached object from its object key (`ns/name` or `name`) and the decoded
-    /// value (its field values those of the resource's selectable fields, in order).
-    pub fn new(key: Arc<str>, revision: Revision, decoded: Decoded) -> Self {
-        let name_at = key.find('/').map_or(0, |i| i + 1) as u32;
+    /// Builds a cached object from the decoded value (its key first among its strings,
+    /// its field values those of the resource's selectable fields, in order).
+    pub fn new(revision: Revision, decoded: Decoded) -> Self {
+        let name_at = decoded.selectors.key().find('/').map_or(0, |i| i + 1) as u32;
         CachedObject {
-            key,
             revision,
             name_at,
             label_strings: decoded.selectors.label_strings,
             body: Body::new(decoded.json, decoded.protobuf),
-            selectors: decoded.selectors.strings,
+            strings: decoded.selectors.strings,
             derived: OnceBox::new(),
         }
     }
 
-    /// The same key at `revision` over another body, with `selectors` of which
-    /// `label_strings` are labels.
+    /// The same key at `revision` over another body, with `strings` (the key first) of
+    /// which `label_strings` after the key are labels.
     fn with_body(
         &self,
         revision: Revision,
         body: Body,
-        (selectors, label_strings): (Packed, u32),
+        (strings, label_strings): (Packed, u32),
     ) -> CachedObject {
         CachedObject {
-            key: self.key.clone(),
             revision,
             name_at: self.name_at,
             label_strings,
             body,
-            selectors,
+            strings,
             derived: OnceBox::new(),
         }
     }
 
-    /// The strings selectors read and how many of them are labels: its own, or a
-    /// converted Event's core object's.
+    /// Its key, labels and field values and how many of them after the key are labels:
+    /// its own, or a converted Event's core object's.
     fn selector_strings(&self) -> (&Packed, usize) {
         match &self.body {
             Body::EventV1(core) => core.selector_strings(),
-            _ => (&self.selectors, self.label_strings as usize),
+            _ => (&self.strings, self.label_strings as usize),
         }
     }
 
@@ -227,10 +225,10 @@ impl CachedObject {
     /// How many selectable field values it holds.
     fn field_count(&self) -> usize {
         let (strings, labels) = self.selector_strings();
-        strings.len().saturating_sub(labels)
+        strings.len().saturating_sub(1 + labels)
     }
 
-    /// Its labels and field values, as a copy of its own.
+    /// Its key, labels and field values, as a copy of its own.
     fn own_selectors(&self) -> (Packed, u32) {
         let (strings, labels) = self.selector_strings();
         (strings.clone(), labels as u32)
@@ -245,7 +243,7 @@ impl CachedObject {
     }
 
     /// `core`, a core/v1 Event cached from a protobuf value, as the object of the
-    /// events.k8s.io/v1 resource, which has `fields` selectable fields: its bytes,
+    /// events.k8s.io/v1 resource, which has `fields` selectable fields: its bytes, key,
     /// labels and field values are `core`'s, nothing decoded, copied or converted now. The
     /// field values are the core ones: the events.k8s.io fields are the same fields under
     /// their new names, in the same order (`store::ingest`'s tests compare every field's
@@ -292,7 +290,7 @@ impl CachedObject {
                     Err(e) => {
                         metrics::counter!("watchd_json_protobuf_encode_failures_total")
                             .increment(1);
-                        tracing::debug!(key = %self.key, error = %e, "no protobuf form");
+                        tracing::debug!(key = %self.key(), error = %e, "no protobuf form");
                         None
                     }
                 }
@@ -411,19 +409,24 @@ impl CachedObject {
     }
 
     /// The object key: `namespace/name`, or `name` for cluster-scoped objects.
-    pub fn key(&self) -> &Arc<str> {
-        &self.key
+    pub fn key(&self) -> &str {
+        self.selector_strings().0.get(0).unwrap_or_default()
+    }
+
+    /// The key's bytes, unchecked: what the snapshot's tree compares (as `str` compares).
+    pub(super) fn key_bytes(&self) -> &[u8] {
+        self.selector_strings().0.get_bytes(0).unwrap_or_default()
     }
 
     /// The namespace, if namespaced.
     pub fn namespace(&self) -> Option<&str> {
         let at = self.name_at as usize;
-        (at > 0).then(|| self.key.get(..at - 1)).flatten()
+        (at > 0).then(|| self.key().get(..at - 1)).flatten()
     }
 
     /// The name.
     pub fn name(&self) -> &str {
-        self.key.get(self.name_at as usize..).unwrap_or_default()
+        self.key().get(self.name_at as usize..).unwrap_or_default()
     }
 
     /// The same object served at another resourceVersion (a DELETED event's last state).
@@ -469,7 +472,7 @@ impl CachedObject {
         let (strings, label_strings) = self.selector_strings();
         let strings: Packed = strings
             .iter()
-            .take(label_strings)
+            .take(1 + label_strings)
             .chain(values.iter())
             .collect();
         let selectors = (strings, label_strings as u32);
@@ -493,7 +496,7 @@ impl CachedObject {
         };
         self.body.json().map_or(0, |j| j.bytes.len())
             + own.map_or(0, |p| p.value.len())
-            + self.selectors.heap_bytes()
+            + self.strings.heap_bytes()
             + std::mem::size_of::<Self>()
     }
 
@@ -568,7 +571,7 @@ impl CachedObject {
             _ => {
                 let i = names.iter().position(|n| n == field)?;
                 let (strings, labels) = self.selector_strings();
-                strings.get(labels + i)
+                strings.get(1 + labels + i)
             }
         }
     }
@@ -602,10 +605,13 @@ mod tests {
 
     #[test]
     fn namespace_and_name_come_from_the_key() {
-        let d = decode(br#"{"metadata":{"name":"a"}}"#, Revision(3), &[]).unwrap();
-        let o = CachedObject::new(Arc::from("ns1/a"), Revision(3), d.clone());
+        let value = br#"{"metadata":{"name":"a"}}"#;
+        let d = decode("ns1/a", value, Revision(3), &[]).unwrap();
+        let o = CachedObject::new(Revision(3), d);
         assert_eq!((o.namespace(), o.name()), (Some("ns1"), "a"));
-        let c = CachedObject::new(Arc::from("node-1"), Revision(3), d);
+        assert_eq!(o.key(), "ns1/a");
+        let d = decode("node-1", value, Revision(3), &[]).unwrap();
+        let c = CachedObject::new(Revision(3), d);
         assert_eq!((c.namespace(), c.name()), (None, "node-1"));
         assert_eq!(c.field(&[], "metadata.namespace"), Some(""));
     }
@@ -613,10 +619,8 @@ mod tests {
     #[test]
     fn facts_read_uid_generation_and_deletion_from_either_storage() {
         let facts = |json: &str| {
-            let d = decode(json.as_bytes(), Revision(3), &[]).unwrap();
-            CachedObject::new(Arc::from("ns/a"), Revision(3), d)
-                .facts()
-                .clone()
+            let d = decode("ns/a", json.as_bytes(), Revision(3), &[]).unwrap();
+            CachedObject::new(Revision(3), d).facts().clone()
         };
         let f = facts(
             r#"{"metadata":{"name":"a","uid":"u-1","generation":7,"deletionTimestamp":"2026-01-01T00:00:00Z"}}"#,
@@ -631,8 +635,8 @@ mod tests {
             "metadata": {"name": "a", "namespace": "ns", "uid": "u-2", "generation": 2,
                 "deletionTimestamp": "2026-01-01T00:00:00Z"}});
         let value = crate::codec::pbjson::encode_stored(&pod).unwrap();
-        let d = decode(&value, Revision(3), &[]).unwrap();
-        let o = CachedObject::new(Arc::from("ns/a"), Revision(3), d);
+        let d = decode("ns/a", &value, Revision(3), &[]).unwrap();
+        let o = CachedObject::new(Revision(3), d);
         let f = o.facts().clone();
         assert_eq!((&*f.uid, f.generation, f.deleting), ("u-2", 2, true));
         assert!(!o.json_ready(), "facts do not render the object");
@@ -646,8 +650,8 @@ mod tests {
         let pod = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "a", "namespace": "ns1"}, "spec": {"nodeName": "n"}});
         let value = crate::codec::pbjson::encode_stored(&pod).unwrap();
-        let d = decode(&value, Revision(3), &[]).unwrap();
-        let o = Arc::new(CachedObject::new(Arc::from("ns1/a"), Revision(3), d));
+        let d = decode("ns1/a", &value, Revision(3), &[]).unwrap();
+        let o = Arc::new(CachedObject::new(Revision(3), d));
         assert!(!o.json_ready());
         let before = o.cached_bytes();
         let v: serde_json::Value = serde_json::from_slice(&o.json()).unwrap();
@@ -671,8 +675,8 @@ mod tests {
         assert_eq!(crate::codec::wire::last_bytes(meta, 6), Some(&b"9"[..]));
         // PartialObjectMetadata of an unrendered object renders `metadata` alone, the
         // same bytes as the slice of the whole rendering.
-        let d = decode(&value, Revision(4), &[]).unwrap();
-        let fresh = Arc::new(CachedObject::new(Arc::from("ns1/a"), Revision(4), d));
+        let d = decode("ns1/a", &value, Revision(4), &[]).unwrap();
+        let fresh = Arc::new(CachedObject::new(Revision(4), d));
         let meta = fresh.metadata_json();
         assert!(
             !fresh.json_ready(),
@@ -684,15 +688,15 @@ mod tests {
         fresh.json();
         assert_eq!(fresh.metadata_json(), meta);
         // An unrendered object's deleted state stays unrendered.
-        let d = decode(&value, Revision(4), &[]).unwrap();
-        let o = CachedObject::new(Arc::from("ns1/a"), Revision(4), d);
+        let d = decode("ns1/a", &value, Revision(4), &[]).unwrap();
+        let o = CachedObject::new(Revision(4), d);
         assert!(!o.at_revision(Revision(10)).json_ready());
     }
 
     #[test]
     fn deleted_state_is_served_at_the_delete_revision() {
-        let d = decode(br#"{"metadata":{"name":"a"}}"#, Revision(3), &[]).unwrap();
-        let o = CachedObject::new(Arc::from("ns1/a"), Revision(3), d);
+        let d = decode("ns1/a", br#"{"metadata":{"name":"a"}}"#, Revision(3), &[]).unwrap();
+        let o = CachedObject::new(Revision(3), d);
         let gone = Arc::new(o.at_revision(Revision(1000)));
         let v: serde_json::Value = serde_json::from_slice(&gone.json()).unwrap();
         assert_eq!(v["metadata"]["resourceVersion"], "1000");
@@ -703,19 +707,20 @@ mod tests {
     fn a_cached_object_holds_no_more_than_its_parts() {
         // Every byte here is paid by each of the cache's objects (100 000 objects: 10 MB):
         // what readers derive is in one box allocated on first use, the stored form is one
-        // of two, and labels and field values share one allocation. 104 bytes and the
-        // Arc's 16 fill glibc's 128-byte chunk (one more word would take 144).
-        assert!(std::mem::size_of::<CachedObject>() <= 104);
+        // of two, and the key, labels and field values share one allocation. 88 bytes and
+        // the Arc's 16 fill glibc's 112-byte chunk (one more word would take 128).
+        assert!(std::mem::size_of::<CachedObject>() <= 88);
         // A full JSON list gives every object it reads the box of what JSON readers
         // derive: 24 bytes, a 32-byte chunk; the rest is in a box of its own.
         assert_eq!(std::mem::size_of::<Derived>(), 24);
         let d = decode(
+            "ns/a",
             br#"{"metadata":{"name":"a","labels":{"b":"2","a":"1"}}}"#,
             Revision(3),
             &[],
         )
         .unwrap();
-        let o = CachedObject::new(Arc::from("ns/a"), Revision(3), d);
+        let o = CachedObject::new(Revision(3), d);
         assert_eq!(
             o.labels().iter().collect::<Vec<_>>(),
             [("a", "1"), ("b", "2")]

@@ -31,19 +31,20 @@ use crate::Revision;
 #[derive(Clone, Default)]
 pub struct ObjectMap(OrdSet<Keyed>);
 
-/// An object as an entry of [`ObjectMap`]: ordered, compared and found by its key.
+/// An object as an entry of [`ObjectMap`]: ordered, compared and found by its key's
+/// bytes (which order as the `str` does, without checking the text again).
 #[derive(Clone)]
 struct Keyed(ObjectRef);
 
-impl Borrow<str> for Keyed {
-    fn borrow(&self) -> &str {
-        self.0.key()
+impl Borrow<[u8]> for Keyed {
+    fn borrow(&self) -> &[u8] {
+        self.0.key_bytes()
     }
 }
 
 impl PartialEq for Keyed {
     fn eq(&self, other: &Self) -> bool {
-        self.0.key() == other.0.key()
+        self.0.key_bytes() == other.0.key_bytes()
     }
 }
 
@@ -57,7 +58,7 @@ impl PartialOrd for Keyed {
 
 impl Ord for Keyed {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.0.key().cmp(other.0.key())
+        self.0.key_bytes().cmp(other.0.key_bytes())
     }
 }
 
@@ -79,12 +80,12 @@ impl ObjectMap {
 
     /// The object with this key.
     pub fn get(&self, key: &str) -> Option<&ObjectRef> {
-        self.0.get(key).map(|k| &k.0)
+        self.0.get(key.as_bytes()).map(|k| &k.0)
     }
 
     /// Whether it holds an object with this key.
     pub fn contains_key(&self, key: &str) -> bool {
-        self.0.contains(key)
+        self.0.contains(key.as_bytes())
     }
 
     /// Puts `obj` under its own key; returns the object it replaced.
@@ -94,7 +95,7 @@ impl ObjectMap {
 
     /// Takes out the object with this key.
     pub fn remove(&mut self, key: &str) -> Option<ObjectRef> {
-        self.0.remove(key).map(|k| k.0)
+        self.0.remove(key.as_bytes()).map(|k| k.0)
     }
 
     /// The objects in key order.
@@ -103,7 +104,7 @@ impl ObjectMap {
     }
 
     /// The keys and objects in key order.
-    pub fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &ObjectRef)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &ObjectRef)> + '_ {
         self.0.iter().map(|k| (k.0.key(), &k.0))
     }
 
@@ -114,7 +115,8 @@ impl ObjectMap {
         &'a self,
         bounds: (Bound<&str>, Bound<&str>),
     ) -> impl Iterator<Item = &'a ObjectRef> + 'a {
-        self.0.range::<_, str>(bounds).map(|k| &k.0)
+        let bytes = (bounds.0.map(str::as_bytes), bounds.1.map(str::as_bytes));
+        self.0.range::<_, [u8]>(bytes).map(|k| &k.0)
     }
 }
 
@@ -233,8 +235,8 @@ mod tests {
     use crate::store::object::CachedObject;
 
     fn obj(key: &str, rev: i64) -> ObjectRef {
-        let d = decode(br#"{"metadata":{}}"#, Revision(rev), &[]).unwrap();
-        Arc::new(CachedObject::new(Arc::from(key), Revision(rev), d))
+        let d = decode(key, br#"{"metadata":{}}"#, Revision(rev), &[]).unwrap();
+        Arc::new(CachedObject::new(Revision(rev), d))
     }
 
     #[test]
@@ -274,7 +276,7 @@ mod tests {
         assert!(map.insert(obj("a/x", 1)).is_none());
         assert!(map.insert(obj("a/y", 2)).is_none());
         let old = map.insert(obj("a/x", 3)).unwrap();
-        assert_eq!((old.key().as_ref(), old.revision), ("a/x", Revision(1)));
+        assert_eq!((old.key(), old.revision), ("a/x", Revision(1)));
         assert_eq!(map.len(), 2);
         assert_eq!(map.get("a/x").unwrap().revision, Revision(3));
         let before = map.clone();

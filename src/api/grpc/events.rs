@@ -358,9 +358,8 @@ mod tests {
 
     fn configmap(rev: i64) -> ObjectRef {
         let json = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a","namespace":"ns","uid":"u-1","labels":{"x":"y"}},"data":{"k":"v"}}"#;
-        let d = decode(json, Revision(rev), &[]).unwrap();
-        let key: Arc<str> = Arc::from("/registry/configmaps/ns/a");
-        Arc::new(CachedObject::new(key, Revision(rev), d))
+        let d = decode("/registry/configmaps/ns/a", json, Revision(rev), &[]).unwrap();
+        Arc::new(CachedObject::new(Revision(rev), d))
     }
 
     /// A frame's message, read by prost after checking the frame's header.

@@ -542,7 +542,7 @@ fn initial_batch<E: WatchEncoder>(
 ) -> Option<Arc<str>> {
     for obj in snapshot.range(filter.namespace.as_deref(), from) {
         if encoder.pending() >= config::WATCH_BATCH_MAX || encoder.full() {
-            return Some(obj.key().clone());
+            return Some(Arc::from(obj.key()));
         }
         if matches(obj, &filter.selectors, field_names) {
             encoder.initial(obj);
