@@ -61,6 +61,20 @@ impl Packed {
         self.text().get(start..end)
     }
 
+    /// The first string's bytes (empty when there are none): [`Packed::get_bytes`] of 0,
+    /// read in few steps for the common one-byte numbers (the snapshot's tree compares
+    /// cached objects by it).
+    #[inline]
+    pub fn first_bytes(&self) -> &[u8] {
+        match *self.buf {
+            [1, n, end, ..] if n > 0 => {
+                let at = 2 + usize::from(n);
+                self.buf.get(at..at + usize::from(end)).unwrap_or_default()
+            }
+            _ => self.get_bytes(0).unwrap_or_default(),
+        }
+    }
+
     /// Number of strings.
     pub fn len(&self) -> usize {
         self.word(0).unwrap_or(0)
@@ -156,6 +170,7 @@ mod tests {
         );
         assert_eq!(p.get(1), Some(""));
         assert_eq!(p.get(4), Some("ü"));
+        assert_eq!(p.first_bytes(), b"app");
         assert_eq!(p.get(5), None);
         assert_eq!(p.heap_bytes(), 1 + 1 + 5 + 12);
         assert_eq!(format!("{p:?}"), r#"["app", "", "web", "tier", "ü"]"#);
@@ -178,6 +193,9 @@ mod tests {
         let four: Packed = [huge.as_str(), "b"].into_iter().collect();
         assert_eq!(four.get(0), Some(huge.as_str()));
         assert_eq!(four.get(1), Some("b"));
+        assert_eq!(four.first_bytes(), huge.as_bytes());
+        assert_eq!(two.first_bytes(), b"a");
+        assert_eq!(Packed::default().first_bytes(), b"");
         assert_eq!(four.heap_bytes(), 1 + 4 * 3 + 70_001);
         let many: Vec<String> = (0..300).map(|i| (i % 10).to_string()).collect();
         let counted: Packed = many.iter().map(String::as_str).collect();

@@ -209,6 +209,7 @@ impl CachedObject {
 
     /// Its key, labels and field values and how many of them after the key are labels:
     /// its own, or a converted Event's core object's.
+    #[inline]
     fn selector_strings(&self) -> (&Packed, usize) {
         match &self.body {
             Body::EventV1(core) => core.selector_strings(),
@@ -414,8 +415,9 @@ impl CachedObject {
     }
 
     /// The key's bytes, unchecked: what the snapshot's tree compares (as `str` compares).
+    #[inline]
     pub(super) fn key_bytes(&self) -> &[u8] {
-        self.selector_strings().0.get_bytes(0).unwrap_or_default()
+        self.selector_strings().0.first_bytes()
     }
 
     /// The namespace, if namespaced.

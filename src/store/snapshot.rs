@@ -57,6 +57,7 @@ impl PartialOrd for Keyed {
 }
 
 impl Ord for Keyed {
+    #[inline]
     fn cmp(&self, other: &Self) -> Ordering {
         self.0.key_bytes().cmp(other.0.key_bytes())
     }
