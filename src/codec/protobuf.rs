@@ -9,7 +9,7 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use super::envelope::MAGIC;
-use super::wire::{self, put_len, spans, Val, WireError, BYTES};
+use super::wire::{self, put_len, span_iter, Val, WireError, BYTES};
 
 /// The ObjectMeta fields ingestion reads from protobuf objects.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -67,44 +67,99 @@ pub fn read_object_meta(raw: &[u8]) -> Result<ObjectMetaView<'_>, WireError> {
     Ok(m)
 }
 
-/// ObjectMeta with field 6 (resourceVersion) set to `rv`, in field order.
-fn rewrite_meta(meta: &[u8], rv: &str) -> Result<Vec<u8>, WireError> {
-    let mut out = Vec::with_capacity(meta.len() + rv.len() + 2);
+/// The length of ObjectMeta `meta` once field 6 (resourceVersion) is `rv`.
+fn meta_len(meta: &[u8], rv: &str) -> Result<usize, WireError> {
+    let mut len = meta.len() + wire::len_field_size(6, rv.len());
+    for s in span_iter(meta) {
+        let s = s?;
+        if s.number == 6 {
+            len -= s.field.len();
+        }
+    }
+    Ok(len)
+}
+
+/// Writes ObjectMeta `meta` with field 6 (resourceVersion) set to `rv`, in field order.
+fn write_meta(out: &mut Vec<u8>, meta: &[u8], rv: &str) -> Result<(), WireError> {
     let mut written = false;
-    for s in spans(meta)? {
+    for s in span_iter(meta) {
+        let s = s?;
         if s.number == 6 {
             continue;
         }
         if s.number > 6 && !written {
-            put_len(&mut out, 6, rv.as_bytes());
+            put_len(out, 6, rv.as_bytes());
             written = true;
         }
         out.extend_from_slice(&meta[s.field]);
     }
     if !written {
-        put_len(&mut out, 6, rv.as_bytes());
+        put_len(out, 6, rv.as_bytes());
     }
-    Ok(out)
+    Ok(())
+}
+
+/// How an object's own message (`raw`) is rewritten with its resourceVersion set: its
+/// first ObjectMeta (field 1; one holding only the resourceVersion is put first when it
+/// has none) and what the two measure after. Measured first so that the whole value is
+/// written once into a buffer of exactly its size.
+struct RawRewrite {
+    /// The ObjectMeta field, if the object has one.
+    meta: Option<wire::Span>,
+    /// ObjectMeta's new length.
+    meta_len: usize,
+    /// The message's new length.
+    len: usize,
+}
+
+impl RawRewrite {
+    fn of(raw: &[u8], rv: &str) -> Result<RawRewrite, WireError> {
+        let mut meta = None;
+        for s in span_iter(raw) {
+            let s = s?;
+            if s.number == 1 && s.wire == BYTES && meta.is_none() {
+                meta = Some(s);
+            }
+        }
+        let (meta_len, len) = match &meta {
+            Some(s) => {
+                let meta_len = meta_len(&raw[s.value.clone()], rv)?;
+                let len = raw.len() - s.field.len() + wire::len_field_size(1, meta_len);
+                (meta_len, len)
+            }
+            None => {
+                let meta_len = wire::len_field_size(6, rv.len());
+                (meta_len, raw.len() + wire::len_field_size(1, meta_len))
+            }
+        };
+        Ok(RawRewrite {
+            meta,
+            meta_len,
+            len,
+        })
+    }
+
+    /// Writes the rewritten message (`len` bytes).
+    fn write(&self, out: &mut Vec<u8>, raw: &[u8], rv: &str) -> Result<(), WireError> {
+        let Some(meta) = &self.meta else {
+            wire::put_len_header(out, 1, self.meta_len);
+            write_meta(out, &[], rv)?;
+            out.extend_from_slice(raw);
+            return Ok(());
+        };
+        out.extend_from_slice(&raw[..meta.field.start]);
+        wire::put_len_header(out, 1, self.meta_len);
+        write_meta(out, &raw[meta.value.clone()], rv)?;
+        out.extend_from_slice(&raw[meta.field.end..]);
+        Ok(())
+    }
 }
 
 /// An object's own message (`raw`) with ObjectMeta (field 1) rewritten.
 pub fn rewrite_raw(raw: &[u8], rv: &str) -> Result<Vec<u8>, WireError> {
-    let mut out = Vec::with_capacity(raw.len() + rv.len() + 8);
-    let mut seen = false;
-    for s in spans(raw)? {
-        if s.number == 1 && s.wire == BYTES && !seen {
-            put_len(&mut out, 1, &rewrite_meta(&raw[s.value], rv)?);
-            seen = true;
-        } else {
-            out.extend_from_slice(&raw[s.field]);
-        }
-    }
-    if !seen {
-        let mut with_meta = Vec::with_capacity(out.len() + rv.len() + 4);
-        put_len(&mut with_meta, 1, &rewrite_meta(&[], rv)?);
-        with_meta.extend_from_slice(&out);
-        out = with_meta;
-    }
+    let plan = RawRewrite::of(raw, rv)?;
+    let mut out = Vec::with_capacity(plan.len);
+    plan.write(&mut out, raw, rv)?;
     Ok(out)
 }
 
@@ -147,40 +202,45 @@ impl StoredProtobuf {
 /// envelope's other fields are kept as stored.
 pub fn with_resource_version(stored: &[u8], rv: &str) -> Result<StoredProtobuf, WireError> {
     let body = stored.strip_prefix(MAGIC).ok_or(WireError::NoMagic)?;
-    let fields = spans(body)?;
     let is_raw = |s: &wire::Span| s.number == 2 && s.wire == BYTES;
     // `raw` is a bytes field: the last one is the value (earlier ones are dropped). An
-    // envelope without it (an empty object) gets a raw of just the metadata.
-    let last_raw = fields.iter().rposition(is_raw);
-    let new_raw = match last_raw.map(|i| &fields[i]) {
-        Some(s) => rewrite_raw(&body[s.value.clone()], rv)?,
-        None => rewrite_raw(&[], rv)?,
-    };
-    // Exactly its size: the cache keeps this buffer as the object's bytes, and `Bytes`
-    // takes a vector whose length is its capacity without an allocation of its own.
-    let others: usize = fields
-        .iter()
-        .filter(|s| !is_raw(s))
-        .map(|s| s.field.len())
-        .sum();
-    let mut out = Vec::with_capacity(MAGIC.len() + others + wire::len_field_size(2, new_raw.len()));
-    out.extend_from_slice(MAGIC);
-    let mut raw_at = None;
-    for (i, s) in fields.iter().enumerate() {
-        if Some(i) == last_raw {
-            put_len(&mut out, 2, &new_raw);
-            raw_at = Some(out.len() - new_raw.len()..out.len());
-        } else if !is_raw(s) {
-            out.extend_from_slice(&body[s.field.clone()]);
+    // envelope without it (an empty object) gets a raw of just the metadata, last.
+    let (mut last_raw, mut others) = (None, 0);
+    for s in span_iter(body) {
+        let s = s?;
+        if is_raw(&s) {
+            last_raw = Some(s);
+        } else {
+            others += s.field.len();
         }
     }
-    let raw = match raw_at {
-        Some(r) => r,
-        None => {
-            put_len(&mut out, 2, &new_raw);
-            out.len() - new_raw.len()..out.len()
-        }
+    let old_raw = last_raw
+        .as_ref()
+        .map_or(&[][..], |s| &body[s.value.clone()]);
+    let plan = RawRewrite::of(old_raw, rv)?;
+    // Exactly its size: the cache keeps this buffer as the object's bytes, and `Bytes`
+    // takes a vector whose length is its capacity without an allocation of its own.
+    let mut out = Vec::with_capacity(MAGIC.len() + others + wire::len_field_size(2, plan.len));
+    out.extend_from_slice(MAGIC);
+    let write_raw = |out: &mut Vec<u8>| {
+        wire::put_len_header(out, 2, plan.len);
+        let start = out.len();
+        plan.write(out, old_raw, rv).map(|()| start..out.len())
     };
+    let mut raw = None;
+    for s in span_iter(body) {
+        let s = s?;
+        if last_raw.as_ref().is_some_and(|r| r.field == s.field) {
+            raw = Some(write_raw(&mut out)?);
+        } else if !is_raw(&s) {
+            out.extend_from_slice(&body[s.field]);
+        }
+    }
+    let raw = match raw {
+        Some(r) => r,
+        None => write_raw(&mut out)?,
+    };
+    debug_assert_eq!(out.len(), out.capacity());
     let offset = |at: usize| u32::try_from(at).map_err(|_| WireError::TooLarge);
     let raw = offset(raw.start)?..offset(raw.end)?;
     Ok(StoredProtobuf {
@@ -230,6 +290,39 @@ mod tests {
         assert_eq!(field(m, 1), Some(&b"a"[..]));
         assert_eq!(field(m, 11), Some(&b"\x0a\x01k\x12\x01v"[..]));
         assert_eq!(field(&out, 2), Some(&[0x55; 200][..]));
+
+        // Two resourceVersions become one, in field order; of two ObjectMetas only the
+        // first is rewritten (as before), the second copied as stored; the value is
+        // written into a buffer of exactly its size.
+        let mut meta = Vec::new();
+        put_len(&mut meta, 1, b"a");
+        put_len(&mut meta, 6, b"1");
+        put_len(&mut meta, 6, b"2");
+        put_len(&mut meta, 11, b"\x0a\x01k\x12\x01v");
+        let mut raw = Vec::new();
+        put_len(&mut raw, 3, b"s");
+        put_len(&mut raw, 1, &meta);
+        put_len(&mut raw, 1, b"\x0a\x01b");
+        let mut want_meta = Vec::new();
+        put_len(&mut want_meta, 1, b"a");
+        put_len(&mut want_meta, 6, b"77");
+        put_len(&mut want_meta, 11, b"\x0a\x01k\x12\x01v");
+        let mut want = Vec::new();
+        put_len(&mut want, 3, b"s");
+        put_len(&mut want, 1, &want_meta);
+        put_len(&mut want, 1, b"\x0a\x01b");
+        let out = rewrite_raw(&raw, "77").unwrap();
+        assert_eq!((&out, out.len()), (&want, out.capacity()));
+        let mut stored = MAGIC.to_vec();
+        put_len(&mut stored, 2, &raw);
+        let value = with_resource_version(&stored, "77").unwrap().value;
+        let mut want_value = MAGIC.to_vec();
+        put_len(&mut want_value, 2, &want);
+        assert_eq!(value, want_value);
+        assert_eq!(
+            rewrite_raw(&raw[..raw.len() - 1], "7"),
+            Err(WireError::Truncated)
+        );
 
         // No resourceVersion and no metadata at all.
         let mut bare = Vec::new();

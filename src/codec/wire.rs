@@ -269,25 +269,36 @@ pub struct Span {
 /// The top-level fields of a message as offsets, in wire order: for rewriting one field
 /// and copying every other byte as it is.
 pub fn spans(buf: &[u8]) -> Result<Vec<Span>, WireError> {
-    let mut out = Vec::new();
+    span_iter(buf).collect()
+}
+
+/// [`spans`], one at a time (nothing allocated); after an error, nothing more.
+pub fn span_iter(buf: &[u8]) -> impl Iterator<Item = Result<Span, WireError>> + '_ {
     let mut r = Reader::new(buf);
-    while !r.done() {
-        let start = r.pos();
-        let (number, wire) = r.tag()?;
-        let len_start = r.pos();
-        let value = r.value(wire)?;
-        let value_start = match value {
-            Val::Bytes(b) => r.pos() - b.len(),
-            _ => len_start,
-        };
-        out.push(Span {
-            number,
-            wire,
-            field: start..r.pos(),
-            value: value_start..r.pos(),
-        });
-    }
-    Ok(out)
+    let mut failed = false;
+    std::iter::from_fn(move || {
+        if failed || r.done() {
+            return None;
+        }
+        let span = (|| {
+            let start = r.pos();
+            let (number, wire) = r.tag()?;
+            let len_start = r.pos();
+            let value = r.value(wire)?;
+            let value_start = match value {
+                Val::Bytes(b) => r.pos() - b.len(),
+                _ => len_start,
+            };
+            Ok(Span {
+                number,
+                wire,
+                field: start..r.pos(),
+                value: value_start..r.pos(),
+            })
+        })();
+        failed = span.is_err();
+        Some(span)
+    })
 }
 
 /// Writes a varint.
