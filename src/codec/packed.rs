@@ -112,20 +112,46 @@ impl<'a> FromIterator<&'a str> for Packed {
     }
 }
 
-/// Builds a [`Packed`].
+/// Builds a [`Packed`]. Its two working vectors are the thread's, lent for the build and
+/// given back when the builder drops (ingestion builds one per value: two allocations
+/// fewer each), unless they grew past `SCRATCH_KEPT`.
 #[derive(Debug, Default)]
 pub struct PackedBuilder {
     text: Vec<u8>,
     ends: Vec<u32>,
 }
 
+/// The most text a thread keeps for its next builder: a value with larger selector
+/// strings than that gives its buffer back to the heap.
+const SCRATCH_KEPT: usize = 64 * 1024;
+
+thread_local! {
+    static SCRATCH: std::cell::Cell<(Vec<u8>, Vec<u32>)> =
+        const { std::cell::Cell::new((Vec::new(), Vec::new())) };
+}
+
+impl Drop for PackedBuilder {
+    fn drop(&mut self) {
+        if self.text.capacity() <= SCRATCH_KEPT && self.ends.capacity() <= SCRATCH_KEPT {
+            let (mut text, mut ends) = (
+                std::mem::take(&mut self.text),
+                std::mem::take(&mut self.ends),
+            );
+            text.clear();
+            ends.clear();
+            // A thread being torn down has no scratch left to give it to.
+            let _ = SCRATCH.try_with(|s| s.set((text, ends)));
+        }
+    }
+}
+
 impl PackedBuilder {
     /// Room for `strings` strings of `bytes` bytes in all.
     pub fn with_capacity(strings: usize, bytes: usize) -> Self {
-        PackedBuilder {
-            text: Vec::with_capacity(bytes),
-            ends: Vec::with_capacity(strings),
-        }
+        let (mut text, mut ends) = SCRATCH.try_with(|s| s.take()).unwrap_or_default();
+        text.reserve(bytes);
+        ends.reserve(strings);
+        PackedBuilder { text, ends }
     }
 
     /// Appends a string (an empty one past 4 GiB of text, which no label reaches).
@@ -208,5 +234,29 @@ mod tests {
             (one.get(0), one.heap_bytes()),
             (Some(edge.as_str()), 1 + 2 + 255)
         );
+    }
+
+    #[test]
+    fn a_builder_after_another_starts_empty_with_the_thread_s_vectors() {
+        let mut b = PackedBuilder::with_capacity(3, 12);
+        for s in ["ns/name", "app", "web"] {
+            b.push(s);
+        }
+        let first = b.finish();
+        let b = PackedBuilder::with_capacity(1, 1);
+        // The vectors come back cleared, with the room the first build gave them.
+        assert!(b.text.is_empty() && b.ends.is_empty());
+        assert!(b.text.capacity() >= 13 && b.ends.capacity() >= 3);
+        let mut b = b;
+        b.push("x");
+        let second = b.finish();
+        assert_eq!(second.iter().collect::<Vec<_>>(), ["x"]);
+        assert_eq!(first.iter().collect::<Vec<_>>(), ["ns/name", "app", "web"]);
+        // An error path that drops a builder unfinished gives its vectors back too.
+        let mut b = PackedBuilder::with_capacity(1, 4);
+        b.push("gone");
+        drop(b);
+        let b = PackedBuilder::with_capacity(0, 0);
+        assert!(b.text.is_empty() && b.text.capacity() >= 4);
     }
 }

@@ -62,43 +62,43 @@ fn last_bytes<'a>(buf: &'a [u8], f: &Field) -> R<Option<&'a [u8]>> {
 /// the message holding a leaf is kept for the next path with the same parent, and one
 /// rendering context serves every leaf, so an object costs one walk per parent and no
 /// allocation per path beyond its value.
-pub struct FieldReader<'a> {
+pub struct FieldReader<'a, 'p> {
     root: &'static Msg,
     raw: &'a [u8],
     ctx: Ctx<'a, Vec<u8>>,
-    /// The parent path walked last and where it led (None: nothing there).
-    parent: String,
+    /// The parent path walked last (borrowed from the path read) and where it led
+    /// (None: nothing there).
+    parent: &'p str,
     at: Option<(&'static Msg, &'a [u8])>,
     /// A value that is not a plain string (an escaped one, a number) is written here.
     scratch: String,
 }
 
-impl<'a> FieldReader<'a> {
+impl<'a, 'p> FieldReader<'a, 'p> {
     pub(super) fn new(root: &'static Msg, raw: &'a [u8]) -> Self {
         FieldReader {
             root,
             raw,
             ctx: Ctx::new(Vec::with_capacity(64), None),
-            parent: String::new(),
+            parent: "",
             at: Some((root, raw)),
             scratch: String::new(),
         }
     }
 
     /// The value at `path` (see the type); None for an empty path.
-    pub fn read(&mut self, path: &str) -> Result<Option<&str>, super::TranscodeError> {
+    pub fn read(&mut self, path: &'p str) -> Result<Option<&str>, super::TranscodeError> {
         if path.is_empty() {
             return Ok(None);
         }
         self.value_at(path).map_err(|e| *e)
     }
 
-    fn value_at(&mut self, path: &str) -> R<Option<&str>> {
+    fn value_at(&mut self, path: &'p str) -> R<Option<&str>> {
         let (parent, name) = path.rsplit_once('.').unwrap_or(("", path));
         if parent != self.parent {
             self.at = walk(self.root, self.raw, parent)?;
-            self.parent.clear();
-            self.parent.push_str(parent);
+            self.parent = parent;
         }
         let Some((msg, buf)) = self.at else {
             return Ok(None);

@@ -402,11 +402,11 @@ pub fn field_values<'p>(
 /// A reader of the values at JSON paths of the object `raw`, as [`field_values`] reads
 /// them, that keeps what paths share (the walk to their parent, the rendering context)
 /// and lends each value instead of allocating it.
-pub fn fields_reader<'a>(
+pub fn fields_reader<'a, 'p>(
     api_version: &str,
     kind: &str,
     raw: &'a [u8],
-) -> Result<FieldReader<'a>, TranscodeError> {
+) -> Result<FieldReader<'a, 'p>, TranscodeError> {
     Ok(fields::FieldReader::new(root_of(api_version, kind)?, raw))
 }
 
