@@ -79,7 +79,9 @@ impl<'a, 'p> FieldReader<'a, 'p> {
         FieldReader {
             root,
             raw,
-            ctx: Ctx::new(Vec::with_capacity(64), None),
+            // Field selectors read scalars, which take no slot: none until a value is a
+            // message (2.5 KiB a reader otherwise, for every ingested value).
+            ctx: Ctx::with_slots(Vec::with_capacity(64), None, 0),
             parent: "",
             at: Some((root, raw)),
             scratch: String::new(),

@@ -96,9 +96,15 @@ fn scalar_is_empty(kind: Kind, v: &Val<'_>) -> bool {
 impl<'a, O: Sink> Ctx<'a, O> {
     /// A fresh context writing to `out`; `rv` overrides `metadata.resourceVersion` when set.
     pub fn new(out: O, rv: Option<&'a str>) -> Self {
+        Self::with_slots(out, rv, 64)
+    }
+
+    /// [`Ctx::new`] with room for `slots` fields of the messages being written (a
+    /// message's fields take a slot each while it is written; the room grows as needed).
+    pub fn with_slots(out: O, rv: Option<&'a str>, slots: usize) -> Self {
         Ctx {
             out,
-            slots: Vec::with_capacity(64),
+            slots: Vec::with_capacity(slots),
             entries: Vec::new(),
             json_stack: Vec::new(),
             scratch: Vec::new(),
