@@ -170,8 +170,8 @@ pub struct Decoded {
     /// The JSON, when ingestion produced it (JSON-stored values, kinds without a
     /// schema); None for protobuf values, rendered on first use by [`render_json`].
     pub json: Option<Json>,
-    /// The object's labels, then the values of the resource's selectable fields in the
-    /// resource's order.
+    /// The object's key, its labels, then the values of the resource's selectable fields
+    /// in the resource's order.
     pub selectors: SelectorValues,
     /// The stored protobuf value with the resourceVersion set, for protobuf clients and
     /// for rendering the JSON.

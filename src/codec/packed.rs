@@ -1,15 +1,15 @@
-//! A few short strings kept in one buffer: what each cached object holds for selectors
-//! (its labels, its selectable field values). One allocation however many strings (none
-//! for none), instead of one per string plus a slice of pointers.
+//! A few short strings kept in one buffer: what each cached object holds besides its
+//! bytes (its key, its labels, its selectable field values). One allocation however many
+//! strings (none for none), instead of one per string plus a slice of pointers.
 
 use std::fmt;
 
 /// The strings' count, where each ends, then the strings back to back, in one buffer:
 /// the width `w` of a number (one byte: 1, 2 or 4, the fewest bytes that hold the count
 /// and the text's length), `n` (`w` bytes), `ends[0..n]` (`w` bytes each, offsets into
-/// the text), the text. A cached object's strings are a few hundred bytes at most, so
-/// each number takes one byte where a `u32` would take four. No strings: an empty
-/// buffer, which allocates nothing.
+/// the text), the text. A cached object's strings are usually under 256 bytes, and then
+/// each number takes one byte where a `u32` would take four (two bytes up to 64 KiB). No
+/// strings: an empty buffer, which allocates nothing.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Packed {
     buf: Box<[u8]>,
@@ -104,7 +104,7 @@ impl fmt::Debug for Packed {
 
 impl<'a> FromIterator<&'a str> for Packed {
     fn from_iter<I: IntoIterator<Item = &'a str>>(iter: I) -> Self {
-        let mut b = PackedBuilder::default();
+        let mut b = PackedBuilder::with_capacity(0, 0);
         for s in iter {
             b.push(s);
         }
@@ -121,8 +121,8 @@ pub struct PackedBuilder {
     ends: Vec<u32>,
 }
 
-/// The most text a thread keeps for its next builder: a value with larger selector
-/// strings than that gives its buffer back to the heap.
+/// The most bytes a thread keeps in each of its two vectors for its next builder: a
+/// value with larger selector strings than that gives them back to the heap.
 const SCRATCH_KEPT: usize = 64 * 1024;
 
 thread_local! {
@@ -132,7 +132,8 @@ thread_local! {
 
 impl Drop for PackedBuilder {
     fn drop(&mut self) {
-        if self.text.capacity() <= SCRATCH_KEPT && self.ends.capacity() <= SCRATCH_KEPT {
+        let ends_bytes = self.ends.capacity() * std::mem::size_of::<u32>();
+        if self.text.capacity() <= SCRATCH_KEPT && ends_bytes <= SCRATCH_KEPT {
             let (mut text, mut ends) = (
                 std::mem::take(&mut self.text),
                 std::mem::take(&mut self.ends),
@@ -228,6 +229,18 @@ mod tests {
         assert_eq!(counted.len(), 300);
         assert_eq!(counted.iter().collect::<Vec<_>>(), many);
         assert_eq!(counted.heap_bytes(), 1 + 2 * 301 + 300);
+        // The boundaries: 256 bytes of text, or 256 strings, take two-byte numbers.
+        let text_256 = "t".repeat(256);
+        let wide: Packed = [text_256.as_str()].into_iter().collect();
+        assert_eq!(
+            (wide.first_bytes(), wide.heap_bytes()),
+            (text_256.as_bytes(), 1 + 2 * 2 + 256)
+        );
+        let empties: Packed = std::iter::repeat_n("", 256).collect();
+        assert_eq!(
+            (empties.len(), empties.get(255), empties.heap_bytes()),
+            (256, Some(""), 1 + 2 * 257)
+        );
         let edge = "z".repeat(255);
         let one: Packed = [edge.as_str()].into_iter().collect();
         assert_eq!(

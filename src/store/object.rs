@@ -40,7 +40,8 @@ pub struct CachedObject {
     body: Body,
     /// The object key (`namespace/name` or `name`), then what selectors read: the labels
     /// (key, value, ... sorted by key), then the values of the resource's selectable
-    /// fields in its order. Empty for a converted Event, which reads its core object's.
+    /// fields in its order. A converted Event reads its core object's (its own is empty;
+    /// one re-indexed without converting keeps a buffer that nothing reads).
     strings: Packed,
     /// What readers derive on first use, allocated only when one asks: most cached
     /// objects are never read one by one.
@@ -707,7 +708,7 @@ mod tests {
 
     #[test]
     fn a_cached_object_holds_no_more_than_its_parts() {
-        // Every byte here is paid by each of the cache's objects (100 000 objects: 10 MB):
+        // Every byte here is paid by each of the cache's objects (100 000 objects: 8.8 MB):
         // what readers derive is in one box allocated on first use, the stored form is one
         // of two, and the key, labels and field values share one allocation. 88 bytes and
         // the Arc's 16 fill glibc's 112-byte chunk (one more word would take 128).
