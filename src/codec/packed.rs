@@ -25,12 +25,10 @@ fn width(strings: usize, text: usize) -> usize {
 }
 
 impl Packed {
-    /// The `i`-th number after the width byte (0: the count, `1 + j`: string `j`'s end).
-    fn word(&self, i: usize) -> Option<usize> {
-        let w = usize::from(*self.buf.first()?);
-        let at = 1 + i * w;
-        let b = self.buf.get(at..at + w)?;
-        Some(match *b {
+    /// The number of width `w` at `at`.
+    #[inline]
+    fn number(&self, at: usize, w: usize) -> Option<usize> {
+        Some(match *self.buf.get(at..at + w)? {
             [a] => usize::from(a),
             [a, b] => usize::from(u16::from_le_bytes([a, b])),
             [a, b, c, d] => u32::from_le_bytes([a, b, c, d]) as usize,
@@ -38,9 +36,14 @@ impl Packed {
         })
     }
 
-    fn text(&self) -> &[u8] {
-        let w = self.buf.first().map_or(0, |w| usize::from(*w));
-        self.buf.get(1 + (1 + self.len()) * w..).unwrap_or_default()
+    /// The width of its numbers and its count ((0, 0): no strings).
+    #[inline]
+    fn head(&self) -> (usize, usize) {
+        let Some(&w) = self.buf.first() else {
+            return (0, 0);
+        };
+        let w = usize::from(w);
+        (w, self.number(1, w).unwrap_or(0))
     }
 
     /// The `i`-th string.
@@ -48,36 +51,34 @@ impl Packed {
         std::str::from_utf8(self.get_bytes(i)?).ok()
     }
 
-    /// The `i`-th string's bytes, not checked again (they were a `str` when pushed).
+    /// The `i`-th string's bytes, not checked again (they were a `str` when pushed). The
+    /// head is read once: string `j` ends at the number after the count and `j` ends, and
+    /// the text follows the last end.
+    #[inline]
     pub fn get_bytes(&self, i: usize) -> Option<&[u8]> {
-        if i >= self.len() {
+        let (w, n) = self.head();
+        if i >= n {
             return None;
         }
-        let end = self.word(1 + i)?;
+        let end = self.number(1 + (1 + i) * w, w)?;
         let start = match i {
             0 => 0,
-            _ => self.word(i)?,
+            _ => self.number(1 + i * w, w)?,
         };
-        self.text().get(start..end)
+        let text = 1 + (1 + n) * w;
+        self.buf.get(text + start..text + end)
     }
 
-    /// The first string's bytes (empty when there are none): [`Packed::get_bytes`] of 0,
-    /// read in few steps for the common one-byte numbers (the snapshot's tree compares
-    /// cached objects by it).
+    /// The first string's bytes (empty when there are none): what the snapshot's tree
+    /// compares cached objects by.
     #[inline]
     pub fn first_bytes(&self) -> &[u8] {
-        match *self.buf {
-            [1, n, end, ..] if n > 0 => {
-                let at = 2 + usize::from(n);
-                self.buf.get(at..at + usize::from(end)).unwrap_or_default()
-            }
-            _ => self.get_bytes(0).unwrap_or_default(),
-        }
+        self.get_bytes(0).unwrap_or_default()
     }
 
     /// Number of strings.
     pub fn len(&self) -> usize {
-        self.word(0).unwrap_or(0)
+        self.head().1
     }
 
     /// Whether there are none.
