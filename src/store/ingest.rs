@@ -153,10 +153,9 @@ impl Ingestor {
         let Some(crds) = index.by_dir(crd::CRD_DIR).next().cloned() else {
             return;
         };
-        // A CRD is cluster-scoped: its object key is the key's last segment.
         let name = std::str::from_utf8(key)
             .ok()
-            .and_then(|k| k.rsplit('/').next())
+            .and_then(|k| self.crd_name(k))
             .unwrap_or_default();
         let parsed = match crds.decode.decode((name, key), value, revision) {
             Ok(d) => crd::parse_crd(d.json(revision).bytes.as_ref()),
@@ -200,10 +199,16 @@ impl Ingestor {
     }
 
     fn is_crd_key(&self, key: &str) -> bool {
+        self.crd_name(key).is_some()
+    }
+
+    /// The object key (the name: CRDs are cluster-scoped) of a key under the CRD
+    /// directory.
+    fn crd_name<'k>(&self, key: &'k str) -> Option<&'k str> {
         key.strip_prefix(self.cache.prefix())
             .and_then(|k| k.strip_prefix('/'))
             .and_then(|k| k.strip_prefix(crd::CRD_DIR))
-            .is_some_and(|k| k.starts_with('/'))
+            .and_then(|k| k.strip_prefix('/'))
     }
 
     /// Serves the resources the CustomResourceDefinitions among `kvs` define, before the

@@ -392,8 +392,8 @@ impl ResourceStore {
     fn publish(&self, snap: Arc<Snapshot>) {
         self.objects_gauge.set(snap.objects.len() as f64);
         self.bytes_gauge.set(snap.bytes as f64);
-        super::rendered::RENDERED.cached_changed(self.current.load().bytes, snap.bytes);
-        self.current.store(snap.clone());
+        let was = self.current.swap(snap.clone());
+        super::rendered::RENDERED.cached_changed(was.bytes, snap.bytes);
         let Ok(mut ring) = self.ring.lock() else {
             return;
         };
