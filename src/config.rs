@@ -18,6 +18,17 @@ pub const DEFAULT_HISTORY_WINDOW: Duration = Duration::from_secs(5 * 60);
 /// pay for one chunk only.
 pub const DEFAULT_HISTORY_MAX_EVENTS: usize = 102_400;
 
+/// How often the history of every resource is swept of events and snapshots older than
+/// the window (at most; half the window when that is shorter). A change evicts them
+/// too, but a resource that went quiet after a burst would keep the burst otherwise.
+pub const HISTORY_SWEEP_INTERVAL: Duration = Duration::from_secs(10);
+
+/// A sweep that dropped this many events or snapshots (a burst's worth) gives the
+/// heap's free pages back to the system: what they held is freed between objects kept.
+pub const HISTORY_SWEEP_TRIM_EVENTS: usize = 1024;
+/// See [`HISTORY_SWEEP_TRIM_EVENTS`].
+pub const HISTORY_SWEEP_TRIM_SNAPSHOTS: usize = 64;
+
 /// Older snapshots kept per resource for `Exact` and paginated lists (bounded by the
 /// history window too). Snapshots share structure, so each costs about the keys it changed.
 pub const DEFAULT_SNAPSHOT_RING: usize = 4096;

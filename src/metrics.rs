@@ -299,6 +299,10 @@ fn describe() {
         "Upgraded connections (exec, attach, port-forward) being carried to the upstream."
     );
     describe_gauge!("watchd_cached_objects", "Objects cached, per resource.");
+    describe_counter!(
+        "watchd_history_swept_total",
+        "Events and past snapshots (kind) dropped from resources' history by the periodic sweep, once older than --history-window with no change since to evict them."
+    );
     describe_gauge!(
         "watchd_history_events",
         "Events held in a resource's history (what watches resume from), per resource."

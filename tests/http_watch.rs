@@ -320,6 +320,62 @@ async fn watch_with_timeout_seconds_ends_the_stream() {
     }
 }
 
+/// A resource that went quiet after a burst drops the burst's events and past snapshots
+/// once the window passed, with no change to evict them: a watch or an Exact list from
+/// before answers 410, the sweep is counted, and a watch from the last revision resumes.
+#[tokio::test]
+async fn history_past_the_window_is_dropped_while_the_resource_is_quiet() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let watchd = Watchd::start(&etcd.client_url(), &["--history-window=1s"]);
+    let base = watchd.base_url();
+    let first = put_pod(&mut kv, "q", "a", &[]).await;
+    put_pod(&mut kv, "q", "b", &[]).await;
+    let last = put_pod(&mut kv, "q", "c", &[]).await;
+    let list = get_json(&format!(
+        "{base}/api/v1/namespaces/q/pods?resourceVersion={last}&resourceVersionMatch=NotOlderThan"
+    ))
+    .await;
+    assert_eq!(item_names(&list), ["a", "b", "c"]);
+    // Nothing is written from here on: the sweep (each half window) drops the three.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let metrics = http::get(&format!("{base}/metrics"), &[]).await.text();
+        let swept = metric(&metrics, "watchd_history_swept_total", &["kind=\"events\""]);
+        let held = metric(&metrics, "watchd_history_events", &["resource=\"pods\""]);
+        if swept >= Some(3.0) && held == Some(0.0) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "history not swept: swept {swept:?}, pods' events held {held:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut stream = open_watch(&format!(
+        "{base}/api/v1/namespaces/q/pods?watch=true&resourceVersion={first}"
+    ))
+    .await;
+    let events = read_to_end(&mut stream, 5).await;
+    assert_eq!(events.len(), 1, "one ERROR event: {events:?}");
+    check_status(&events[0]["object"], 410, "Expired");
+    get_status(
+        &format!(
+            "{base}/api/v1/namespaces/q/pods?resourceVersion={first}&resourceVersionMatch=Exact"
+        ),
+        410,
+        "Expired",
+    )
+    .await;
+    // The newest state is still served, and a watch from its revision resumes.
+    let mut stream = open_watch(&format!(
+        "{base}/api/v1/namespaces/q/pods?watch=true&resourceVersion={last}"
+    ))
+    .await;
+    let next = put_pod(&mut kv, "q", "d", &[]).await;
+    check_event(&next_event(&mut stream).await, "ADDED", "d", next);
+}
+
 // JSON storage only: it is about pretty-printed JSON values (written raw).
 #[tokio::test]
 async fn watch_frames_are_single_lines_even_for_pretty_printed_values() {

@@ -451,9 +451,17 @@ async fn watch(
     let mut grown = false;
     let mut from = from;
     let mut reopened: Option<tokio::time::Instant> = None;
+    // This loop is the cache's one writer: it also drops the history past the window
+    // of resources that stopped changing.
+    let mut sweep = tokio::time::interval(cache.history_sweep_interval());
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let message = tokio::select! {
             m = stream.message() => m,
+            _ = sweep.tick() => {
+                ingestor.expire_history(std::time::Instant::now());
+                continue;
+            }
             Some(dir) = relist.recv() => {
                 // Between two responses the cache holds every revision up to the applied
                 // one, whole: the directory read at that revision replaces it there.

@@ -139,6 +139,15 @@ pub struct Cache {
 }
 
 impl Cache {
+    /// How often its writer sweeps the history of what the window passed
+    /// ([`crate::store::ingest::Ingestor::expire_history`]).
+    pub fn history_sweep_interval(&self) -> Duration {
+        (self.config.history_window / 2).clamp(
+            Duration::from_millis(100),
+            crate::config::HISTORY_SWEEP_INTERVAL,
+        )
+    }
+
     /// An empty, not-yet-synced cache of every built-in resource under `prefix`, whose
     /// values are not encrypted.
     pub fn new(prefix: &str, config: StoreConfig) -> Arc<Cache> {

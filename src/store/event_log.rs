@@ -232,27 +232,46 @@ impl EventLog {
         }
     }
 
+    /// Evicts the oldest events applied before `limit` (None: none), up to the head.
+    /// Returns how many.
+    fn evict_applied_before(&self, limit: Option<Instant>) -> usize {
+        let Some(limit) = limit else { return 0 };
+        let head = self.head.load(Ordering::Relaxed);
+        let mut evicted = 0;
+        while self.tail.load(Ordering::Relaxed) < head {
+            let t = self.tail.load(Ordering::Relaxed);
+            let stale = matches!(self.slot(t).load().as_ref(), Some(ev) if ev.applied_at() < limit);
+            if !stale {
+                break;
+            }
+            self.evict_oldest(true);
+            evicted += 1;
+        }
+        evicted
+    }
+
     /// Appends an event (single writer). Evicts what falls out of the window first.
     pub fn append(&self, mut event: WatchEvent) -> Arc<WatchEvent> {
         let seq = self.head.load(Ordering::Relaxed);
-        let oldest_allowed = event.applied_at().checked_sub(self.window);
-        while self.tail.load(Ordering::Relaxed) < seq {
-            let t = self.tail.load(Ordering::Relaxed);
-            let full = seq - t >= self.capacity;
-            let stale = match (oldest_allowed, self.slot(t).load().as_ref()) {
-                (Some(limit), Some(ev)) => ev.applied_at() < limit,
-                _ => false,
-            };
-            if !(full || stale) {
-                break;
-            }
-            self.evict_oldest(!full);
+        // Full: the slot the event takes holds the oldest one, which it overwrites.
+        if self.tail.load(Ordering::Relaxed) + self.capacity <= seq {
+            self.evict_oldest(false);
         }
+        self.evict_applied_before(event.applied_at().checked_sub(self.window));
         event.seq = seq;
         let event = Arc::new(event);
         self.slot(seq).store(Some(event.clone()));
         self.head.store(seq + 1, Ordering::Release);
         event
+    }
+
+    /// Evicts the events older than the window at `now` (single writer, as
+    /// [`EventLog::append`], which evicts them too but only when a change comes): a
+    /// resource that went quiet after a burst would otherwise keep the burst's events,
+    /// and the past states of objects they hold, for as long as it stays quiet. Returns
+    /// how many were evicted.
+    pub fn expire(&self, now: Instant) -> usize {
+        self.evict_applied_before(now.checked_sub(self.window))
     }
 
     /// The sequence number the next event will get.
@@ -396,5 +415,32 @@ mod tests {
         assert_eq!(log.len(), 1);
         assert_eq!(log.oldest_revision(), Revision(1));
         assert!(matches!(log.read(0), Read::Expired));
+    }
+
+    #[test]
+    fn expire_evicts_what_the_window_passed_without_a_new_event() {
+        let window = Duration::from_secs(60);
+        let log = EventLog::new(Revision(0), 1, 100, window);
+        for r in 1..=3 {
+            log.append(ev(r));
+        }
+        // Within the window nothing goes.
+        assert_eq!(log.expire(Instant::now()), 0);
+        assert_eq!(log.len(), 3);
+        // A window later every event is past it: the floor is the last one's revision,
+        // from which a watch still resumes; from before it, 410.
+        assert_eq!(
+            log.expire(Instant::now() + window + Duration::from_secs(1)),
+            3
+        );
+        assert!(log.is_empty());
+        assert_eq!(log.oldest_revision(), Revision(3));
+        assert_eq!(log.cursor_after(Revision(3)), Ok(3));
+        assert!(log.cursor_after(Revision(2)).is_err());
+        assert!(matches!(log.read(2), Read::Expired));
+        // The log goes on from its head.
+        log.append(ev(4));
+        assert!(matches!(log.read(3), Read::Event(e) if e.revision == Revision(4)));
+        assert_eq!(log.cursor_after(Revision(3)), Ok(3));
     }
 }

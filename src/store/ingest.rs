@@ -17,6 +17,7 @@ use super::resource::{Change, ResourceStore};
 use super::snapshot::ObjectMap;
 use crate::codec::convert::Conversion;
 use crate::codec::DecodeError;
+use crate::config;
 use crate::dispatch::WakeKey;
 use crate::registry::{self, crd};
 use crate::Revision;
@@ -445,6 +446,36 @@ impl Ingestor {
         store.set_progress(revision);
     }
 
+    /// Drops what the history of every resource holds past the window at `now`
+    /// ([`ResourceStore::expire`]); after a sweep that dropped a burst's worth, the
+    /// heap's free pages go back to the system. Returns how many events and snapshots
+    /// were dropped.
+    pub fn expire_history(&mut self, now: std::time::Instant) -> (usize, usize) {
+        let (mut events, mut snapshots) = (0, 0);
+        for store in self.cache.resources().stores() {
+            let (e, s) = store.expire(now);
+            events += e;
+            snapshots += s;
+        }
+        if events + snapshots > 0 {
+            metrics::counter!("watchd_history_swept_total", "kind" => "events")
+                .increment(events as u64);
+            metrics::counter!("watchd_history_swept_total", "kind" => "snapshots")
+                .increment(snapshots as u64);
+        }
+        if events >= config::HISTORY_SWEEP_TRIM_EVENTS
+            || snapshots >= config::HISTORY_SWEEP_TRIM_SNAPSHOTS
+        {
+            tracing::info!(
+                events,
+                snapshots,
+                "history past the window dropped from resources that went quiet"
+            );
+            super::rendered::RENDERED.trim_heap_soon();
+        }
+        (events, snapshots)
+    }
+
     /// Applies watch changes (in revision order), then wakes the watchers they concern.
     pub fn apply(&mut self, changes: Vec<KvChange>) {
         let mut woken: Touched = Vec::new();
@@ -576,7 +607,7 @@ impl Ingestor {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::time::{Duration, Instant};
 
     use super::*;
     use crate::store::StoreConfig;
@@ -730,5 +761,50 @@ mod tests {
             .expect("the replay's last snapshot kept");
         assert_eq!(at4.objects.len(), 6);
         assert!(at4.older().is_none());
+    }
+
+    #[test]
+    fn a_sweep_drops_the_history_of_a_resource_that_went_quiet() {
+        let cache = cache();
+        let mut ingestor = Ingestor::new(cache.clone());
+        ingestor.load_epoch(Revision(1), Vec::new());
+        cache.set_synced(true);
+        let store = cache
+            .resources()
+            .by_dir("configmaps")
+            .next()
+            .cloned()
+            .expect("configmaps are built in");
+        // A burst, then quiet: an object replaced twice, and another one.
+        ingestor.apply(vec![put("a", 2)]);
+        ingestor.apply(vec![put("a", 3)]);
+        ingestor.apply(vec![put("a", 4), put("b", 4)]);
+        let first = store.snapshot().as_of(Revision(2)).expect("kept");
+        let replaced = Arc::downgrade(first.objects.get("ns1/a").unwrap());
+        drop(first);
+        assert_eq!(
+            ingestor.expire_history(Instant::now()),
+            (0, 0),
+            "within the window"
+        );
+        assert_eq!(store.log().len(), 4);
+        // A window later: every event and every snapshot but the newest go, and with
+        // them the past states of the objects.
+        let later = Instant::now() + Duration::from_secs(301);
+        assert_eq!(ingestor.expire_history(later), (4, 3));
+        assert!(store.log().is_empty());
+        assert_eq!(store.log().oldest_revision(), Revision(4));
+        let snap = store.snapshot();
+        assert_eq!((snap.revision, snap.objects.len()), (Revision(4), 2));
+        assert!(snap.older().is_none());
+        assert!(snap.as_of(Revision(3)).is_none());
+        assert!(
+            replaced.upgrade().is_none(),
+            "the first state of a is freed"
+        );
+        // A watch resumes from the newest revision; a change is logged as before.
+        assert!(store.log().cursor_after(Revision(4)).is_ok());
+        ingestor.apply(vec![put("c", 5)]);
+        assert_eq!(store.log().len(), 1);
     }
 }

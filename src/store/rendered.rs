@@ -194,6 +194,12 @@ impl RenderedBudget {
         }
     }
 
+    /// Gives the heap's free pages back soon, as after a budget's worth of renderings
+    /// given up: for what else freed much at once (history past its window).
+    pub(crate) fn trim_heap_soon(&self) {
+        self.trim_heap_after(crate::config::HEAP_TRIM_AFTER_BYTES);
+    }
+
     /// Renderings given up free a few KiB each, between the objects and renderings kept,
     /// and glibc gives back to the system only the top of its heap: after a full JSON
     /// list of a protobuf-stored cache larger than the budget, the resident set stayed

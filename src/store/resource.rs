@@ -399,7 +399,14 @@ impl ResourceStore {
         };
         let now = Instant::now();
         ring.push_back((now, snap));
+        self.prune_ring(&mut ring, now);
+    }
+
+    /// Drops the oldest snapshots past the ring's size or the window at `now`, never the
+    /// newest; returns how many.
+    fn prune_ring(&self, ring: &mut VecDeque<(Instant, Arc<Snapshot>)>, now: Instant) -> usize {
         let limit = now.checked_sub(self.config.history_window);
+        let mut dropped = 0;
         while ring.len() > 1 {
             let too_many = ring.len() > self.config.snapshot_ring.max(1);
             let too_old = matches!((limit, ring.front()), (Some(l), Some((t, _))) if *t < l);
@@ -407,9 +414,29 @@ impl ResourceStore {
                 break;
             }
             ring.pop_front();
+            dropped += 1;
             if let Some((_, oldest)) = ring.front() {
                 oldest.forget_older();
             }
         }
+        dropped
+    }
+
+    /// Drops the events and past snapshots older than the history window at `now`,
+    /// which a change drops too: a resource that went quiet after a burst keeps them
+    /// (and the past states of objects they hold) otherwise. Only its writer calls it,
+    /// as it alone appends. Returns how many events and snapshots were dropped.
+    pub fn expire(&self, now: Instant) -> (usize, usize) {
+        let log = self.log();
+        let events = log.expire(now);
+        if events > 0 {
+            self.history_events.set(log.len() as f64);
+            self.history_oldest.set(log.oldest_revision().0 as f64);
+        }
+        let snapshots = match self.ring.lock() {
+            Ok(mut ring) => self.prune_ring(&mut ring, now),
+            Err(_) => 0,
+        };
+        (events, snapshots)
     }
 }

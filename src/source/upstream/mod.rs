@@ -124,7 +124,17 @@ async fn supervise(
     let ingestor = Arc::new(Mutex::new(Ingestor::new(cache.clone())));
     let streaming = Arc::new(AtomicBool::new(true));
     let mut running: Vec<Running> = Vec::new();
+    // Every follower writes under the ingestor's lock, so the sweep of the history past
+    // its window takes it too.
+    let mut swept = tokio::time::Instant::now();
     loop {
+        if swept.elapsed() >= cache.history_sweep_interval() {
+            swept = tokio::time::Instant::now();
+            ingestor
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .expire_history(std::time::Instant::now());
+        }
         let index = cache.resources();
         running.retain(|r| {
             let served = index.stores().iter().any(|s| Arc::ptr_eq(s, &r.store));
