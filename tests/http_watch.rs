@@ -376,6 +376,43 @@ async fn history_past_the_window_is_dropped_while_the_resource_is_quiet() {
     check_event(&next_event(&mut stream).await, "ADDED", "d", next);
 }
 
+/// watchd's etcd watch asks for no previous values: a deletion carries the cache's last
+/// state of the object, and for one the cache never held (here its creation's event was
+/// dropped by the test hook, as a watch that lost it would), etcd's, read at the revision
+/// before the deletion.
+#[tokio::test]
+async fn a_deleted_object_the_cache_never_held_carries_etcd_s_last_state() {
+    let etcd = Etcd::start();
+    let mut kv = etcd.client().await;
+    let watchd = Watchd::start_with_env(
+        &etcd.client_url(),
+        &[],
+        &[("WATCHD_TEST_DROP_EVENT", "/pods/d/unheld")],
+    );
+    let base = watchd.base_url();
+    put_pod(&mut kv, "d", "unheld", &[("app", "x")]).await;
+    let seen = put_pod(&mut kv, "d", "seen", &[]).await;
+    let list = get_json(&format!(
+        "{base}/api/v1/namespaces/d/pods?resourceVersion={seen}&resourceVersionMatch=NotOlderThan"
+    ))
+    .await;
+    assert_eq!(
+        item_names(&list),
+        ["seen"],
+        "the creation of unheld was dropped"
+    );
+    let mut stream = open_watch(&format!(
+        "{base}/api/v1/namespaces/d/pods?watch=true&resourceVersion={seen}"
+    ))
+    .await;
+    let gone = delete_key(&mut kv, &pod_key("d", "unheld")).await;
+    let event = next_event(&mut stream).await;
+    check_event(&event, "DELETED", "unheld", gone);
+    assert_eq!(event["object"]["metadata"]["labels"]["app"], "x", "{event}");
+    let gone = delete_key(&mut kv, &pod_key("d", "seen")).await;
+    check_event(&next_event(&mut stream).await, "DELETED", "seen", gone);
+}
+
 // JSON storage only: it is about pretty-printed JSON values (written raw).
 #[tokio::test]
 async fn watch_frames_are_single_lines_even_for_pretty_printed_values() {

@@ -1,7 +1,11 @@
 //! The etcd source. Reads etcd: one paged range over the prefix at a fixed revision R, then one watch of
-//! the whole keyspace from R+1 with `prev_kv`. Keys outside the prefix only advance the
-//! applied revision, which is what lets consistent reads know when the cache has caught
-//! up without progress notifications (broken in etcd 3.4).
+//! the whole keyspace from R+1. Keys outside the prefix only advance the applied
+//! revision, which is what lets consistent reads know when the cache has caught up
+//! without progress notifications (broken in etcd 3.4). The watch asks for no previous
+//! values (`prev_kv`): etcd 3.4 reads one from its store for every change but a creation,
+//! in the one loop that sends the stream's responses, and sends it too. The cache holds
+//! the last state of what it deletes; for an object it never held, the deletion reads it
+//! at the revision before.
 //!
 //! It runs in the reflector's loop (`reflector.rs`): on any error it reconnects with
 //! backoff to any endpoint and resumes from the last applied revision; when etcd
@@ -435,7 +439,6 @@ async fn watch(
         WatchOptions::new()
             .with_all_keys()
             .with_start_revision(from.0)
-            .with_prev_key()
             .with_fragment()
     };
     let mut stream = match client.watch.watch(vec![0u8], Some(opts(from))).await {
@@ -535,6 +538,7 @@ async fn watch(
         }
         #[cfg(feature = "test-hooks")]
         super::test_hooks::drop_event(&mut changes);
+        last_states_of_unheld(client, ingestor, &mut changes).await;
         if let Some(last) = changes.last() {
             *resume = Some(last.revision);
             followed.last = Some((last.key.clone(), last.revision, last.value.is_none()));
@@ -569,18 +573,55 @@ async fn watch(
     }
 }
 
+/// Reads, at the revision before, the last state of each object these changes delete
+/// that the cache does not hold (nor creates earlier in them): its DELETED event carries
+/// it. Rare (an object some resource could not hold), so read one by one; one etcd
+/// compacted is deleted without it, as an object etcd sent no value of.
+async fn last_states_of_unheld(
+    client: &mut EtcdClient,
+    ingestor: &Ingestor,
+    changes: &mut [KvChange],
+) {
+    let mut put: Vec<usize> = Vec::new();
+    for i in 0..changes.len() {
+        let c = &changes[i];
+        if c.value.is_some() {
+            put.push(i);
+            continue;
+        }
+        if c.revision.0 <= 1
+            || ingestor.holds(&c.key)
+            || put.iter().any(|&p| changes[p].key == c.key)
+        {
+            continue;
+        }
+        let opts = GetOptions::new().with_revision(c.revision.0 - 1);
+        match client.kv.get(c.key.clone(), Some(opts)).await {
+            Ok(mut resp) => {
+                if let Some(kv) = resp.take_kvs().into_iter().next() {
+                    let c = &mut changes[i];
+                    c.prev_revision = Revision(kv.mod_revision());
+                    c.prev_value = Some(kv.into_key_value().1);
+                }
+            }
+            Err(e) => {
+                tracing::debug!(key = %String::from_utf8_lossy(&c.key), revision = %c.revision, error = %e,
+                    "the last state of an object deleted that the cache never held cannot be read; its deletion goes without it");
+            }
+        }
+    }
+}
+
 fn into_change(ev: etcd_client::proto::PbEvent) -> Option<KvChange> {
     // mvccpb.Event.EventType.
     const PUT: i32 = 0;
     const DELETE: i32 = 1;
     let kv = ev.kv?;
-    let prev = ev.prev_kv;
-    let prev_revision = Revision(prev.as_ref().map_or(0, |p| p.mod_revision));
-    // The values are taken from etcd's response, not copied. The previous value is kept
-    // only for a deletion (the last state of an object the cache never held).
-    let (value, prev_value) = match ev.r#type {
-        PUT => (Some(kv.value), None),
-        DELETE => (None, prev.map(|p| p.value)),
+    // The values are taken from etcd's response, not copied. A deletion's last state is
+    // read only where the cache never held it (`last_states_of_unheld`).
+    let value = match ev.r#type {
+        PUT => Some(kv.value),
+        DELETE => None,
         other => {
             tracing::error!(event_type = other, key = %String::from_utf8_lossy(&kv.key),
                 "etcd sent a watch event of an unknown type; skipped");
@@ -591,8 +632,8 @@ fn into_change(ev: etcd_client::proto::PbEvent) -> Option<KvChange> {
         key: kv.key,
         value,
         revision: Revision(kv.mod_revision),
-        prev_value,
-        prev_revision,
+        prev_value: None,
+        prev_revision: Revision::ZERO,
     })
 }
 

@@ -476,6 +476,24 @@ impl Ingestor {
         (events, snapshots)
     }
 
+    /// Whether every resource stored under this etcd key holds its object (true when
+    /// none is stored there): a deletion of an object that one of them never held needs
+    /// etcd's last state of it for its DELETED event ([`KvChange::prev_value`]).
+    pub fn holds(&self, key: &[u8]) -> bool {
+        let Ok(key) = std::str::from_utf8(key) else {
+            return true;
+        };
+        let index = self.cache.resources();
+        let Some(route) = registry::route_key(self.cache.prefix(), key, |d| index.has_dir(d))
+        else {
+            return true;
+        };
+        let held = index
+            .by_dir(route.etcd_dir)
+            .all(|s| s.snapshot().objects.contains_key(route.object_key));
+        held
+    }
+
     /// Applies watch changes (in revision order), then wakes the watchers they concern.
     pub fn apply(&mut self, changes: Vec<KvChange>) {
         let mut woken: Touched = Vec::new();
