@@ -300,6 +300,10 @@ fn describe() {
     );
     describe_gauge!("watchd_cached_objects", "Objects cached, per resource.");
     describe_counter!(
+        "watchd_deletions_without_last_state_total",
+        "Deletions of objects the cache never held whose last state etcd had compacted before watchd read it: no DELETED event was sent for them."
+    );
+    describe_counter!(
         "watchd_history_swept_total",
         "Events and past snapshots (kind) dropped from resources' history by the periodic sweep, once older than --history-window with no change since to evict them."
     );

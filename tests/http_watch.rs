@@ -337,13 +337,15 @@ async fn history_past_the_window_is_dropped_while_the_resource_is_quiet() {
     ))
     .await;
     assert_eq!(item_names(&list), ["a", "b", "c"]);
-    // Nothing is written from here on: the sweep (each half window) drops the three.
+    // Nothing is written from here on: the sweep (every half window here) drops the events.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
         let metrics = http::get(&format!("{base}/metrics"), &[]).await.text();
         let swept = metric(&metrics, "watchd_history_swept_total", &["kind=\"events\""]);
         let held = metric(&metrics, "watchd_history_events", &["resource=\"pods\""]);
-        if swept >= Some(3.0) && held == Some(0.0) {
+        // A write slower than the window evicts earlier ones itself: the sweep drops
+        // the rest.
+        if swept >= Some(1.0) && held == Some(0.0) {
             break;
         }
         assert!(

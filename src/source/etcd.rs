@@ -516,9 +516,7 @@ async fn watch(
             let kv_bytes = |kv: &Option<etcd_client::proto::PbKeyValue>| {
                 kv.as_ref().map_or(0, |kv| kv.key.len() + kv.value.len())
             };
-            let bytes: usize = (resp.0.events.iter())
-                .map(|e| kv_bytes(&e.kv) + kv_bytes(&e.prev_kv))
-                .sum();
+            let bytes: usize = resp.0.events.iter().map(|e| kv_bytes(&e.kv)).sum();
             grown = bytes >= config::WATCH_RECEIVE_KEEP_BYTES;
         }
         let mut changes = std::mem::take(&mut held);
@@ -538,7 +536,10 @@ async fn watch(
         }
         #[cfg(feature = "test-hooks")]
         super::test_hooks::drop_event(&mut changes);
-        last_states_of_unheld(client, ingestor, &mut changes).await;
+        if let Err(e) = last_states_of_unheld(client, ingestor, &mut changes).await {
+            // Nothing of this response is applied: the watch resumes before it.
+            return End::Failed(e);
+        }
         if let Some(last) = changes.last() {
             *resume = Some(last.revision);
             followed.last = Some((last.key.clone(), last.revision, last.value.is_none()));
@@ -574,42 +575,43 @@ async fn watch(
 }
 
 /// Reads, at the revision before, the last state of each object these changes delete
-/// that the cache does not hold (nor creates earlier in them): its DELETED event carries
-/// it. Rare (an object some resource could not hold), so read one by one; one etcd
-/// compacted is deleted without it, as an object etcd sent no value of.
+/// that the cache neither holds nor creates earlier in them: its DELETED event carries
+/// it. Rare (an object lost, or one some resource could not hold), so read one by one.
+/// One etcd compacted meanwhile is deleted without it, logged and counted; any other
+/// failure is the watch's, which then resumes before these changes.
 async fn last_states_of_unheld(
     client: &mut EtcdClient,
     ingestor: &Ingestor,
     changes: &mut [KvChange],
-) {
-    let mut put: Vec<usize> = Vec::new();
-    for i in 0..changes.len() {
-        let c = &changes[i];
+) -> Result<(), SourceError> {
+    let mut unheld = Vec::new();
+    let mut put: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    for (i, c) in changes.iter().enumerate() {
         if c.value.is_some() {
-            put.push(i);
-            continue;
+            put.insert(&c.key);
+        } else if c.revision.0 > 1 && !put.contains(&c.key[..]) && !ingestor.holds(&c.key) {
+            unheld.push(i);
         }
-        if c.revision.0 <= 1
-            || ingestor.holds(&c.key)
-            || put.iter().any(|&p| changes[p].key == c.key)
-        {
-            continue;
-        }
+    }
+    for i in unheld {
+        let c = &mut changes[i];
         let opts = GetOptions::new().with_revision(c.revision.0 - 1);
         match client.kv.get(c.key.clone(), Some(opts)).await {
             Ok(mut resp) => {
                 if let Some(kv) = resp.take_kvs().into_iter().next() {
-                    let c = &mut changes[i];
                     c.prev_revision = Revision(kv.mod_revision());
                     c.prev_value = Some(kv.into_key_value().1);
                 }
             }
-            Err(e) => {
-                tracing::debug!(key = %String::from_utf8_lossy(&c.key), revision = %c.revision, error = %e,
-                    "the last state of an object deleted that the cache never held cannot be read; its deletion goes without it");
+            Err(e) if e.to_string().contains("compacted") => {
+                metrics::counter!("watchd_deletions_without_last_state_total").increment(1);
+                tracing::warn!(key = %String::from_utf8_lossy(&c.key), revision = %c.revision, error = %e,
+                    "an object the cache never held was deleted, and etcd compacted its last state: its watchers get no DELETED event for it");
             }
+            Err(e) => return Err(failed("read the last state of a deleted object")(e)),
         }
     }
+    Ok(())
 }
 
 fn into_change(ev: etcd_client::proto::PbEvent) -> Option<KvChange> {

@@ -292,11 +292,14 @@ impl EventLog {
 
     /// The cursor from which a watcher sees every event after `revision`.
     pub fn cursor_after(&self, revision: Revision) -> Result<u64, TooOld> {
+        // The tail first: the writer raises the floor before the tail, so the floor read
+        // after it covers every event before that tail.
+        let tail = self.tail.load(Ordering::Acquire);
         let floor = Revision(self.floor.load(Ordering::Acquire));
         if revision < floor {
             return Err(TooOld { oldest: floor });
         }
-        let (mut lo, mut hi) = (self.tail.load(Ordering::Acquire), self.head());
+        let (mut lo, mut hi) = (tail, self.head());
         // First seq in [lo, hi) whose revision is after `revision`.
         while lo < hi {
             let mid = lo + (hi - lo) / 2;

@@ -162,6 +162,11 @@ impl Health {
         self.lock().insert(key, value);
     }
 
+    /// Whether `key` holds an unreadable value.
+    pub fn is_unreadable(&self, key: &str) -> bool {
+        self.lock().contains_key(key)
+    }
+
     /// Records that `key` holds a readable value, or none.
     pub fn clear(&self, key: &str) {
         let mut map = self.lock();

@@ -37,7 +37,8 @@ pub struct KvChange {
     pub value: Option<Vec<u8>>,
     /// The revision of the change (mod_revision; for a deletion, the delete revision).
     pub revision: Revision,
-    /// For a deletion, the value before it, if etcd sent it (`prev_kv`).
+    /// For a deletion of an object the cache never held, its value before, when read
+    /// (the etcd source asks for no `prev_kv`; the upstream source sends it).
     pub prev_value: Option<Vec<u8>>,
     /// The mod_revision of `prev_value`.
     pub prev_revision: Revision,
@@ -476,9 +477,10 @@ impl Ingestor {
         (events, snapshots)
     }
 
-    /// Whether every resource stored under this etcd key holds its object (true when
-    /// none is stored there): a deletion of an object that one of them never held needs
-    /// etcd's last state of it for its DELETED event ([`KvChange::prev_value`]).
+    /// Whether every resource stored under this etcd key holds its object, or knows its
+    /// value unreadable (true when none is stored there): a deletion of an object that
+    /// one of them never held needs etcd's last state of it for its DELETED event
+    /// ([`KvChange::prev_value`]); an unreadable one would not decode either.
     pub fn holds(&self, key: &[u8]) -> bool {
         let Ok(key) = std::str::from_utf8(key) else {
             return true;
@@ -488,9 +490,10 @@ impl Ingestor {
         else {
             return true;
         };
-        let held = index
-            .by_dir(route.etcd_dir)
-            .all(|s| s.snapshot().objects.contains_key(route.object_key));
+        let held = index.by_dir(route.etcd_dir).all(|s| {
+            s.snapshot().objects.contains_key(route.object_key)
+                || s.health.is_unreadable(route.object_key)
+        });
         held
     }
 
@@ -558,7 +561,7 @@ impl Ingestor {
                 Decoded::NotAnObject => None,
             },
             None => {
-                // Our own last state wins; etcd's prev_kv is only needed if we never held it.
+                // Our own last state wins; the source's is only needed if we never held it.
                 let held = store.snapshot().objects.contains_key(object_key);
                 let prev = match change.prev_value.as_ref().filter(|_| !held) {
                     Some(v) => {

@@ -52,7 +52,7 @@ impl StoreConfig {
 pub enum Change {
     /// The object was created or updated.
     Put(ObjectRef),
-    /// The object was deleted; `prev` is its last state from etcd's `prev_kv`, used when
+    /// The object was deleted; `prev` is its last state as the source read it, used when
     /// the cache did not hold it.
     Delete {
         /// The object key.

@@ -125,15 +125,20 @@ async fn supervise(
     let streaming = Arc::new(AtomicBool::new(true));
     let mut running: Vec<Running> = Vec::new();
     // Every follower writes under the ingestor's lock, so the sweep of the history past
-    // its window takes it too.
+    // its window takes it too; when a follower holds it (a list loading), the next
+    // round sweeps, rather than this task waiting on a runtime thread.
     let mut swept = tokio::time::Instant::now();
     loop {
         if swept.elapsed() >= cache.history_sweep_interval() {
-            swept = tokio::time::Instant::now();
-            ingestor
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .expire_history(std::time::Instant::now());
+            let locked = match ingestor.try_lock() {
+                Ok(g) => Some(g),
+                Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            };
+            if let Some(mut ingestor) = locked {
+                swept = tokio::time::Instant::now();
+                ingestor.expire_history(std::time::Instant::now());
+            }
         }
         let index = cache.resources();
         running.retain(|r| {
