@@ -403,13 +403,16 @@ impl ResourceStore {
     }
 
     /// Drops the oldest snapshots past the ring's size or the window at `now`, never the
-    /// newest; returns how many.
+    /// newest; returns how many. A snapshot's age counts from when the next one replaced
+    /// it: one that stayed current through a quiet spell longer than the window is still
+    /// what a list that began just before the next change reads.
     fn prune_ring(&self, ring: &mut VecDeque<(Instant, Arc<Snapshot>)>, now: Instant) -> usize {
         let limit = now.checked_sub(self.config.history_window);
         let mut dropped = 0;
         while ring.len() > 1 {
             let too_many = ring.len() > self.config.snapshot_ring.max(1);
-            let too_old = matches!((limit, ring.front()), (Some(l), Some((t, _))) if *t < l);
+            let replaced = ring.get(1).map(|(t, _)| *t);
+            let too_old = matches!((limit, replaced), (Some(l), Some(t)) if t < l);
             if !(too_many || too_old) {
                 break;
             }
@@ -438,5 +441,49 @@ impl ResourceStore {
             Err(_) => 0,
         };
         (events, snapshots)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Cache, StoreConfig};
+
+    fn snapshot(revision: i64) -> Arc<Snapshot> {
+        Arc::new(Snapshot::new(
+            Revision(revision),
+            1,
+            ObjectMap::new(),
+            (0, 0),
+            None,
+        ))
+    }
+
+    #[test]
+    fn a_snapshot_ages_from_when_it_was_replaced_not_when_it_was_made() {
+        let cache = Cache::new("/registry", StoreConfig::small());
+        let store = cache
+            .resources()
+            .by_dir("configmaps")
+            .next()
+            .cloned()
+            .unwrap();
+        let window = store.config.history_window;
+        let t0 = Instant::now();
+        // Revision 2 was current for an hour, then revision 3 replaced it.
+        let replaced = t0 + Duration::from_secs(3600);
+        let mut ring = VecDeque::from([(t0, snapshot(2)), (replaced, snapshot(3))]);
+        assert_eq!(
+            store.prune_ring(&mut ring, replaced + Duration::from_secs(1)),
+            0
+        );
+        assert_eq!(ring.len(), 2, "revision 2 was current a second ago");
+        // A window after it was replaced, it goes; the newest never does.
+        let later = replaced + window + Duration::from_secs(1);
+        assert_eq!(store.prune_ring(&mut ring, later), 1);
+        assert_eq!(ring.len(), 1);
+        assert_eq!(ring[0].1.revision, Revision(3));
+        assert_eq!(store.prune_ring(&mut ring, later + window * 10), 0);
+        assert_eq!(ring.len(), 1);
     }
 }
