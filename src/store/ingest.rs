@@ -659,6 +659,15 @@ mod tests {
         )
     }
 
+    fn configmaps(cache: &Cache) -> Arc<ResourceStore> {
+        cache
+            .resources()
+            .by_dir("configmaps")
+            .next()
+            .cloned()
+            .expect("configmaps are built in")
+    }
+
     /// The events.k8s.io/v1 object made from the core one serves what decoding the
     /// stored value for events.k8s.io/v1 gives (the conversion at ingestion that it
     /// replaces), field values included, and keeps no bytes of its own.
@@ -753,12 +762,7 @@ mod tests {
         let cache = cache();
         let mut ingestor = Ingestor::new(cache.clone());
         ingestor.load_epoch(Revision(1), Vec::new());
-        let store = cache
-            .resources()
-            .by_dir("configmaps")
-            .next()
-            .cloned()
-            .expect("configmaps are built in");
+        let store = configmaps(&cache);
         // Replaying: three revisions of two changes each.
         for r in 2..5 {
             ingestor.apply(vec![put(&format!("a{r}"), r), put(&format!("b{r}"), r)]);
@@ -790,12 +794,7 @@ mod tests {
         let mut ingestor = Ingestor::new(cache.clone());
         ingestor.load_epoch(Revision(1), Vec::new());
         cache.set_synced(true);
-        let store = cache
-            .resources()
-            .by_dir("configmaps")
-            .next()
-            .cloned()
-            .expect("configmaps are built in");
+        let store = configmaps(&cache);
         // A burst, then quiet: an object replaced twice, and another one.
         ingestor.apply(vec![put("a", 2)]);
         ingestor.apply(vec![put("a", 3)]);
