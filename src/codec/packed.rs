@@ -116,7 +116,7 @@ impl<'a> FromIterator<&'a str> for Packed {
 /// Builds a [`Packed`]. Its two working vectors are the thread's, lent for the build and
 /// given back when the builder drops (ingestion builds one per value: two allocations
 /// fewer each), unless they grew past `SCRATCH_KEPT`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct PackedBuilder {
     text: Vec<u8>,
     ends: Vec<u32>,

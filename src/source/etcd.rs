@@ -368,7 +368,7 @@ impl Followed {
         let opts = GetOptions::new().with_revision(rev.0);
         let held = match client.kv.get(key.clone(), Some(opts)).await {
             Ok(r) => r.kvs().first().map(|kv| Revision(kv.mod_revision())),
-            Err(e) if e.to_string().contains("compacted") => return Ok(None),
+            Err(e) if is_compacted(&e) => return Ok(None),
             Err(e) => return Err(failed("resume")(e)),
         };
         let agrees = match (deleted, held) {
@@ -584,12 +584,22 @@ async fn last_states_of_unheld(
     ingestor: &Ingestor,
     changes: &mut [KvChange],
 ) -> Result<(), SourceError> {
+    // Only deletions are looked at; the keys put before one, only once one is unheld.
     let mut unheld = Vec::new();
-    let mut put: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    let (mut put, mut put_before) = (std::collections::HashSet::<&[u8]>::new(), 0);
     for (i, c) in changes.iter().enumerate() {
-        if c.value.is_some() {
-            put.insert(&c.key);
-        } else if c.revision.0 > 1 && !put.contains(&c.key[..]) && !ingestor.holds(&c.key) {
+        if c.value.is_some() || c.revision.0 <= 1 || ingestor.holds(&c.key) {
+            continue;
+        }
+        let earlier = &changes[put_before..i];
+        put.extend(
+            earlier
+                .iter()
+                .filter(|p| p.value.is_some())
+                .map(|p| &p.key[..]),
+        );
+        put_before = i;
+        if !put.contains(&c.key[..]) {
             unheld.push(i);
         }
     }
@@ -603,7 +613,7 @@ async fn last_states_of_unheld(
                     c.prev_value = Some(kv.into_key_value().1);
                 }
             }
-            Err(e) if e.to_string().contains("compacted") => {
+            Err(e) if is_compacted(&e) => {
                 metrics::counter!("watchd_deletions_without_last_state_total").increment(1);
                 tracing::warn!(key = %String::from_utf8_lossy(&c.key), revision = %c.revision, error = %e,
                     "an object the cache never held was deleted, and etcd compacted its last state: its watchers get no DELETED event for it");
@@ -612,6 +622,12 @@ async fn last_states_of_unheld(
         }
     }
     Ok(())
+}
+
+/// Whether etcd refused a read because the revision asked for was compacted.
+fn is_compacted(e: &etcd_client::Error) -> bool {
+    e.to_string()
+        .contains("required revision has been compacted")
 }
 
 fn into_change(ev: etcd_client::proto::PbEvent) -> Option<KvChange> {
@@ -706,10 +722,10 @@ impl EtcdReader {
             match read(client).await {
                 Ok(v) => Ok(v),
                 Err(e) => {
-                    let text = e.to_string();
-                    if text.contains("required revision has been compacted") {
+                    if is_compacted(&e) {
                         return Err(ReadError::Compacted);
                     }
+                    let text = e.to_string();
                     if text.contains("required revision is a future revision") {
                         return Err(ReadError::Future);
                     }

@@ -327,8 +327,7 @@ impl ResourceStore {
             return transition;
         }
         self.ingested.increment(appended as u64);
-        self.history_events.set(log.len() as f64);
-        self.history_oldest.set(log.oldest_revision().0 as f64);
+        self.report_history(&log);
         let epoch = cur.epoch;
         let snap = Arc::new(Snapshot::new(
             revision,
@@ -425,6 +424,12 @@ impl ResourceStore {
         dropped
     }
 
+    /// Sets the history's gauges from `log`.
+    fn report_history(&self, log: &EventLog) {
+        self.history_events.set(log.len() as f64);
+        self.history_oldest.set(log.oldest_revision().0 as f64);
+    }
+
     /// Drops the events and past snapshots older than the history window at `now`,
     /// which a change drops too: a resource that went quiet after a burst keeps them
     /// (and the past states of objects they hold) otherwise. Only its writer calls it,
@@ -433,8 +438,7 @@ impl ResourceStore {
         let log = self.log();
         let events = log.expire(now);
         if events > 0 {
-            self.history_events.set(log.len() as f64);
-            self.history_oldest.set(log.oldest_revision().0 as f64);
+            self.report_history(&log);
         }
         let snapshots = match self.ring.lock() {
             Ok(mut ring) => self.prune_ring(&mut ring, now),
